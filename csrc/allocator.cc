@@ -1,0 +1,82 @@
+#include "allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "enforce.h"
+#include "logging.h"
+
+namespace fl {
+
+MemoryStats Allocator::Stats() const {
+  MemoryStats s;
+  s.bytes_in_use = in_use_.load(std::memory_order_relaxed);
+  s.peak_bytes = peak_.load(std::memory_order_relaxed);
+  s.num_allocs = allocs_.load(std::memory_order_relaxed);
+  s.num_frees = frees_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void Allocator::ResetPeak() { peak_.store(in_use_.load()); }
+
+void Allocator::Count(int64_t delta) {
+  int64_t now = in_use_.fetch_add(delta, std::memory_order_relaxed) + delta;
+  if (delta > 0) {
+    allocs_.fetch_add(1, std::memory_order_relaxed);
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  } else {
+    frees_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+namespace {
+
+class CPUAllocator : public Allocator {
+ public:
+  void* Alloc(size_t bytes) override {
+    // 64-byte alignment: whole cache lines, and aligned AVX-512 loads.
+    size_t rounded = (bytes + 63) & ~size_t(63);
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    FL_ENFORCE(p != nullptr, "out of memory: CPU allocation of ", bytes, " bytes failed");
+    Count(static_cast<int64_t>(bytes));
+    FL_VLOG(5) << "Alloc " << bytes << " bytes on CPUPlace at " << p;
+    return p;
+  }
+  void Free(void* p, size_t bytes) override {
+    FL_VLOG(5) << "Free " << bytes << " bytes on CPUPlace at " << p;
+    std::free(p);
+    Count(-static_cast<int64_t>(bytes));
+  }
+  Place place() const override { return Place::CPU(); }
+};
+
+Allocator* (*g_cuda_factory)(int) = nullptr;
+
+}  // namespace
+
+void RegisterCudaAllocator(Allocator* (*factory)(int)) { g_cuda_factory = factory; }
+
+Allocator& GetAllocator(const Place& place) {
+  static CPUAllocator* cpu = new CPUAllocator();  // lives for the process: tensors may outlive statics
+  if (place.is_cpu()) return *cpu;
+  FL_ENFORCE(g_cuda_factory != nullptr, "fluidlite was built without CUDA; ", place.ToString(),
+             " is not available");
+  static std::mutex mu;
+  static std::vector<Allocator*> gpus;
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(gpus.size()) <= place.device) gpus.resize(place.device + 1, nullptr);
+  if (!gpus[place.device]) gpus[place.device] = g_cuda_factory(place.device);
+  return *gpus[place.device];
+}
+
+std::shared_ptr<Allocation> AllocateShared(const Place& place, size_t bytes) {
+  Allocator& a = GetAllocator(place);
+  void* p = a.Alloc(bytes);
+  return std::make_shared<Allocation>(p, bytes, place, &a);
+}
+
+}  // namespace fl

@@ -1,0 +1,61 @@
+// One allocator per place. Counts bytes in use and the peak, so `fluid.core.memory_stats()` and the
+// benchmarks can report memory, and VLOG(5) traces every allocation and free.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "place.h"
+
+namespace fl {
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes = 0;
+  int64_t num_allocs = 0;
+  int64_t num_frees = 0;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* Alloc(size_t bytes) = 0;
+  virtual void Free(void* p, size_t bytes) = 0;
+  virtual Place place() const = 0;
+  MemoryStats Stats() const;
+  void ResetPeak();
+
+ protected:
+  void Count(int64_t delta);
+  std::atomic<int64_t> in_use_{0}, peak_{0}, allocs_{0}, frees_{0};
+};
+
+Allocator& GetAllocator(const Place& place);
+void RegisterCudaAllocator(Allocator* (*factory)(int device));  // set by the CUDA build
+
+// A block of device memory owned by a shared_ptr; tensors share it by reference count.
+class Allocation {
+ public:
+  Allocation(void* ptr, size_t size, Place place, Allocator* owner)
+      : ptr_(ptr), size_(size), place_(place), owner_(owner) {}
+  ~Allocation() {
+    if (owner_) owner_->Free(ptr_, size_);
+  }
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  void* ptr() const { return ptr_; }
+  size_t size() const { return size_; }
+  const Place& place() const { return place_; }
+  bool owned() const { return owner_ != nullptr; }
+
+ private:
+  void* ptr_;
+  size_t size_;
+  Place place_;
+  Allocator* owner_;  // null: borrowed memory (e.g. a numpy buffer during feed), not freed here
+};
+
+std::shared_ptr<Allocation> AllocateShared(const Place& place, size_t bytes);
+
+}  // namespace fl

@@ -1,0 +1,549 @@
+// The pybind11 module fluidlite._core: IR descs, scopes and tensors, the prepared executor, the op
+// registry, logging and profiler controls. Python-facing conversions (numpy <-> Tensor, Python values
+// <-> Attribute) live here and nowhere else.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "allocator.h"
+#include "executor.h"
+#include "logging.h"
+#include "op_builder.h"
+#include "op_context.h"
+#include "profiler.h"
+
+extern "C" void scipy_openblas_set_num_threads(int);
+extern "C" int scipy_openblas_get_num_threads(void);
+extern "C" char* scipy_openblas_get_corename(void);
+extern "C" char* scipy_openblas_get_config(void);
+
+namespace py = pybind11;
+using namespace fl;
+
+namespace {
+
+// ------------------------------------------------------------------ numpy <-> Tensor
+
+DType DTypeFromNumpy(const py::dtype& dt) {
+  char kind = dt.kind();
+  size_t size = dt.itemsize();
+  if (kind == 'f' && size == 4) return DType::FP32;
+  if (kind == 'f' && size == 8) return DType::FP64;
+  if (kind == 'f' && size == 2) return DType::FP16;
+  if (kind == 'i' && size == 4) return DType::INT32;
+  if (kind == 'i' && size == 8) return DType::INT64;
+  if (kind == 'i' && size == 2) return DType::INT16;
+  if (kind == 'i' && size == 1) return DType::INT8;
+  if (kind == 'u' && size == 1) return DType::UINT8;
+  if (kind == 'b') return DType::BOOL;
+  throw py::type_error("numpy dtype " + std::string(py::str(dt)) + " is not supported by fluidlite");
+}
+
+py::dtype NumpyDType(DType t) {
+  switch (t) {
+    case DType::FP32: return py::dtype::of<float>();
+    case DType::FP64: return py::dtype::of<double>();
+    case DType::INT32: return py::dtype::of<int32_t>();
+    case DType::INT64: return py::dtype::of<int64_t>();
+    case DType::INT16: return py::dtype::of<int16_t>();
+    case DType::INT8: return py::dtype::of<int8_t>();
+    case DType::UINT8: return py::dtype::of<uint8_t>();
+    case DType::BOOL: return py::dtype::of<bool>();
+    case DType::FP16: return py::dtype("float16");
+    default: FL_THROW("tensor has no dtype (it was never written)");
+  }
+}
+
+std::string BufferFormat(DType t) {
+  switch (t) {
+    case DType::FP32: return "f";
+    case DType::FP64: return "d";
+    case DType::INT32: return "i";
+    case DType::INT64: return "q";
+    case DType::INT16: return "h";
+    case DType::INT8: return "b";
+    case DType::UINT8: return "B";
+    case DType::BOOL: return "?";
+    case DType::FP16: return "e";
+    default: FL_THROW("tensor has no dtype (it was never written)");
+  }
+}
+
+// Wraps a numpy array's memory without copying. The caller keeps the array alive while it is used.
+Tensor BorrowArray(const py::handle& obj) {
+  py::array arr = py::array::ensure(obj, py::array::c_style);
+  if (!arr) throw py::type_error("feed values must be numpy arrays (or convertible to one)");
+  Tensor t;
+  std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
+  t.Resize(DDim(dims));
+  auto holder = std::make_shared<Allocation>(const_cast<void*>(arr.data()), arr.nbytes(), Place::CPU(), nullptr);
+  t.ResetHolder(holder, 0, DTypeFromNumpy(arr.dtype()), Place::CPU());
+  return t;
+}
+
+// A numpy array that shares the tensor's buffer; the capsule keeps the buffer alive.
+py::array ShareToNumpy(const Tensor& t) {
+  FL_ENFORCE(t.IsInitialized(), "tensor holds no memory (it was never written)");
+  FL_ENFORCE(t.place().is_cpu(), "tensor lives on ", t.place().ToString(), "; copy it to CPU first");
+  auto* keep = new std::shared_ptr<Allocation>(t.holder());
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Allocation>*>(p); });
+  std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end());
+  return py::array(NumpyDType(t.dtype()), shape, t.raw_data(), owner);
+}
+
+// Copies a numpy array into a tensor on `place` (Tensor.set).
+void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
+  Tensor src = BorrowArray(obj);
+  py::array keep = py::array::ensure(obj, py::array::c_style);
+  TensorCopy(src, place, &t);
+}
+
+// ------------------------------------------------------------------ Python <-> Attribute
+
+std::string PyTypeName(const py::handle& h) { return py::str(py::type::of(h).attr("__name__")); }
+
+bool IsInt(const py::handle& h) {
+  if (py::isinstance<py::bool_>(h)) return false;
+  if (py::isinstance<py::int_>(h)) return true;
+  return py::hasattr(h, "__index__") && !py::isinstance<py::float_>(h) && !py::hasattr(h, "dtype") ? true
+         : (py::hasattr(h, "dtype") && std::string(py::str(h.attr("dtype").attr("kind"))) == "i");
+}
+bool IsNumber(const py::handle& h) {
+  return IsInt(h) || py::isinstance<py::float_>(h) ||
+         (py::hasattr(h, "dtype") && std::string(py::str(h.attr("dtype").attr("kind"))) == "f");
+}
+bool IsBool(const py::handle& h) {
+  return py::isinstance<py::bool_>(h) ||
+         (py::hasattr(h, "dtype") && std::string(py::str(h.attr("dtype").attr("kind"))) == "b");
+}
+
+[[noreturn]] void AttrTypeError(const std::string& op, const std::string& name, AttrType want, const py::handle& got) {
+  throw py::type_error("op " + op + ": attribute '" + name + "' expects " + AttrTypeName(want) + ", got " +
+                       PyTypeName(got) + " " + std::string(py::repr(got)));
+}
+
+template <typename T, typename Check, typename Conv>
+std::vector<T> ToList(const std::string& op, const std::string& name, AttrType want, const py::handle& h, Check check, Conv conv) {
+  if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) AttrTypeError(op, name, want, h);
+  std::vector<T> r;
+  for (auto item : h) {
+    if (!check(item)) AttrTypeError(op, name, want, h);
+    r.push_back(conv(item));
+  }
+  return r;
+}
+
+int32_t BlockIndexOf(const py::handle& h) {
+  if (py::hasattr(h, "idx")) return h.attr("idx").cast<int32_t>();
+  return h.cast<int32_t>();
+}
+
+Attribute ToAttribute(const std::string& op, const std::string& name, AttrType want, const py::handle& h) {
+  auto as_i64 = [](py::handle x) { return x.cast<int64_t>(); };
+  auto as_f = [](py::handle x) { return x.cast<double>(); };
+  switch (want) {
+    case AttrType::INT: {
+      if (!IsInt(h) && !IsBool(h)) AttrTypeError(op, name, want, h);
+      int64_t v = as_i64(h);
+      if (v < INT32_MIN || v > INT32_MAX) throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::to_string(v) + " does not fit INT");
+      return static_cast<int32_t>(v);
+    }
+    case AttrType::LONG:
+      if (!IsInt(h)) AttrTypeError(op, name, want, h);
+      return as_i64(h);
+    case AttrType::FLOAT:
+      if (!IsNumber(h) || IsBool(h)) AttrTypeError(op, name, want, h);
+      return static_cast<float>(as_f(h));
+    case AttrType::STRING:
+      if (!py::isinstance<py::str>(h)) AttrTypeError(op, name, want, h);
+      return h.cast<std::string>();
+    case AttrType::BOOLEAN:
+      if (!IsBool(h) && !(IsInt(h) && (as_i64(h) == 0 || as_i64(h) == 1))) AttrTypeError(op, name, want, h);
+      return PyObject_IsTrue(h.ptr()) == 1;
+    case AttrType::INTS:
+      return ToList<int32_t>(op, name, want, h, IsInt, [&](py::handle x) { return static_cast<int32_t>(as_i64(x)); });
+    case AttrType::LONGS:
+      return ToList<int64_t>(op, name, want, h, IsInt, as_i64);
+    case AttrType::FLOATS:
+      return ToList<float>(op, name, want, h, IsNumber, [&](py::handle x) { return static_cast<float>(as_f(x)); });
+    case AttrType::STRINGS:
+      return ToList<std::string>(op, name, want, h, [](py::handle x) { return py::isinstance<py::str>(x); },
+                                 [](py::handle x) { return x.cast<std::string>(); });
+    case AttrType::BOOLEANS:
+      return ToList<bool>(op, name, want, h, IsBool, [](py::handle x) { return PyObject_IsTrue(x.ptr()) == 1; });
+    case AttrType::BLOCK:
+      return BlockRef{BlockIndexOf(h)};
+    case AttrType::BLOCKS: {
+      std::vector<BlockRef> r;
+      for (auto item : h) r.push_back(BlockRef{BlockIndexOf(item)});
+      return r;
+    }
+  }
+  AttrTypeError(op, name, want, h);
+}
+
+// Type of an attribute nobody declared, guessed from the value.
+AttrType GuessAttrType(const py::handle& h) {
+  if (IsBool(h)) return AttrType::BOOLEAN;
+  if (IsInt(h)) return AttrType::INT;
+  if (IsNumber(h)) return AttrType::FLOAT;
+  if (py::isinstance<py::str>(h)) return AttrType::STRING;
+  if (py::hasattr(h, "idx") && py::hasattr(h, "program")) return AttrType::BLOCK;
+  if (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h)) {
+    py::sequence s = py::reinterpret_borrow<py::sequence>(h);
+    if (s.size() == 0) return AttrType::INTS;
+    py::handle first = s[0];
+    if (IsBool(first)) return AttrType::BOOLEANS;
+    if (IsInt(first)) {
+      for (auto x : s)
+        if (!IsInt(x)) return AttrType::FLOATS;
+      return AttrType::INTS;
+    }
+    if (IsNumber(first)) return AttrType::FLOATS;
+    if (py::isinstance<py::str>(first)) return AttrType::STRINGS;
+    if (py::hasattr(first, "idx")) return AttrType::BLOCKS;
+  }
+  throw py::type_error("cannot store a " + PyTypeName(h) + " as an op attribute");
+}
+
+AttrType DeclaredAttrType(const std::string& op, const std::string& name, const py::handle& value) {
+  if (const OpInfo* info = OpRegistry::Instance().Find(op))
+    if (const AttrSpec* s = info->FindAttr(name)) return s->type();
+  for (auto& s : CommonAttrs())
+    if (s.name == name) return s.type();
+  return GuessAttrType(value);
+}
+
+py::object FromAttribute(const Attribute& a) {
+  return std::visit(
+      [](const auto& v) -> py::object {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, BlockRef>) return py::int_(v.idx);
+        else if constexpr (std::is_same_v<T, std::vector<BlockRef>>) {
+          py::list l;
+          for (auto& b : v) l.append(b.idx);
+          return l;
+        } else return py::cast(v);
+      },
+      a);
+}
+
+VarNameMap ToVarNameMap(const py::dict& d) {
+  VarNameMap m;
+  for (auto kv : d) {
+    std::vector<std::string> args;
+    if (py::isinstance<py::str>(kv.second)) args.push_back(kv.second.cast<std::string>());
+    else
+      for (auto a : kv.second) args.push_back(a.cast<std::string>());
+    m.emplace_back(kv.first.cast<std::string>(), std::move(args));
+  }
+  return m;
+}
+
+py::dict FromVarNameMap(const VarNameMap& m) {
+  py::dict d;
+  for (auto& kv : m) d[py::str(kv.first)] = py::cast(kv.second);
+  return d;
+}
+
+std::map<std::string, Attribute> ToAttrMap(const std::string& op, const py::dict& attrs) {
+  std::map<std::string, Attribute> r;
+  for (auto kv : attrs) {
+    if (kv.second.is_none()) continue;
+    std::string name = kv.first.cast<std::string>();
+    r[name] = ToAttribute(op, name, DeclaredAttrType(op, name, kv.second), kv.second);
+  }
+  return r;
+}
+
+py::dict ProtoDict(const OpInfo& info) {
+  py::dict d;
+  d["type"] = info.type;
+  d["doc"] = info.doc;
+  auto slots = [](const std::vector<SlotSpec>& v) {
+    py::list l;
+    for (auto& s : v) {
+      py::dict e;
+      e["name"] = s.name;
+      e["doc"] = s.doc;
+      e["duplicable"] = s.duplicable;
+      e["dispensable"] = s.dispensable;
+      l.append(e);
+    }
+    return l;
+  };
+  d["inputs"] = slots(info.inputs);
+  d["outputs"] = slots(info.outputs);
+  py::list attrs;
+  for (auto& a : info.attrs) {
+    py::dict e;
+    e["name"] = a.name;
+    e["type"] = AttrTypeName(a.type());
+    e["default"] = a.required ? py::object(py::none()) : FromAttribute(a.default_value);
+    e["doc"] = a.doc;
+    e["required"] = a.required;
+    attrs.append(e);
+  }
+  d["attrs"] = attrs;
+  d["has_kernel"] = info.HasAnyKernel();
+  d["kernels"] = info.KernelListString();
+  d["has_grad"] = info.grad_maker != nullptr;
+  return d;
+}
+
+py::dict StatsDict(const MemoryStats& s) {
+  py::dict d;
+  d["bytes_in_use"] = s.bytes_in_use;
+  d["peak_bytes"] = s.peak_bytes;
+  d["num_allocs"] = s.num_allocs;
+  d["num_frees"] = s.num_frees;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fluidlite C++ core";
+  InitLoggingFromEnv();
+
+  static py::exception<EnforceNotMet> enforce_exc(m, "EnforceNotMet", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const EnforceNotMet& e) {
+      py::set_error(enforce_exc, e.what());
+    }
+  });
+
+  // ---------------------------------------------------------------- places
+  py::class_<Place>(m, "Place")
+      .def("is_cpu_place", &Place::is_cpu)
+      .def("is_gpu_place", &Place::is_gpu)
+      .def("gpu_device_id", [](const Place& p) { return p.device; })
+      .def("__eq__", [](const Place& a, const Place& b) { return a == b; })
+      .def("__repr__", &Place::ToString)
+      .def("__str__", &Place::ToString);
+  m.def("cpu_place", &Place::CPU);
+  m.def("cuda_place", &Place::CUDA);
+  m.def("is_compiled_with_cuda", []() {
+#ifdef FL_WITH_CUDA
+    return true;
+#else
+    return false;
+#endif
+  });
+
+  // ---------------------------------------------------------------- tensors and scopes
+  py::class_<Tensor>(m, "LoDTensor", py::buffer_protocol())
+      .def(py::init<>())
+      .def_buffer([](Tensor& t) -> py::buffer_info {
+        FL_ENFORCE(t.IsInitialized(), "tensor holds no memory (it was never written)");
+        FL_ENFORCE(t.place().is_cpu(), "tensor lives on ", t.place().ToString(), "; fetch it to CPU first");
+        std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end()), strides(shape.size());
+        py::ssize_t s = static_cast<py::ssize_t>(SizeOf(t.dtype()));
+        for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+          strides[i] = s;
+          s *= shape[i];
+        }
+        return py::buffer_info(t.raw_mutable(), static_cast<py::ssize_t>(SizeOf(t.dtype())),
+                               BufferFormat(t.dtype()), static_cast<py::ssize_t>(shape.size()), shape,
+                               strides);
+      })
+      .def("__array__", [](const Tensor& t, py::object dtype, py::object copy) {
+             py::array a = ShareToNumpy(t).attr("copy")();
+             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+           }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("shape", [](const Tensor& t) { return t.dims().ToVector(); })
+      .def("_dtype", [](const Tensor& t) { return static_cast<int>(t.dtype()); })
+      .def("_is_initialized", &Tensor::IsInitialized)
+      .def("_place", &Tensor::place)
+      .def("set", [](Tensor& t, py::handle arr, const Place& place) { SetFromNumpy(t, arr, place); },
+           py::arg("array"), py::arg("place") = Place::CPU())
+      .def("_share_numpy", &ShareToNumpy, "numpy view sharing this tensor's buffer (kept alive by the view)")
+      .def("lod", [](const Tensor& t) { return t.lod(); })
+      .def("set_lod", [](Tensor& t, const LoD& l) { t.set_lod(l); })
+      .def("__repr__", [](const Tensor& t) {
+        return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " + t.place().ToString() + ")";
+      });
+
+  py::class_<Variable>(m, "Variable")
+      .def("get_tensor", &Variable::GetMutableTensor, py::return_value_policy::reference_internal)
+      .def("is_initialized", &Variable::IsInitialized)
+      .def("kind", &Variable::KindName);
+
+  py::class_<Scope>(m, "Scope")
+      .def(py::init<>())
+      .def("var", &Scope::Var, py::return_value_policy::reference_internal)
+      .def("find_var", &Scope::FindVar, py::return_value_policy::reference_internal)
+      .def("find_local_var", &Scope::FindLocalVar, py::return_value_policy::reference_internal)
+      .def("new_scope", &Scope::NewScope, py::return_value_policy::reference_internal)
+      .def("drop_kids", &Scope::DropKids)
+      .def("erase_vars", &Scope::EraseVars)
+      .def("local_var_names", &Scope::LocalVarNames)
+      .def("num_kids", [](const Scope& s) { return s.kids().size(); });
+  m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
+
+  // ---------------------------------------------------------------- IR
+  py::class_<VarDesc>(m, "VarDesc")
+      .def("name", &VarDesc::name)
+      .def("dtype", [](const VarDesc& v) { return static_cast<int>(v.dtype()); })
+      .def("set_dtype", [](VarDesc& v, int t) { v.set_dtype(static_cast<DType>(t)); })
+      .def("shape", &VarDesc::shape)
+      .def("set_shape", &VarDesc::set_shape)
+      .def("type", [](const VarDesc& v) { return static_cast<int>(v.kind()); })
+      .def("set_type", [](VarDesc& v, int k) { v.set_kind(static_cast<VarKind>(k)); })
+      .def("persistable", &VarDesc::persistable)
+      .def("set_persistable", &VarDesc::set_persistable)
+      .def("lod_level", &VarDesc::lod_level)
+      .def("set_lod_level", &VarDesc::set_lod_level)
+      .def("is_data", &VarDesc::is_data)
+      .def("set_is_data", &VarDesc::set_is_data);
+
+  py::class_<OpDesc>(m, "OpDesc")
+      .def(py::init<std::string>())
+      .def("type", &OpDesc::type)
+      .def("set_type", &OpDesc::set_type)
+      .def("inputs", [](const OpDesc& o) { return FromVarNameMap(o.inputs()); })
+      .def("outputs", [](const OpDesc& o) { return FromVarNameMap(o.outputs()); })
+      .def("input_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.inputs()) r.push_back(kv.first); return r; })
+      .def("output_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.outputs()) r.push_back(kv.first); return r; })
+      .def("input", &OpDesc::Input)
+      .def("output", &OpDesc::Output)
+      .def("set_input", &OpDesc::SetInput)
+      .def("set_output", &OpDesc::SetOutput)
+      .def("input_arg_names", &OpDesc::InputArgumentNames)
+      .def("output_arg_names", &OpDesc::OutputArgumentNames)
+      .def("rename_input", &OpDesc::RenameInput)
+      .def("rename_output", &OpDesc::RenameOutput)
+      .def("has_attr", &OpDesc::HasAttr)
+      .def("attr", [](const OpDesc& o, const std::string& n) { return FromAttribute(o.GetAttr(n)); })
+      .def("attr_type", [](const OpDesc& o, const std::string& n) { return static_cast<int>(TypeOf(o.GetAttr(n))); })
+      .def("attr_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.attrs()) r.push_back(kv.first); return r; })
+      .def("set_attr", [](OpDesc& o, const std::string& n, py::handle v) {
+        o.SetAttr(n, ToAttribute(o.type(), n, DeclaredAttrType(o.type(), n, v), v));
+      })
+      .def("remove_attr", &OpDesc::RemoveAttr)
+      .def("creation_site", &OpDesc::CreationSite)
+      .def("copy", [](const OpDesc& o) { OpDesc c(o); c.SetOwner(nullptr); return c; });
+
+  py::class_<BlockDesc>(m, "BlockDesc")
+      .def_property_readonly("id", &BlockDesc::idx)
+      .def_property_readonly("parent", &BlockDesc::parent_idx)
+      .def("get_forward_block_idx", &BlockDesc::forward_block_idx)
+      .def("set_forward_block_idx", &BlockDesc::set_forward_block_idx)
+      .def("var", &BlockDesc::Var, py::return_value_policy::reference_internal)
+      .def("find_var", &BlockDesc::FindVar, py::return_value_policy::reference_internal)
+      .def("find_var_recursive", &BlockDesc::FindVarRecursive, py::return_value_policy::reference_internal)
+      .def("has_var", &BlockDesc::HasVar)
+      .def("remove_var", &BlockDesc::RemoveVar)
+      .def("all_vars", [](const BlockDesc& b) { std::vector<VarDesc*> r; for (auto& v : b.AllVars()) r.push_back(v.get()); return r; },
+           py::return_value_policy::reference_internal)
+      .def("op_size", &BlockDesc::OpSize)
+      .def("op", &BlockDesc::Op, py::return_value_policy::reference_internal)
+      .def("remove_op", &BlockDesc::RemoveOp)
+      .def("append_op", [](BlockDesc& b, const std::string& type, const py::dict& ins, const py::dict& outs, const py::dict& attrs, int index) {
+             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), ToAttrMap(type, attrs), index);
+           }, py::arg("type"), py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("index") = -1,
+           py::return_value_policy::reference_internal,
+           "validate against the registered op, fill attribute defaults, run compile-time shape inference")
+      .def("insert_desc", [](BlockDesc& b, size_t index, const OpDesc& src) {
+             OpDesc* op = b.InsertOp(index);
+             op->set_type(src.type());
+             for (auto& kv : src.inputs()) op->SetInput(kv.first, kv.second);
+             for (auto& kv : src.outputs()) op->SetOutput(kv.first, kv.second);
+             for (auto& kv : src.attrs()) op->SetAttr(kv.first, kv.second);
+             return op;
+           }, py::return_value_policy::reference_internal, "insert a copy of an unchecked OpDesc (backward)")
+      .def("infer_shape", [](BlockDesc& b, OpDesc* op) { InferShapeAtCompileTime(&b, op); });
+
+  py::class_<ProgramDesc>(m, "ProgramDesc")
+      .def(py::init<>())
+      .def(py::init<const ProgramDesc&>())
+      .def("block", &ProgramDesc::Block, py::return_value_policy::reference_internal)
+      .def("num_blocks", &ProgramDesc::Size)
+      .def("append_block", &ProgramDesc::AppendBlock, py::return_value_policy::reference_internal)
+      .def("version", &ProgramDesc::version)
+      .def("uid", &ProgramDesc::uid)
+      .def("serialize_to_string", [](const ProgramDesc& p) { return py::bytes(p.Serialize()); })
+      .def_static("parse_from_string", [](const py::bytes& b) { return ProgramDesc::Deserialize(std::string(b)); })
+      .def("to_string", &ProgramDesc::ToString);
+
+  // ---------------------------------------------------------------- registry
+  m.def("op_types", []() { return OpRegistry::Instance().Types(); });
+  m.def("has_op", [](const std::string& t) { return OpRegistry::Instance().Find(t) != nullptr; });
+  m.def("op_proto", [](const std::string& t) { return ProtoDict(OpRegistry::Instance().Get(t)); });
+  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad) {
+        const OpInfo& info = OpRegistry::Instance().Get(fwd.type());
+        FL_ENFORCE(info.grad_maker != nullptr, "op ", fwd.type(), " has no gradient", CreationSuffix(fwd));
+        GradOpMaker maker(fwd, no_grad);
+        info.grad_maker(maker);
+        return maker.ops();
+      }, "the grad op descs for a forward op (Fluid's get_grad_op_desc)");
+
+  // ---------------------------------------------------------------- executor
+  py::class_<PreparedProgram>(m, "PreparedProgram")
+      .def(py::init<const ProgramDesc&, int, Scope*, const Place&, const std::vector<std::string>&, const std::vector<std::string>&>(),
+           py::keep_alive<1, 4>())
+      .def("run", [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
+             std::vector<Tensor> in;
+             in.reserve(feeds.size());
+             for (auto f : feeds) in.push_back(BorrowArray(f));  // `feeds` keeps the arrays alive
+             std::vector<Tensor> out;
+             {
+               py::gil_scoped_release release;
+               out = p.Run(std::move(in));
+             }
+             py::list r;
+             for (auto& t : out) {
+               if (return_numpy) r.append(ShareToNumpy(t));
+               else r.append(py::cast(std::move(t)));
+             }
+             return r;
+           }, py::arg("feeds"), py::arg("return_numpy") = true)
+      .def("program", &PreparedProgram::program, py::return_value_policy::reference_internal)
+      .def("num_runs", &PreparedProgram::num_runs)
+      .def("local_scope", &PreparedProgram::local_scope, py::return_value_policy::reference_internal);
+  m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");
+
+  // ---------------------------------------------------------------- memory, threads, logging, profiler
+  m.def("memory_stats", [](const Place& p) { return StatsDict(GetAllocator(p).Stats()); }, py::arg("place") = Place::CPU());
+  m.def("reset_peak_memory", [](const Place& p) { GetAllocator(p).ResetPeak(); }, py::arg("place") = Place::CPU());
+  m.def("set_num_threads", [](int n) { scipy_openblas_set_num_threads(n); });
+  m.def("get_num_threads", []() { return scipy_openblas_get_num_threads(); });
+  m.def("blas_info", []() {
+    py::dict d;
+    d["library"] = "scipy-openblas32";
+    d["config"] = std::string(scipy_openblas_get_config());
+    d["corename"] = std::string(scipy_openblas_get_corename());
+    return d;
+  });
+
+  m.def("set_vlog_level", &SetVlogLevel);
+  m.def("get_vlog_level", &GetVlogLevel);
+  m.def("set_vmodule", &SetVmodule);
+  m.def("get_vmodule", &GetVmodule);
+  m.def("vlog_level_for", [](const std::string& file) { return ResolveVlogLevel(file.c_str()); });
+  m.def("log_line", &WriteLogLine, py::arg("severity"), py::arg("file"), py::arg("line"), py::arg("message"));
+
+  m.def("enable_profiler", &EnableProfiler);
+  m.def("disable_profiler", &DisableProfiler);
+  m.def("is_profiler_enabled", &ProfilerEnabled);
+  m.def("reset_profiler", &ResetProfiler);
+  m.def("set_profiler_event_cap", &SetProfilerEventCap);
+  m.def("profiler_dropped_events", &ProfilerDroppedEvents);
+  m.def("now_ns", &NowNs);
+  m.def("push_event", [](const std::string& name, const std::string& cat) {
+    static const char* kUser = "User";
+    (void)cat;
+    return OpenEvent(name, kUser);
+  });
+  m.def("pop_event", [](int64_t token) { if (token >= 0) CloseEvent(token); });
+  m.def("collect_events", []() {
+    py::list l;
+    for (auto& e : CollectEvents())
+      l.append(py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent, e.bytes, e.args));
+    return l;
+  }, "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) for every recorded event");
+}

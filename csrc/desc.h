@@ -1,0 +1,173 @@
+// The program IR: ProgramDesc > BlockDesc > {VarDesc, OpDesc}. This is the single source of truth;
+// the Python Program/Block/Variable/Operator objects wrap these. Every mutation bumps the owning
+// program's version, which is how the executor knows a prepared block is stale.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attribute.h"
+#include "ddim.h"
+#include "dtype.h"
+
+namespace fl {
+
+class ProgramDesc;
+class BlockDesc;
+
+// Variable kinds (Fluid's VarType values).
+enum class VarKind : int {
+  LOD_TENSOR = 7, SELECTED_ROWS = 8, FEED_MINIBATCH = 9, FETCH_LIST = 10, STEP_SCOPES = 11,
+  LOD_RANK_TABLE = 12, LOD_TENSOR_ARRAY = 13, RAW = 17,
+};
+const char* VarKindName(VarKind k);
+
+class VarDesc {
+ public:
+  explicit VarDesc(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  VarKind kind() const { return kind_; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  bool persistable() const { return persistable_; }
+  int lod_level() const { return lod_level_; }
+  bool is_data() const { return is_data_; }  // declared by layers.data: must be fed
+
+  void set_kind(VarKind k) { kind_ = k; Touch(); }
+  void set_dtype(DType t) { dtype_ = t; Touch(); }
+  void set_shape(std::vector<int64_t> s) { shape_ = std::move(s); Touch(); }
+  void set_persistable(bool p) { persistable_ = p; Touch(); }
+  void set_lod_level(int l) { lod_level_ = l; Touch(); }
+  void set_is_data(bool d) { is_data_ = d; Touch(); }
+
+  void SetOwner(ProgramDesc* p) { owner_ = p; }
+  std::string ShapeString() const;  // "(-1, 13)"
+
+ private:
+  friend class ProgramDesc;
+  void Touch();
+  std::string name_;
+  VarKind kind_ = VarKind::LOD_TENSOR;
+  DType dtype_ = DType::FP32;
+  std::vector<int64_t> shape_;
+  bool persistable_ = false;
+  int lod_level_ = 0;
+  bool is_data_ = false;
+  ProgramDesc* owner_ = nullptr;
+};
+
+using VarNameMap = std::vector<std::pair<std::string, std::vector<std::string>>>;  // slot -> args, ordered
+
+class OpDesc {
+ public:
+  OpDesc() = default;
+  explicit OpDesc(std::string type) : type_(std::move(type)) {}
+
+  const std::string& type() const { return type_; }
+  void set_type(const std::string& t) { type_ = t; Touch(); }
+  const VarNameMap& inputs() const { return inputs_; }
+  const VarNameMap& outputs() const { return outputs_; }
+  // Arguments of a slot; empty if the slot is absent.
+  const std::vector<std::string>& Input(const std::string& slot) const;
+  const std::vector<std::string>& Output(const std::string& slot) const;
+  bool HasInput(const std::string& slot) const;
+  bool HasOutput(const std::string& slot) const;
+  void SetInput(const std::string& slot, std::vector<std::string> args);
+  void SetOutput(const std::string& slot, std::vector<std::string> args);
+  std::vector<std::string> InputArgumentNames() const;
+  std::vector<std::string> OutputArgumentNames() const;
+  void RenameInput(const std::string& from, const std::string& to);
+  void RenameOutput(const std::string& from, const std::string& to);
+
+  const std::map<std::string, Attribute>& attrs() const { return attrs_; }
+  bool HasAttr(const std::string& name) const { return attrs_.count(name) != 0; }
+  const Attribute& GetAttr(const std::string& name) const;
+  template <typename T>
+  const T& Attr(const std::string& name) const { return AttrCast<T>(GetAttr(name), name); }
+  void SetAttr(const std::string& name, Attribute v) { attrs_[name] = std::move(v); Touch(); }
+  void RemoveAttr(const std::string& name) { attrs_.erase(name); Touch(); }
+
+  // "file.py:12" of the user's line that created this op (from the op_callstack attr), or "".
+  std::string CreationSite() const;
+
+  void SetOwner(ProgramDesc* p) { owner_ = p; }
+
+ private:
+  friend class ProgramDesc;
+  void Touch();
+  std::string type_;
+  VarNameMap inputs_, outputs_;
+  std::map<std::string, Attribute> attrs_;
+  ProgramDesc* owner_ = nullptr;
+};
+
+class BlockDesc {
+ public:
+  BlockDesc(ProgramDesc* program, int idx, int parent_idx) : program_(program), idx_(idx), parent_idx_(parent_idx) {}
+  BlockDesc(const BlockDesc&) = delete;
+  BlockDesc& operator=(const BlockDesc&) = delete;
+
+  int idx() const { return idx_; }
+  int parent_idx() const { return parent_idx_; }
+  int forward_block_idx() const { return forward_block_idx_; }
+  void set_forward_block_idx(int i);
+  ProgramDesc* program() const { return program_; }
+  BlockDesc* Parent() const;
+
+  // Var(name) finds locally or creates; FindVar is local only; FindVarRecursive walks parents.
+  VarDesc* Var(const std::string& name);
+  VarDesc* FindVar(const std::string& name) const;
+  VarDesc* FindVarRecursive(const std::string& name) const;
+  bool HasVar(const std::string& name) const { return FindVar(name) != nullptr; }
+  void RemoveVar(const std::string& name);
+  const std::vector<std::unique_ptr<VarDesc>>& AllVars() const { return vars_; }  // creation order
+
+  OpDesc* AppendOp();
+  OpDesc* PrependOp();
+  OpDesc* InsertOp(size_t index);
+  void RemoveOp(size_t begin, size_t end);
+  size_t OpSize() const { return ops_.size(); }
+  OpDesc* Op(size_t i) const { return ops_.at(i).get(); }
+  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const { return ops_; }
+
+ private:
+  friend class ProgramDesc;
+  ProgramDesc* program_;
+  int idx_;
+  int parent_idx_;
+  int forward_block_idx_ = -1;
+  std::vector<std::unique_ptr<VarDesc>> vars_;
+  std::map<std::string, VarDesc*> var_index_;
+  std::vector<std::unique_ptr<OpDesc>> ops_;
+};
+
+class ProgramDesc {
+ public:
+  ProgramDesc();
+  ProgramDesc(const ProgramDesc& other);  // deep copy
+  ProgramDesc& operator=(const ProgramDesc&) = delete;
+
+  BlockDesc* Block(size_t i) const;
+  size_t Size() const { return blocks_.size(); }
+  BlockDesc* AppendBlock(const BlockDesc& parent);
+
+  // Monotonic counter bumped by every mutation of any block, var or op.
+  uint64_t version() const { return version_; }
+  void Touch() { ++version_; }
+  // Unique id of this desc object, stable for its lifetime (for executor caches).
+  uint64_t uid() const { return uid_; }
+
+  std::string Serialize() const;
+  static std::unique_ptr<ProgramDesc> Deserialize(const std::string& bytes);
+  std::string ToString() const;  // readable dump (Python's print(program))
+
+ private:
+  std::vector<std::unique_ptr<BlockDesc>> blocks_;
+  uint64_t version_ = 0;
+  uint64_t uid_;
+};
+
+}  // namespace fl

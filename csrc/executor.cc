@@ -1,0 +1,153 @@
+#include "executor.h"
+
+#include <atomic>
+
+#include "logging.h"
+#include "op_builder.h"
+#include "profiler.h"
+
+namespace fl {
+
+namespace {
+std::atomic<int64_t> g_num_prepared{0};
+constexpr const char* kFeedVar = "feed";
+constexpr const char* kFetchVar = "fetch";
+}  // namespace
+
+int64_t PreparedProgram::NumPrepared() { return g_num_prepared.load(); }
+
+void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* local) {
+  RecordEvent ev("Executor::create_variables", "Executor");
+  for (auto& v : block.AllVars()) {
+    if (v->persistable()) {
+      if (!persist_scope->FindVar(v->name())) {
+        persist_scope->Var(v->name());
+        FL_VLOG(3) << "Create Variable " << v->name() << " global";
+      }
+    } else if (!local->FindLocalVar(v->name())) {
+      local->Var(v->name());
+      FL_VLOG(3) << "Create Variable " << v->name() << " locally";
+    }
+  }
+}
+
+PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
+                                 const std::vector<std::string>& feed_names,
+                                 const std::vector<std::string>& fetch_names)
+    : program_(std::make_unique<ProgramDesc>(program)),
+      block_id_(block_id),
+      scope_(scope),
+      place_(place),
+      num_fetch_(fetch_names.size()) {
+  RecordEvent ev("Executor::prepare", "Executor");
+  g_num_prepared.fetch_add(1);
+  BlockDesc* block = program_->Block(block_id);
+  // Fluid's layout: feed ops first (X=[feed], col=i), fetch ops last (Out=[fetch], col=i).
+  VarDesc* feed = block->Var(kFeedVar);
+  feed->set_kind(VarKind::FEED_MINIBATCH);
+  feed->set_persistable(true);
+  VarDesc* fetch = block->Var(kFetchVar);
+  fetch->set_kind(VarKind::FETCH_LIST);
+  fetch->set_persistable(true);
+  for (size_t i = 0; i < feed_names.size(); ++i) {
+    VarDesc* target = block->FindVarRecursive(feed_names[i]);
+    FL_ENFORCE(target != nullptr, "feed: variable '", feed_names[i], "' is not in the program");
+    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape()});
+    OpDesc* op = block->InsertOp(i);
+    op->set_type("feed");
+    op->SetInput("X", {kFeedVar});
+    op->SetOutput("Out", {feed_names[i]});
+    op->SetAttr("col", static_cast<int32_t>(i));
+  }
+  for (size_t i = 0; i < fetch_names.size(); ++i) {
+    FL_ENFORCE(block->FindVarRecursive(fetch_names[i]) != nullptr, "fetch: variable '", fetch_names[i],
+               "' is not in the program");
+    OpDesc* op = block->AppendOp();
+    op->set_type("fetch");
+    op->SetInput("X", {fetch_names[i]});
+    op->SetOutput("Out", {kFetchVar});
+    op->SetAttr("col", static_cast<int32_t>(i));
+  }
+  for (auto& op : block->AllOps()) ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
+  CreateVariablesAndBind();
+}
+
+PreparedProgram::~PreparedProgram() {
+  if (!local_) return;
+  for (Scope* k : scope_->kids())
+    if (k == local_) {
+      scope_->DeleteScope(local_);
+      break;
+    }
+}
+
+void PreparedProgram::CreateVariablesAndBind() {
+  bool alive = false;
+  if (local_)
+    for (Scope* k : scope_->kids())
+      if (k == local_) alive = true;
+  if (!alive) local_ = &scope_->NewScope();
+  CreateBlockVariables(*program_->Block(block_id_), scope_, local_);
+  for (auto& op : ops_) op->Bind(*local_);
+  feed_var_ = local_->FindVar(kFeedVar);
+  fetch_var_ = local_->FindVar(kFetchVar);
+  scope_generation_ = scope_->generation();
+}
+
+void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
+  FL_ENFORCE(feeds.size() == feed_targets_.size(), "feed: expected ", feed_targets_.size(), " tensors, got ",
+             feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const FeedTarget& t = feed_targets_[i];
+    const Tensor& f = feeds[i];
+    FL_ENFORCE(f.dtype() == t.dtype, "feed: variable '", t.name, "' expects dtype ", DTypeName(t.dtype), ", got ",
+               DTypeName(f.dtype()));
+    bool ok = f.dims().size() == static_cast<int>(t.shape.size());
+    for (int d = 0; ok && d < f.dims().size(); ++d) ok = t.shape[d] < 0 || t.shape[d] == f.dims()[d];
+    if (!ok) {
+      std::string want = "[";
+      for (size_t d = 0; d < t.shape.size(); ++d) want += (d ? ", " : "") + std::to_string(t.shape[d]);
+      FL_THROW("feed: variable '", t.name, "' expects shape ", want, "] (-1 = any), got ", f.dims().ToString());
+    }
+  }
+}
+
+void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place) {
+  PreparedOp* current = nullptr;
+  try {
+    for (auto& op : ops) {
+      current = op.get();
+      FL_VLOG(4) << op->DebugString(place);
+      {
+        RecordEvent ev(op->info()->type, "Operator");
+        op->Run(place);
+      }
+      FL_VLOG(3) << op->DebugString(place);
+    }
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    const std::string& type = current->info()->type;
+    if (msg.rfind("op " + type, 0) != 0 && msg.rfind(type + ":", 0) != 0) msg = "op " + type + ": " + msg;
+    throw EnforceNotMet(msg + CreationSuffix(*current->desc()));
+  }
+}
+
+std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
+  RecordEvent ev("Executor::run", "Executor");
+  CheckFeeds(feeds);
+  if (scope_->generation() != scope_generation_) CreateVariablesAndBind();
+  *feed_var_->GetMutableTensorList() = std::move(feeds);
+  TensorList* fetched = fetch_var_->GetMutableTensorList();
+  fetched->assign(num_fetch_, Tensor());
+  struct ClearFeeds {  // borrowed numpy memory must not outlive this call, even on error
+    Variable* v;
+    ~ClearFeeds() { v->GetMutableTensorList()->clear(); }
+  } clear{feed_var_};
+  RunPreparedOps(ops_, place_);
+  ++runs_;
+  std::vector<Tensor> out = std::move(*fetched);
+  fetched->clear();
+  return out;
+}
+
+}  // namespace fl

@@ -1,0 +1,69 @@
+// The executor. Prepare turns (program, block, feed names, fetch names, scope) into a PreparedProgram
+// once: a private copy of the program with feed/fetch ops, one PreparedOp per op with its kernel
+// cached and its variables resolved, persistable vars created in the given scope and temporaries in a
+// kid scope that lives as long as the PreparedProgram and is reused by every run (tensors keep their
+// buffers, so a steady-state run allocates only the fetched results). Run executes the whole block in
+// C++ and is safe to call with the GIL released.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "desc.h"
+#include "op_context.h"
+#include "scope.h"
+
+namespace fl {
+
+struct FeedTarget {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // -1 = any
+};
+
+class PreparedProgram {
+ public:
+  PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
+                  const std::vector<std::string>& feed_names, const std::vector<std::string>& fetch_names);
+  ~PreparedProgram();
+  PreparedProgram(const PreparedProgram&) = delete;
+  PreparedProgram& operator=(const PreparedProgram&) = delete;
+
+  // feeds[i] goes to feed_names[i]; returns one tensor per fetch name (fresh buffers owned by them).
+  std::vector<Tensor> Run(std::vector<Tensor> feeds);
+
+  const std::vector<FeedTarget>& feed_targets() const { return feed_targets_; }
+  const ProgramDesc& program() const { return *program_; }
+  Scope* local_scope() const { return local_; }
+  int64_t num_runs() const { return runs_; }
+
+  static int64_t NumPrepared();  // process-wide count of PreparedProgram constructions
+
+ private:
+  void CreateVariablesAndBind();
+  void CheckFeeds(const std::vector<Tensor>& feeds) const;
+  void RunOps();
+
+  std::unique_ptr<ProgramDesc> program_;
+  int block_id_;
+  Scope* scope_;
+  Scope* local_ = nullptr;
+  Place place_;
+  std::vector<FeedTarget> feed_targets_;
+  size_t num_fetch_;
+  std::vector<std::unique_ptr<PreparedOp>> ops_;
+  Variable* feed_var_ = nullptr;
+  Variable* fetch_var_ = nullptr;
+  uint64_t scope_generation_ = 0;
+  int64_t runs_ = 0;
+};
+
+// Runs an already prepared op list in `scope` (used by the executor and by sub-block ops such as
+// recurrent). Errors are rethrown naming the op type and its creation site.
+void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place);
+
+// Creates the variables that block `block` declares: persistable ones in `persist_scope` (unless a
+// parent already has them), the rest in `local`.
+void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* local);
+
+}  // namespace fl

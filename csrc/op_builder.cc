@@ -1,0 +1,151 @@
+#include "op_builder.h"
+
+#include "op_context.h"
+
+namespace fl {
+
+std::string CreationSuffix(const OpDesc& op) {
+  std::string site = op.CreationSite();
+  return site.empty() ? "" : " [op " + op.type() + " created at " + site + "]";
+}
+
+namespace {
+
+class CompileTimeInferShapeContext : public InferShapeContext {
+ public:
+  CompileTimeInferShapeContext(BlockDesc* block, OpDesc* op, const OpInfo& info)
+      : block_(block), op_(op), info_(info) {}
+  bool IsRuntime() const override { return false; }
+  const std::string& Type() const override { return op_->type(); }
+  bool HasInput(const char* slot) const override {
+    auto& a = op_->Input(slot);
+    return !a.empty() && a[0] != kEmptyVarName;
+  }
+  bool HasOutput(const char* slot) const override {
+    auto& a = op_->Output(slot);
+    return !a.empty() && a[0] != kEmptyVarName;
+  }
+  int InputSize(const char* slot) const override { return static_cast<int>(op_->Input(slot).size()); }
+  int OutputSize(const char* slot) const override { return static_cast<int>(op_->Output(slot).size()); }
+  DDim InputDim(const char* slot, int i) const override { return DDim(InVar(slot, i)->shape()); }
+  DType InputDType(const char* slot, int i) const override { return InVar(slot, i)->dtype(); }
+  const std::string& InputName(const char* slot, int i) const override { return Arg(op_->Input(slot), slot, i, "input"); }
+  const std::string& OutputName(const char* slot, int i) const override { return Arg(op_->Output(slot), slot, i, "output"); }
+  void SetOutputDim(const char* slot, const DDim& dims, int i) override {
+    if (VarDesc* v = OutVar(slot, i)) v->set_shape(dims.ToVector());
+  }
+  void SetOutputDType(const char* slot, DType dtype, int i) override {
+    if (VarDesc* v = OutVar(slot, i)) v->set_dtype(dtype);
+  }
+  void ShareLoD(const char* in, const char* out, int i, int j) override {
+    VarDesc* o = OutVar(out, j);
+    if (o) o->set_lod_level(InVar(in, i)->lod_level());
+  }
+  const Attribute& GetAttr(const std::string& name) const override {
+    if (op_->HasAttr(name)) return op_->GetAttr(name);
+    const AttrSpec* spec = info_.FindAttr(name);
+    FL_ENFORCE(spec != nullptr, "op ", op_->type(), " has no attribute '", name, "'");
+    return spec->default_value;
+  }
+
+ private:
+  const std::string& Arg(const std::vector<std::string>& args, const char* slot, int i, const char* side) const {
+    FL_ENFORCE(i < static_cast<int>(args.size()), "op ", op_->type(), " has no ", side, " ", slot, "[", i, "]");
+    return args[i];
+  }
+  VarDesc* InVar(const char* slot, int i) const {
+    const std::string& n = Arg(op_->Input(slot), slot, i, "input");
+    VarDesc* v = block_->FindVarRecursive(n);
+    FL_ENFORCE(v != nullptr, "op ", op_->type(), ": input ", slot, " variable '", n, "' is not declared in block ",
+               block_->idx(), " or its parents");
+    return v;
+  }
+  VarDesc* OutVar(const char* slot, int i) const {
+    const auto& args = op_->Output(slot);
+    if (i >= static_cast<int>(args.size()) || args[i] == kEmptyVarName) return nullptr;
+    VarDesc* v = block_->FindVarRecursive(args[i]);
+    FL_ENFORCE(v != nullptr, "op ", op_->type(), ": output ", slot, " variable '", args[i],
+               "' is not declared in block ", block_->idx(), " or its parents");
+    return v;
+  }
+  BlockDesc* block_;
+  OpDesc* op_;
+  const OpInfo& info_;
+};
+
+void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<SlotSpec>& specs, const char* side,
+                const std::string& site) {
+  for (auto& kv : given) {
+    const SlotSpec* spec = nullptr;
+    for (auto& s : specs)
+      if (s.name == kv.first) spec = &s;
+    if (!spec) {
+      std::string valid;
+      for (auto& s : specs) valid += (valid.empty() ? "" : ", ") + s.name;
+      FL_THROW("op ", info.type, " has no ", side, " slot '", kv.first, "' (", side, "s: ", valid, ")", site);
+    }
+    FL_ENFORCE(spec->duplicable || kv.second.size() <= 1, "op ", info.type, ": ", side, " ", kv.first,
+               " takes one variable, got ", kv.second.size(), site);
+  }
+  for (auto& s : specs) {
+    if (s.dispensable) continue;
+    bool present = false;
+    for (auto& kv : given)
+      if (kv.first == s.name && !kv.second.empty()) present = true;
+    FL_ENFORCE(present, "op ", info.type, ": ", side, " ", s.name, " is required but was not given", site);
+  }
+}
+
+}  // namespace
+
+void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op) {
+  const OpInfo& info = OpRegistry::Instance().Get(op->type());
+  if (!info.infer_shape) return;
+  CompileTimeInferShapeContext ctx(block, op, info);
+  try {
+    info.infer_shape(ctx);
+  } catch (const EnforceNotMet& e) {
+    std::string msg = e.what();
+    if (msg.rfind(op->type(), 0) != 0 && msg.find("op " + op->type()) == std::string::npos)
+      msg = op->type() + ": " + msg;
+    throw EnforceNotMet(msg + CreationSuffix(*op));
+  }
+}
+
+OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs,
+                        const VarNameMap& outputs, std::map<std::string, Attribute> attrs, int index) {
+  const OpInfo& info = OpRegistry::Instance().Get(type);
+  OpDesc probe(type);
+  if (attrs.count("op_callstack")) probe.SetAttr("op_callstack", attrs["op_callstack"]);
+  std::string site = CreationSuffix(probe);
+  CheckSlots(info, inputs, info.inputs, "input", site);
+  CheckSlots(info, outputs, info.outputs, "output", site);
+  for (auto& spec : info.attrs) {
+    auto it = attrs.find(spec.name);
+    if (it == attrs.end()) {
+      FL_ENFORCE(!spec.required, "op ", type, ": attribute '", spec.name, "' is required", site);
+      attrs[spec.name] = spec.default_value;
+    } else {
+      FL_ENFORCE(TypeOf(it->second) == spec.type(), "op ", type, ": attribute '", spec.name, "' must be ",
+                 AttrTypeName(spec.type()), ", got ", AttrTypeName(TypeOf(it->second)), site);
+    }
+  }
+  OpDesc* op = index < 0 ? block->AppendOp() : block->InsertOp(static_cast<size_t>(index));
+  op->set_type(type);
+  for (auto& kv : inputs) op->SetInput(kv.first, kv.second);
+  for (auto& kv : outputs) op->SetOutput(kv.first, kv.second);
+  for (auto& kv : attrs) op->SetAttr(kv.first, kv.second);
+  try {
+    InferShapeAtCompileTime(block, op);
+  } catch (...) {
+    for (size_t i = 0; i < block->OpSize(); ++i)
+      if (block->Op(i) == op) {
+        block->RemoveOp(i, i + 1);
+        break;
+      }
+    throw;
+  }
+  return op;
+}
+
+}  // namespace fl

@@ -1,0 +1,152 @@
+// What an op's code sees: InferShapeContext (compile time over VarDescs, run time over tensors, the
+// same InferShape function serves both), ExecutionContext for kernels, and GradOpMaker for grad makers.
+#pragma once
+#include <set>
+#include <string>
+#include <vector>
+
+#include "desc.h"
+#include "op_registry.h"
+#include "scope.h"
+#include "tensor.h"
+
+namespace fl {
+
+// ------------------------------------------------------------------ shape inference
+
+class InferShapeContext {
+ public:
+  virtual ~InferShapeContext() = default;
+  virtual bool IsRuntime() const = 0;
+  virtual const std::string& Type() const = 0;
+  virtual bool HasInput(const char* slot) const = 0;  // present and non-empty
+  virtual bool HasOutput(const char* slot) const = 0;
+  virtual int InputSize(const char* slot) const = 0;
+  virtual int OutputSize(const char* slot) const = 0;
+  virtual DDim InputDim(const char* slot, int i = 0) const = 0;  // -1 for unknown dims at compile time
+  virtual DType InputDType(const char* slot, int i = 0) const = 0;
+  virtual const std::string& InputName(const char* slot, int i = 0) const = 0;
+  virtual const std::string& OutputName(const char* slot, int i = 0) const = 0;
+  virtual void SetOutputDim(const char* slot, const DDim& dims, int i = 0) = 0;
+  virtual void SetOutputDType(const char* slot, DType dtype, int i = 0) = 0;  // compile time only
+  virtual void ShareLoD(const char* in_slot, const char* out_slot, int i = 0, int j = 0) = 0;
+  virtual const Attribute& GetAttr(const std::string& name) const = 0;
+  template <typename T>
+  const T& Attr(const std::string& name) const { return AttrCast<T>(GetAttr(name), name); }
+
+  // Sets dims and dtype of an output in one call.
+  void SetOutput(const char* slot, const DDim& dims, DType dtype, int i = 0) {
+    SetOutputDim(slot, dims, i);
+    SetOutputDType(slot, dtype, i);
+  }
+  // "X 'fc_0.tmp_0' [-1, 32]" for error messages.
+  std::string Describe(const char* slot, int i = 0) const;
+};
+
+// Out takes X's dims, dtype and LoD: the rule of every unary elementwise op.
+void SameShapeAsInput(InferShapeContext& ctx, const char* in = "X", const char* out = "Out");
+inline void InferSameShapeAsX(InferShapeContext& ctx) { SameShapeAsInput(ctx); }
+
+// ------------------------------------------------------------------ execution
+
+// A prepared op: its info, its attributes in declaration order (defaults filled in), and for one scope
+// the resolved variables of each slot. Built once by the executor and reused for every run.
+class PreparedOp {
+ public:
+  PreparedOp(const OpInfo* info, const OpDesc* desc);
+  void Bind(Scope& scope);  // resolve every argument name to its Variable in `scope` (or a parent)
+  void Run(const Place& place);
+  // "CPUPlace Op(abs), inputs:{X[x:float[2, 3]({})]}, outputs:{...}." — Fluid's DebugStringEx.
+  std::string DebugString(const Place& place) const;
+
+  const OpInfo* info() const { return info_; }
+  const OpDesc* desc() const { return desc_; }
+  Scope* scope() const { return scope_; }
+
+ private:
+  friend class ExecutionContext;
+  friend class RuntimeInferShapeContext;
+  const OpInfo* info_;
+  const OpDesc* desc_;
+  std::vector<const Attribute*> attrs_;  // parallel to info_->attrs
+  std::vector<std::vector<Variable*>> ins_, outs_;  // parallel to info_->inputs / outputs
+  Scope* scope_ = nullptr;
+  const KernelFn* kernel_ = nullptr;
+  DType kernel_dtype_ = DType::UNDEFINED;
+  Place kernel_place_;
+};
+
+class ExecutionContext {
+ public:
+  ExecutionContext(const PreparedOp& op, const Place& place) : op_(op), place_(place) {}
+
+  const Place& place() const { return place_; }
+  const OpDesc& desc() const { return *op_.desc_; }
+  const std::string& Type() const { return op_.info_->type; }
+  Scope& scope() const { return *op_.scope_; }
+
+  bool HasInput(const char* slot) const;
+  bool HasOutput(const char* slot) const;
+  int InputSize(const char* slot) const { return static_cast<int>(InVars(slot).size()); }
+  int OutputSize(const char* slot) const { return static_cast<int>(OutVars(slot).size()); }
+  // The tensor of an input; throws (naming op, slot and variable) if it was never written.
+  const Tensor& Input(const char* slot, int i = 0) const;
+  const Tensor* InputOrNull(const char* slot, int i = 0) const;  // null if absent or uninitialized
+  std::vector<const Tensor*> MultiInput(const char* slot) const;
+  Tensor* Output(const char* slot, int i = 0) const;
+  Tensor* OutputOrNull(const char* slot, int i = 0) const;  // null if the slot is absent
+  std::vector<Tensor*> MultiOutput(const char* slot) const;
+  Variable* InputVar(const char* slot, int i = 0) const { return InVars(slot).at(i); }
+  Variable* OutputVar(const char* slot, int i = 0) const { return OutVars(slot).at(i); }
+  const std::string& InputName(const char* slot, int i = 0) const;
+  const std::string& OutputName(const char* slot, int i = 0) const;
+
+  template <typename T>
+  const T& Attr(const char* name) const { return AttrCast<T>(GetAttr(name), name); }
+  const Attribute& GetAttr(const char* name) const;
+
+  // Allocates an output with the dims shape inference gave it.
+  template <typename T>
+  T* Alloc(const char* slot, int i = 0) const { return Output(slot, i)->mutable_data<T>(place_); }
+
+ private:
+  const std::vector<Variable*>& InVars(const char* slot) const;
+  const std::vector<Variable*>& OutVars(const char* slot) const;
+  const PreparedOp& op_;
+  Place place_;
+};
+
+// ------------------------------------------------------------------ gradients
+
+constexpr const char* kGradSuffix = "@GRAD";
+constexpr const char* kEmptyVarName = "@EMPTY@";
+inline std::string GradName(const std::string& n) { return n + kGradSuffix; }
+
+// Given a forward op, a grad maker appends the ops that compute the input gradients. Names follow
+// Fluid: X@GRAD; an input gradient nobody needs is @EMPTY@ (backward.py drops or keeps it).
+class GradOpMaker {
+ public:
+  GradOpMaker(const OpDesc& fwd, const std::set<std::string>& no_grad_set) : fwd_(fwd), no_grad_(no_grad_set) {}
+
+  const OpDesc& Forward() const { return fwd_; }
+  const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
+  const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
+  std::vector<std::string> OutputGrad(const std::string& slot) const;
+  std::vector<std::string> InputGrad(const std::string& slot) const;
+  template <typename T>
+  const T& Attr(const std::string& name) const { return fwd_.Attr<T>(name); }
+
+  // A new grad op; forward attrs are copied unless told otherwise.
+  OpDesc& NewOp(const std::string& type, bool copy_attrs = true);
+  // Fluid's default: <type>_grad with every forward input and output, Out@GRAD, and X@GRAD outputs.
+  OpDesc& DefaultGradOp();
+
+  std::vector<OpDesc>& ops() { return ops_; }
+
+ private:
+  const OpDesc& fwd_;
+  const std::set<std::string>& no_grad_;
+  std::vector<OpDesc> ops_;
+};
+
+}  // namespace fl

@@ -1,0 +1,174 @@
+// The op registry: op type -> signature (slots, attrs with defaults and docs), shape inference,
+// kernels keyed by (place kind, dtype), and the grad maker. Each op file registers itself with
+//
+//   FL_REGISTER_OP(scale, op) {
+//     op.Doc("Out = scale * X + bias")
+//         .Input("X", "input tensor").Output("Out", "result")
+//         .Attr<float>("scale", 1.0f, "multiplier")
+//         .SetInferShape(SameShapeAsX)
+//         .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) { ... })
+//         .SetGradMaker(...);
+//   }
+//
+// and nothing else lists ops: the file is compiled into _core and its static registrar runs at load.
+#pragma once
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attribute.h"
+#include "desc.h"
+#include "dtype.h"
+#include "place.h"
+
+namespace fl {
+
+class ExecutionContext;
+class InferShapeContext;
+class GradOpMaker;
+class Scope;
+class PreparedOp;
+
+struct SlotSpec {
+  std::string name;
+  std::string doc;
+  bool duplicable = false;   // takes a list of variables
+  bool dispensable = false;  // may be absent
+};
+
+struct AttrSpec {
+  std::string name;
+  Attribute default_value;
+  std::string doc;
+  bool required = false;  // no default: the op cannot be built without it
+  AttrType type() const { return TypeOf(default_value); }
+};
+
+using KernelFn = std::function<void(const ExecutionContext&)>;
+using InferShapeFn = void (*)(InferShapeContext&);
+using GradMakerFn = void (*)(GradOpMaker&);
+// Ops without kernels (feed, fetch, recurrent) run through this instead.
+using RunFn = std::function<void(const ExecutionContext&)>;
+// Picks the dtype of the kernel to run; default: the dtype of the first initialized input tensor.
+using KernelDTypeFn = DType (*)(const ExecutionContext&);
+
+struct OpInfo {
+  std::string type;
+  std::string doc;
+  std::vector<SlotSpec> inputs, outputs;
+  std::vector<AttrSpec> attrs;
+  InferShapeFn infer_shape = nullptr;
+  GradMakerFn grad_maker = nullptr;
+  RunFn run;  // set for kernel-less ops
+  KernelDTypeFn kernel_dtype = nullptr;
+  std::string kernel_dtype_slot;  // or: take the dtype from this input slot
+  std::array<std::array<KernelFn, kNumDTypeSlots>, kNumPlaceKinds> kernels;
+
+  const SlotSpec* FindInput(const std::string& n) const;
+  const SlotSpec* FindOutput(const std::string& n) const;
+  const AttrSpec* FindAttr(const std::string& n) const;
+  int InputIndex(const char* n) const;
+  int OutputIndex(const char* n) const;
+  bool HasAnyKernel() const;
+  const KernelFn* FindKernel(PlaceKind place, DType dtype) const {
+    int d = static_cast<int>(dtype);
+    if (d < 0 || d >= kNumDTypeSlots) return nullptr;
+    const KernelFn& k = kernels[static_cast<int>(place)][d];
+    return k ? &k : nullptr;
+  }
+  std::string KernelListString() const;  // "CPU:float32,float64; CUDA:float32"
+};
+
+// Builder used inside FL_REGISTER_OP bodies.
+class OpBuilder {
+ public:
+  explicit OpBuilder(OpInfo* info) : info_(info) {}
+  OpBuilder& Doc(const std::string& d) { info_->doc = d; return *this; }
+  OpBuilder& Input(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, false); }
+  OpBuilder& DuplicableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, true, false); }
+  OpBuilder& DispensableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, true); }
+  OpBuilder& Output(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, false); }
+  OpBuilder& DuplicableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, true, false); }
+  OpBuilder& DispensableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, true); }
+
+  template <typename T>
+  OpBuilder& Attr(const std::string& name, T default_value, const std::string& doc) {
+    info_->attrs.push_back(AttrSpec{name, Attribute(default_value), doc, false});
+    return *this;
+  }
+  OpBuilder& Attr(const std::string& name, const char* default_value, const std::string& doc) {
+    return Attr<std::string>(name, std::string(default_value), doc);
+  }
+  // An attribute the caller must set (its type is that of `type_example`).
+  template <typename T>
+  OpBuilder& RequiredAttr(const std::string& name, T type_example, const std::string& doc) {
+    info_->attrs.push_back(AttrSpec{name, Attribute(type_example), doc, true});
+    return *this;
+  }
+
+  OpBuilder& SetInferShape(InferShapeFn f) { info_->infer_shape = f; return *this; }
+  OpBuilder& SetGradMaker(GradMakerFn f) { info_->grad_maker = f; return *this; }
+  OpBuilder& SetRun(RunFn f) { info_->run = std::move(f); return *this; }
+  OpBuilder& KernelDTypeFrom(const std::string& slot) { info_->kernel_dtype_slot = slot; return *this; }
+  OpBuilder& SetKernelDType(KernelDTypeFn f) { info_->kernel_dtype = f; return *this; }
+
+  // Registers f(ctx, TypeTag<T>{}) for each T on `place`.
+  template <typename... Ts, typename F>
+  OpBuilder& Kernel(PlaceKind place, F f) {
+    (AddKernel<Ts>(place, f), ...);
+    return *this;
+  }
+  template <typename... Ts, typename F>
+  OpBuilder& CPUKernel(F f) { return Kernel<Ts...>(PlaceKind::CPU, f); }
+
+ private:
+  template <typename T, typename F>
+  void AddKernel(PlaceKind place, F f) {
+    info_->kernels[static_cast<int>(place)][static_cast<int>(DTypeOf<T>::value)] =
+        [f](const ExecutionContext& ctx) { f(ctx, TypeTag<T>{}); };
+  }
+  OpBuilder& AddSlot(std::vector<SlotSpec>& v, const std::string& n, const std::string& d, bool dup, bool disp) {
+    v.push_back(SlotSpec{n, d, dup, disp});
+    return *this;
+  }
+  OpInfo* info_;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& Instance();
+  OpInfo* GetOrCreate(const std::string& type);  // registration (any order: CUDA files add kernels)
+  const OpInfo* Find(const std::string& type) const;
+  const OpInfo& Get(const std::string& type) const;  // throws "unknown op type"
+  std::vector<std::string> Types() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<OpInfo>> ops_;
+};
+
+// Attributes every op accepts (Fluid's OpProtoAndCheckerMaker adds them to all ops).
+const std::vector<AttrSpec>& CommonAttrs();
+
+struct OpRegistrar {
+  OpRegistrar(const char* type, void (*body)(OpBuilder&)) {
+    OpBuilder b(OpRegistry::Instance().GetOrCreate(type));
+    body(b);
+  }
+};
+
+// Adds a kernel for an already (or later) registered op, e.g. from a .cu file.
+struct KernelRegistrar {
+  KernelRegistrar(const char* type, PlaceKind place, DType dtype, KernelFn fn) {
+    OpRegistry::Instance().GetOrCreate(type)->kernels[static_cast<int>(place)][static_cast<int>(dtype)] = std::move(fn);
+  }
+};
+
+}  // namespace fl
+
+#define FL_REGISTER_OP(type, builder)                                          \
+  static void fl_register_op_##type(::fl::OpBuilder& builder);                \
+  static ::fl::OpRegistrar fl_op_registrar_##type(#type, &fl_register_op_##type); \
+  static void fl_register_op_##type(::fl::OpBuilder& builder)

@@ -1,0 +1,313 @@
+#include <cstring>
+
+#include "logging.h"
+#include "op_context.h"
+#include "profiler.h"
+
+namespace fl {
+
+// ------------------------------------------------------------------ shape inference helpers
+
+std::string InferShapeContext::Describe(const char* slot, int i) const {
+  return Str(slot, " '", InputName(slot, i), "' ", InputDim(slot, i).ToString());
+}
+
+void SameShapeAsInput(InferShapeContext& ctx, const char* in, const char* out) {
+  ctx.SetOutput(out, ctx.InputDim(in), ctx.InputDType(in));
+  ctx.ShareLoD(in, out);
+}
+
+// ------------------------------------------------------------------ PreparedOp
+
+PreparedOp::PreparedOp(const OpInfo* info, const OpDesc* desc) : info_(info), desc_(desc) {
+  attrs_.reserve(info->attrs.size());
+  for (auto& spec : info->attrs) {
+    auto it = desc->attrs().find(spec.name);
+    attrs_.push_back(it == desc->attrs().end() ? &spec.default_value : &it->second);
+  }
+  ins_.resize(info->inputs.size());
+  outs_.resize(info->outputs.size());
+}
+
+void PreparedOp::Bind(Scope& scope) {
+  scope_ = &scope;
+  auto resolve = [&](const std::vector<SlotSpec>& specs, const VarNameMap& args,
+                     std::vector<std::vector<Variable*>>& out, const char* side) {
+    for (auto& v : out) v.clear();
+    for (auto& kv : args) {
+      int idx = -1;
+      for (size_t i = 0; i < specs.size(); ++i)
+        if (specs[i].name == kv.first) idx = static_cast<int>(i);
+      FL_ENFORCE(idx >= 0, "op ", info_->type, " has no ", side, " slot '", kv.first, "'");
+      for (auto& name : kv.second) {
+        if (name == kEmptyVarName) {
+          out[idx].push_back(nullptr);
+          continue;
+        }
+        Variable* var = scope.FindVar(name);
+        FL_ENFORCE(var != nullptr, "op ", info_->type, ": ", side, " ", kv.first, " variable '", name,
+                   "' does not exist in the scope");
+        out[idx].push_back(var);
+      }
+    }
+  };
+  resolve(info_->inputs, desc_->inputs(), ins_, "input");
+  resolve(info_->outputs, desc_->outputs(), outs_, "output");
+}
+
+class RuntimeInferShapeContext : public InferShapeContext {
+ public:
+  explicit RuntimeInferShapeContext(const PreparedOp& op) : op_(op) {}
+  bool IsRuntime() const override { return true; }
+  const std::string& Type() const override { return op_.info_->type; }
+  bool HasInput(const char* slot) const override {
+    int i = op_.info_->InputIndex(slot);
+    return i >= 0 && !op_.ins_[i].empty() && op_.ins_[i][0] != nullptr;
+  }
+  bool HasOutput(const char* slot) const override {
+    int i = op_.info_->OutputIndex(slot);
+    return i >= 0 && !op_.outs_[i].empty() && op_.outs_[i][0] != nullptr;
+  }
+  int InputSize(const char* slot) const override { return static_cast<int>(In(slot).size()); }
+  int OutputSize(const char* slot) const override { return static_cast<int>(Out(slot).size()); }
+  DDim InputDim(const char* slot, int i) const override { return InTensor(slot, i).dims(); }
+  DType InputDType(const char* slot, int i) const override { return InTensor(slot, i).dtype(); }
+  const std::string& InputName(const char* slot, int i) const override { return op_.desc_->Input(slot).at(i); }
+  const std::string& OutputName(const char* slot, int i) const override { return op_.desc_->Output(slot).at(i); }
+  void SetOutputDim(const char* slot, const DDim& dims, int i) override {
+    Variable* v = Out(slot).at(i);
+    if (v) v->GetMutableTensor()->Resize(dims);
+  }
+  void SetOutputDType(const char*, DType, int) override {}  // the kernel's mutable_data<T> sets it
+  void ShareLoD(const char* in, const char* out, int i, int j) override {
+    Variable* v = Out(out).at(j);
+    if (v) v->GetMutableTensor()->set_lod(InTensor(in, i).lod());
+  }
+  const Attribute& GetAttr(const std::string& name) const override {
+    ExecutionContext ctx(op_, Place::CPU());
+    return ctx.GetAttr(name.c_str());
+  }
+
+ private:
+  const std::vector<Variable*>& In(const char* slot) const {
+    static const std::vector<Variable*> kNone;
+    int i = op_.info_->InputIndex(slot);
+    return i < 0 ? kNone : op_.ins_[i];
+  }
+  const std::vector<Variable*>& Out(const char* slot) const {
+    static const std::vector<Variable*> kNone;
+    int i = op_.info_->OutputIndex(slot);
+    return i < 0 ? kNone : op_.outs_[i];
+  }
+  const Tensor& InTensor(const char* slot, int i) const {
+    const auto& vars = In(slot);
+    FL_ENFORCE(i < static_cast<int>(vars.size()) && vars[i], "op ", op_.info_->type, " has no input ", slot);
+    const Tensor* t = vars[i]->GetTensor();
+    FL_ENFORCE(t && t->IsInitialized(), "op ", op_.info_->type, ": input ", slot, " variable '",
+               op_.desc_->Input(slot).at(i), "' is not initialized (was it fed or computed before this op?)");
+    return *t;
+  }
+  const PreparedOp& op_;
+};
+
+namespace {
+
+void AppendArgs(std::string& s, const std::vector<SlotSpec>& specs, const VarNameMap& names,
+                const std::vector<std::vector<Variable*>>& vars) {
+  // Fluid prints params in sorted order (std::map); VarNameMap keeps insertion order, so sort here.
+  std::vector<size_t> order(names.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return names[a].first < names[b].first; });
+  bool first = true;
+  for (size_t k : order) {
+    const auto& slot = names[k].first;
+    int idx = -1;
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].name == slot) idx = static_cast<int>(i);
+    if (!first) s += ", ";
+    first = false;
+    s += slot + "[";
+    for (size_t j = 0; j < names[k].second.size(); ++j) {
+      if (j) s += ", ";
+      const std::string& n = names[k].second[j];
+      Variable* v = (idx >= 0 && j < vars[idx].size()) ? vars[idx][j] : nullptr;
+      const Tensor* t = v ? v->GetTensor() : nullptr;
+      if (!t) {
+        s += n + "[uninited]";
+        continue;
+      }
+      s += n + ":" + (t->IsInitialized() ? DTypeCppName(t->dtype()) : "") + t->dims().ToString() + "(" +
+           (t->IsInitialized() ? t->LoDString() : "{{}}") + ")";
+    }
+    s += "]";
+  }
+}
+
+DType DefaultKernelDType(const PreparedOp& op, const OpInfo& info) {
+  for (size_t s = 0; s < info.inputs.size(); ++s) {
+    if (!info.kernel_dtype_slot.empty() && info.inputs[s].name != info.kernel_dtype_slot) continue;
+    ExecutionContext ctx(op, Place::CPU());
+    for (int i = 0; i < ctx.InputSize(info.inputs[s].name.c_str()); ++i) {
+      const Tensor* t = ctx.InputOrNull(info.inputs[s].name.c_str(), i);
+      if (t) return t->dtype();
+    }
+  }
+  // No input tensor: ops like fill_constant choose by their dtype attr.
+  if (const AttrSpec* spec = info.FindAttr("dtype")) {
+    (void)spec;
+    ExecutionContext ctx(op, Place::CPU());
+    return static_cast<DType>(ctx.Attr<int32_t>("dtype"));
+  }
+  FL_THROW("op ", info.type, " has no initialized input tensor to choose a kernel dtype from");
+}
+
+}  // namespace
+
+std::string PreparedOp::DebugString(const Place& place) const {
+  std::string s = place.ToString() + " Op(" + info_->type + "), inputs:{";
+  AppendArgs(s, info_->inputs, desc_->inputs(), ins_);
+  s += "}, outputs:{";
+  AppendArgs(s, info_->outputs, desc_->outputs(), outs_);
+  return s + "}.";
+}
+
+void PreparedOp::Run(const Place& place) {
+  ExecutionContext ctx(*this, place);
+  if (info_->run) {
+    info_->run(ctx);
+    return;
+  }
+  if (info_->infer_shape) {
+    RuntimeInferShapeContext isc(*this);
+    info_->infer_shape(isc);
+  }
+  DType dt = info_->kernel_dtype ? info_->kernel_dtype(ctx) : DefaultKernelDType(*this, *info_);
+  if (kernel_ == nullptr || dt != kernel_dtype_ || place != kernel_place_) {
+    kernel_ = info_->FindKernel(place.kind, dt);
+    FL_ENFORCE(kernel_ != nullptr, "op ", info_->type, " does not have a kernel for data_type[", DTypeCppName(dt),
+               "] on ", place.ToString(), " (registered: ", info_->KernelListString(), ")");
+    kernel_dtype_ = dt;
+    kernel_place_ = place;
+    FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt)
+               << "]:data_layout[ANY_LAYOUT]:place[" << place.ToString() << "]:library_type[PLAIN]";
+  }
+  (*kernel_)(ctx);
+}
+
+// ------------------------------------------------------------------ ExecutionContext
+
+const std::vector<Variable*>& ExecutionContext::InVars(const char* slot) const {
+  int i = op_.info_->InputIndex(slot);
+  FL_ENFORCE(i >= 0, "op ", op_.info_->type, " has no input slot '", slot, "'");
+  return op_.ins_[i];
+}
+
+const std::vector<Variable*>& ExecutionContext::OutVars(const char* slot) const {
+  int i = op_.info_->OutputIndex(slot);
+  FL_ENFORCE(i >= 0, "op ", op_.info_->type, " has no output slot '", slot, "'");
+  return op_.outs_[i];
+}
+
+bool ExecutionContext::HasInput(const char* slot) const {
+  int i = op_.info_->InputIndex(slot);
+  return i >= 0 && !op_.ins_[i].empty() && op_.ins_[i][0] != nullptr;
+}
+
+bool ExecutionContext::HasOutput(const char* slot) const {
+  int i = op_.info_->OutputIndex(slot);
+  return i >= 0 && !op_.outs_[i].empty() && op_.outs_[i][0] != nullptr;
+}
+
+const std::string& ExecutionContext::InputName(const char* slot, int i) const { return op_.desc_->Input(slot).at(i); }
+const std::string& ExecutionContext::OutputName(const char* slot, int i) const { return op_.desc_->Output(slot).at(i); }
+
+const Tensor* ExecutionContext::InputOrNull(const char* slot, int i) const {
+  const auto& vars = InVars(slot);
+  if (i >= static_cast<int>(vars.size()) || !vars[i]) return nullptr;
+  const Tensor* t = vars[i]->GetTensor();
+  return t && t->IsInitialized() ? t : nullptr;
+}
+
+const Tensor& ExecutionContext::Input(const char* slot, int i) const {
+  const Tensor* t = InputOrNull(slot, i);
+  if (!t) {
+    const auto& names = op_.desc_->Input(slot);
+    FL_THROW("op ", op_.info_->type, ": input ", slot, " variable '",
+             i < static_cast<int>(names.size()) ? names[i] : std::string("?"),
+             "' is not initialized (was it fed or computed before this op?)");
+  }
+  return *t;
+}
+
+std::vector<const Tensor*> ExecutionContext::MultiInput(const char* slot) const {
+  std::vector<const Tensor*> r;
+  const auto& vars = InVars(slot);
+  for (size_t i = 0; i < vars.size(); ++i) r.push_back(InputOrNull(slot, static_cast<int>(i)));
+  return r;
+}
+
+Tensor* ExecutionContext::OutputOrNull(const char* slot, int i) const {
+  int idx = op_.info_->OutputIndex(slot);
+  if (idx < 0 || i >= static_cast<int>(op_.outs_[idx].size()) || !op_.outs_[idx][i]) return nullptr;
+  return op_.outs_[idx][i]->GetMutableTensor();
+}
+
+Tensor* ExecutionContext::Output(const char* slot, int i) const {
+  Tensor* t = OutputOrNull(slot, i);
+  FL_ENFORCE(t != nullptr, "op ", op_.info_->type, " has no output ", slot, "[", i, "]");
+  return t;
+}
+
+std::vector<Tensor*> ExecutionContext::MultiOutput(const char* slot) const {
+  std::vector<Tensor*> r;
+  const auto& vars = OutVars(slot);
+  for (Variable* v : vars) r.push_back(v ? v->GetMutableTensor() : nullptr);
+  return r;
+}
+
+const Attribute& ExecutionContext::GetAttr(const char* name) const {
+  const auto& specs = op_.info_->attrs;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (std::strcmp(specs[i].name.c_str(), name) == 0) return *op_.attrs_[i];
+  return op_.desc_->GetAttr(name);
+}
+
+// ------------------------------------------------------------------ GradOpMaker
+
+std::vector<std::string> GradOpMaker::OutputGrad(const std::string& slot) const {
+  std::vector<std::string> r;
+  for (auto& n : fwd_.Output(slot)) r.push_back(GradName(n));
+  return r;
+}
+
+std::vector<std::string> GradOpMaker::InputGrad(const std::string& slot) const {
+  std::vector<std::string> r;
+  for (auto& n : fwd_.Input(slot)) {
+    std::string g = GradName(n);
+    r.push_back(no_grad_.count(g) ? kEmptyVarName : g);
+  }
+  return r;
+}
+
+OpDesc& GradOpMaker::NewOp(const std::string& type, bool copy_attrs) {
+  ops_.emplace_back(type);
+  OpDesc& op = ops_.back();
+  if (copy_attrs)
+    for (auto& kv : fwd_.attrs())
+      if (kv.first != "op_role" && kv.first != "op_role_var" && kv.first != "op_callstack") op.SetAttr(kv.first, kv.second);
+  if (fwd_.HasAttr("op_callstack")) op.SetAttr("op_callstack", fwd_.GetAttr("op_callstack"));
+  return op;
+}
+
+OpDesc& GradOpMaker::DefaultGradOp() {
+  OpDesc& g = NewOp(fwd_.type() + "_grad");
+  for (auto& kv : fwd_.inputs()) g.SetInput(kv.first, kv.second);
+  for (auto& kv : fwd_.outputs()) {
+    g.SetInput(kv.first, kv.second);
+    g.SetInput(GradName(kv.first), OutputGrad(kv.first));
+  }
+  for (auto& kv : fwd_.inputs()) g.SetOutput(GradName(kv.first), InputGrad(kv.first));
+  return g;
+}
+
+}  // namespace fl

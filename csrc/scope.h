@@ -1,0 +1,83 @@
+// Variables and hierarchical scopes. `Var` creates locally, `FindVar` walks up the parents, kids are
+// owned by their parent. Each scope keeps a generation counter that changes whenever variables or
+// kids are removed, so executors holding resolved Variable pointers know when to re-resolve.
+#pragma once
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "tensor.h"
+
+namespace fl {
+
+class Scope;
+
+using TensorList = std::vector<Tensor>;   // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
+using StepScopes = std::vector<Scope*>;   // STEP_SCOPES (owned by the scope that created them)
+
+class Variable {
+ public:
+  bool IsInitialized() const { return !std::holds_alternative<std::monostate>(value_); }
+  bool IsTensor() const { return std::holds_alternative<Tensor>(value_); }
+  bool IsTensorList() const { return std::holds_alternative<TensorList>(value_); }
+  bool IsStepScopes() const { return std::holds_alternative<StepScopes>(value_); }
+
+  // Get-or-create accessors: a fresh variable becomes the requested kind; a variable of another kind
+  // is an error (names are reused across kinds only by mistake).
+  Tensor* GetMutableTensor() { return GetMutable<Tensor>("LoDTensor"); }
+  TensorList* GetMutableTensorList() { return GetMutable<TensorList>("tensor list"); }
+  StepScopes* GetMutableStepScopes() { return GetMutable<StepScopes>("step scopes"); }
+  const Tensor* GetTensor() const { return std::get_if<Tensor>(&value_); }
+  const char* KindName() const;
+
+ private:
+  template <typename T>
+  T* GetMutable(const char* what) {
+    if (std::holds_alternative<std::monostate>(value_)) value_ = T();
+    T* p = std::get_if<T>(&value_);
+    FL_ENFORCE(p != nullptr, "variable holds a ", KindName(), ", not a ", what);
+    return p;
+  }
+  std::variant<std::monostate, Tensor, TensorList, StepScopes> value_;
+};
+
+class Scope {
+ public:
+  Scope() = default;
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+  Variable* Var(const std::string& name);  // find locally or create here (VLOG3 "Create variable n")
+  Variable* FindVar(const std::string& name) const;       // this scope, then parents
+  Variable* FindLocalVar(const std::string& name) const;  // this scope only
+  const Scope* FindScope(const std::string& name) const;  // the scope that holds name, or null
+  void EraseVars(const std::vector<std::string>& names);
+  std::vector<std::string> LocalVarNames() const;
+
+  Scope& NewScope();
+  void DeleteScope(Scope* kid);
+  void DropKids();
+  const std::list<Scope*>& kids() const { return kids_; }
+  const Scope* parent() const { return parent_; }
+  const Scope* Root() const;
+
+  // Changes when this scope or any ancestor loses variables or kids (pointers may dangle).
+  uint64_t generation() const;
+
+  static int64_t LiveScopes();  // process-wide count, for leak tests and the scope summary
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<Variable>> vars_;
+  std::list<Scope*> kids_;
+  Scope* parent_ = nullptr;
+  uint64_t generation_ = 0;
+  mutable std::mutex mu_;  // guards kids_ (recurrent steps may create scopes from worker threads later)
+};
+
+}  // namespace fl

@@ -1,0 +1,83 @@
+#include "tensor.h"
+
+#include <cstring>
+
+#include "logging.h"
+#include "profiler.h"
+
+namespace fl {
+
+void* Tensor::mutable_data(const Place& place, DType dtype) {
+  int64_t n = dims_.numel();
+  FL_ENFORCE(n >= 0, "cannot allocate a tensor with unknown dims ", dims_.ToString());
+  size_t bytes = static_cast<size_t>(n) * SizeOf(dtype);
+  if (!holder_ || holder_->place() != place || holder_->size() < offset_ + bytes || !holder_->owned()) {
+    holder_ = AllocateShared(place, bytes);
+    offset_ = 0;
+  }
+  dtype_ = dtype;
+  place_ = place;
+  return static_cast<char*>(holder_->ptr()) + offset_;
+}
+
+Tensor Tensor::Slice(int64_t begin, int64_t end) const {
+  FL_ENFORCE(holder_ != nullptr, "cannot slice an uninitialized tensor");
+  FL_ENFORCE(dims_.size() >= 1 && begin >= 0 && begin <= end && end <= dims_[0], "slice [", begin, ", ", end,
+             ") is out of range for dims ", dims_.ToString());
+  Tensor t;
+  t.holder_ = holder_;
+  t.dtype_ = dtype_;
+  t.place_ = place_;
+  int64_t row = dims_[0] == 0 ? 0 : numel() / dims_[0];
+  t.offset_ = offset_ + static_cast<size_t>(begin * row) * SizeOf(dtype_);
+  t.dims_ = dims_;
+  t.dims_[0] = end - begin;
+  return t;
+}
+
+std::string Tensor::LoDString() const {
+  std::string s = "{";
+  for (size_t l = 0; l < lod_.size(); ++l) {
+    if (l) s += ", ";
+    s += "{";
+    for (size_t i = 0; i < lod_[l].size(); ++i) {
+      if (i) s += ", ";
+      s += std::to_string(lod_[l][i]);
+    }
+    s += "}";
+  }
+  return s + "}";
+}
+
+namespace {
+void (*g_cuda_memcpy)(const Place&, void*, const Place&, const void*, size_t) = nullptr;
+}
+
+void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t)) {
+  g_cuda_memcpy = fn;
+}
+
+void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  RecordMemcpy rec(src_place, dst_place, bytes);
+  FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to "
+             << dst_place.ToString();
+  if (src_place.is_cpu() && dst_place.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    FL_ENFORCE(g_cuda_memcpy != nullptr, "copy from ", src_place.ToString(), " to ", dst_place.ToString(),
+               " needs a CUDA build");
+    g_cuda_memcpy(dst_place, dst, src_place, src, bytes);
+  }
+}
+
+void TensorCopy(const Tensor& src, const Place& dst_place, Tensor* dst) {
+  FL_ENFORCE(src.IsInitialized(), "cannot copy an uninitialized tensor");
+  if (&src == dst) return;
+  dst->Resize(src.dims());
+  void* out = dst->mutable_data(dst_place, src.dtype());
+  MemCopy(dst_place, out, src.place(), src.raw_data(), src.nbytes());
+  dst->set_lod(src.lod());
+}
+
+}  // namespace fl

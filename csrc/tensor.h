@@ -1,0 +1,102 @@
+// A dense tensor: dims, dtype, place, a ref-counted buffer (shared by slices and views) and an optional
+// LoD. Buffers are reused across runs when the new size fits, so steady-state runs do not allocate.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocator.h"
+#include "ddim.h"
+#include "dtype.h"
+#include "enforce.h"
+#include "place.h"
+
+namespace fl {
+
+using LoD = std::vector<std::vector<size_t>>;
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  const DDim& dims() const { return dims_; }
+  void Resize(const DDim& dims) { dims_ = dims; }
+  int64_t numel() const { return dims_.numel(); }
+  int rank() const { return dims_.size(); }
+  DType dtype() const { return dtype_; }
+  const Place& place() const { return place_; }
+  bool IsInitialized() const { return holder_ != nullptr; }
+  size_t nbytes() const { return dtype_ == DType::UNDEFINED ? 0 : numel() * SizeOf(dtype_); }
+
+  // Allocates (or reuses) storage for dims() elements of `dtype` on `place` and returns it.
+  void* mutable_data(const Place& place, DType dtype);
+  template <typename T>
+  T* mutable_data(const Place& place = Place::CPU()) {
+    return static_cast<T*>(mutable_data(place, DTypeOf<T>::value));
+  }
+  template <typename T>
+  T* mutable_data(const DDim& dims, const Place& place = Place::CPU()) {
+    dims_ = dims;
+    return mutable_data<T>(place);
+  }
+
+  const void* raw_data() const {
+    FL_ENFORCE(holder_ != nullptr, "tensor holds no memory (it was never written)");
+    return static_cast<const char*>(holder_->ptr()) + offset_;
+  }
+  void* raw_mutable() const { return const_cast<void*>(raw_data()); }
+  template <typename T>
+  const T* data() const {
+    FL_ENFORCE(DTypeOf<T>::value == dtype_, "tensor holds ", DTypeName(dtype_), ", not ",
+               DTypeName(DTypeOf<T>::value));
+    return static_cast<const T*>(raw_data());
+  }
+
+  // Shares the buffer (no copy): the Fluid ShareDataWith used by reshape, views and step inputs.
+  void ShareDataWith(const Tensor& src) {
+    holder_ = src.holder_;
+    offset_ = src.offset_;
+    dims_ = src.dims_;
+    dtype_ = src.dtype_;
+    place_ = src.place_;
+  }
+  // Rows [begin, end) of dim 0, sharing memory.
+  Tensor Slice(int64_t begin, int64_t end) const;
+
+  const LoD& lod() const { return lod_; }
+  void set_lod(const LoD& lod) { lod_ = lod; }
+  std::string LoDString() const;  // Fluid's "{}" / "{{0, 2, 5}}"
+
+  const std::shared_ptr<Allocation>& holder() const { return holder_; }
+  size_t offset() const { return offset_; }
+  // Wraps external memory (a numpy buffer) without copying; `keep_alive` owns it.
+  void ResetHolder(std::shared_ptr<Allocation> holder, size_t offset, DType dtype, const Place& place) {
+    holder_ = std::move(holder);
+    offset_ = offset;
+    dtype_ = dtype;
+    place_ = place;
+  }
+  void Clear() {
+    holder_.reset();
+    offset_ = 0;
+    dtype_ = DType::UNDEFINED;
+  }
+
+ private:
+  DDim dims_;
+  DType dtype_ = DType::UNDEFINED;
+  Place place_;
+  std::shared_ptr<Allocation> holder_;
+  size_t offset_ = 0;
+  LoD lod_;
+};
+
+// Copies src (all of it, any place) into dst on dst_place, resizing dst; records a memcpy event and
+// logs `memory::Copy N Bytes from A to B` at VLOG(4).
+void TensorCopy(const Tensor& src, const Place& dst_place, Tensor* dst);
+
+// Raw copy between places with the same instrumentation. Every byte fluidlite moves goes through here.
+void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes);
+void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t));
+
+}  // namespace fl

@@ -1,0 +1,15 @@
+"""fluidlite: a small, fast runtime for PaddlePaddle Fluid 1.x static-graph programs.
+
+``import fluidlite as fluid`` is meant to be enough to port a Fluid 1.x script.
+"""
+from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
+from . import framework, initializer, layers, unique_name  # noqa: F401
+from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
+from .framework import (  # noqa: F401
+    Operator, Parameter, Program, Variable, default_main_program, default_startup_program, name_scope,
+    program_guard,
+)
+from .log import get_vlog_level, set_vlog_level, set_vmodule, vlog_guard  # noqa: F401
+from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: F401
+
+__version__ = "0.1.0"

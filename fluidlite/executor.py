@@ -1,0 +1,143 @@
+"""Executor, scopes and places.
+
+``Executor.run`` prepares a (program, feed names, fetch names, scope) combination once in C++ and keeps
+the prepared program on the Program object, keyed also by the program's version counter: any edit of
+the program re-prepares, an unchanged program never does. Each run is one C++ call with the GIL
+released; no Python runs per op.
+"""
+import contextlib
+
+import numpy as np
+
+from . import core
+from .framework import Program, Variable, default_main_program
+
+__all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
+
+Scope = core.Scope
+
+
+def CPUPlace():
+    return core.cpu_place()
+
+
+def CUDAPlace(device_id=0):
+    if not core.is_compiled_with_cuda():
+        raise RuntimeError("CUDAPlace(%d): fluidlite was built without CUDA (nvcc was not found at build time)"
+                           % device_id)
+    if device_id >= core.get_cuda_device_count():
+        raise RuntimeError("CUDAPlace(%d): only %d CUDA device(s) are visible" % (device_id, core.get_cuda_device_count()))
+    return core.cuda_place(device_id)
+
+
+def CUDAPinnedPlace():
+    raise RuntimeError("CUDAPinnedPlace is not supported by fluidlite")
+
+
+_global_scope = core.Scope()
+_scope_stack = [_global_scope]
+
+
+def global_scope():
+    """The scope `Executor.run` uses when none is given (``scope_guard`` can switch it)."""
+    return _scope_stack[-1]
+
+
+@contextlib.contextmanager
+def scope_guard(scope):
+    if not isinstance(scope, core.Scope):
+        raise TypeError("scope_guard expects a fluidlite Scope, got %s" % type(scope).__name__)
+    _scope_stack.append(scope)
+    try:
+        yield
+    finally:
+        _scope_stack.pop()
+
+
+def _fetch_name(item):
+    if isinstance(item, Variable):
+        return item.name
+    if isinstance(item, str):
+        return item
+    raise TypeError("fetch_list items must be Variables or variable names, got %s" % type(item).__name__)
+
+
+class _CacheEntry:
+    __slots__ = ("prepared", "version", "scope", "feed_names")
+
+    def __init__(self, prepared, version, scope, feed_names):
+        self.prepared, self.version, self.scope, self.feed_names = prepared, version, scope, feed_names
+
+
+class Executor:
+    """Runs programs on one place: ``Executor(fluid.CPUPlace())``."""
+
+    def __init__(self, place=None):
+        self.place = place if place is not None else core.cpu_place()
+        self._place_key = str(self.place)
+        self._closed = False
+
+    def close(self):
+        self._closed = True
+
+    def _check_program(self, program, feed_names, fetch_names):
+        block = program.global_block()
+        for name in fetch_names:
+            if block._find_var_recursive(name) is None:
+                raise ValueError("fetch_list: variable '%s' is not in the program (it has %d variables)"
+                                 % (name, len(block.vars)))
+        for name in feed_names:
+            if block._find_var_recursive(name) is None:
+                raise ValueError("feed: variable '%s' is not in the program" % name)
+        # A data variable that some op reads must be fed (or produced by an earlier op).
+        produced = set(feed_names)
+        for op in block.ops:
+            for name in op.input_arg_names:
+                if name in produced:
+                    continue
+                var = block._find_var_recursive(name)
+                if var is not None and var.is_data and not var.persistable:
+                    raise ValueError("feed: variable '%s' is required by op %s (created at %s) but is missing from "
+                                     "the feed dict (fed: %s)" % (name, op.type, op.desc.creation_site() or "?",
+                                                                 sorted(feed_names) or "nothing"))
+            produced.update(op.output_arg_names)
+
+    def _prepare(self, program, feed_names, fetch_names, scope):
+        self._check_program(program, feed_names, fetch_names)
+        prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names))
+        return _CacheEntry(prepared, program.desc.version(), scope, feed_names)
+
+    def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
+            scope=None, return_numpy=True, use_program_cache=True):
+        """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
+        arrays; returns one numpy array per `fetch_list` entry (LoDTensors if return_numpy=False)."""
+        if self._closed:
+            raise RuntimeError("Executor.run called after close()")
+        if program is None:
+            program = default_main_program()
+        if not isinstance(program, Program):
+            program = getattr(program, "_program", program)  # CompiledProgram
+            if not isinstance(program, Program):
+                raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
+        if scope is None:
+            scope = _scope_stack[-1]
+        if feed is None:
+            feed = {}
+        elif not isinstance(feed, dict):
+            raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
+        feed_names = tuple(feed)
+        fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
+        key = (self._place_key, feed_names, fetch_names, id(scope))
+        entry = program._exec_cache.get(key)
+        if entry is None or entry.version != program.desc.version() or entry.scope is not scope:
+            entry = self._prepare(program, feed_names, fetch_names, scope)
+            program._exec_cache[key] = entry
+        return entry.prepared.run([_as_array(feed[n]) for n in feed_names], return_numpy)
+
+
+def _as_array(value):
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, core.LoDTensor):
+        return value._share_numpy()
+    return np.asarray(value)

@@ -1,0 +1,213 @@
+"""Neural-network layers: fc, matmul, elementwise, reductions, softmax and losses, shape ops."""
+import functools
+import operator
+
+from ..framework import Variable, VarType, convert_np_dtype_to_dtype_
+from ..layer_helper import LayerHelper
+
+__all__ = [
+    "fc", "mul", "matmul", "scale", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+    "elementwise_max", "elementwise_min", "reduce_sum", "reduce_mean", "reduce_max", "mean", "softmax",
+    "cross_entropy", "softmax_with_cross_entropy", "square_error_cost", "split", "reshape", "transpose", "topk",
+    "accuracy",
+]
+
+
+def _check_var(layer, name, v):
+    if not isinstance(v, Variable):
+        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
+
+
+def _simple(op_type, inputs, attrs=None, name=None, dtype=None, out_slot="Out", act=None):
+    helper = LayerHelper(op_type, name=name, act=act)
+    first = next(iter(inputs.values()))
+    first = first[0] if isinstance(first, (list, tuple)) else first
+    out = helper.create_variable_for_type_inference(dtype=dtype if dtype is not None else first.dtype)
+    helper.append_op(type=op_type, inputs=inputs, outputs={out_slot: [out]}, attrs=attrs or {})
+    return helper.append_activation(out)
+
+
+def fc(input, size, num_flatten_dims=1, param_attr=None, bias_attr=None, act=None, is_test=False, name=None):
+    """Fully connected: act(sum_i(flatten(input_i) @ W_i) + b). `input` may be a list (one W each)."""
+    helper = LayerHelper("fc", input=input, param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
+    dtype = helper.input_dtype()
+    mul_results = []
+    for input_var, attr in helper.iter_inputs_and_params():
+        shape = input_var.shape
+        if num_flatten_dims < 1 or num_flatten_dims >= len(shape):
+            raise ValueError("fc: num_flatten_dims=%d is out of range for input %s of shape %s"
+                             % (num_flatten_dims, input_var.name, shape))
+        in_features = functools.reduce(operator.mul, shape[num_flatten_dims:], 1)
+        if in_features < 0:
+            raise ValueError("fc: input %s has unknown trailing dims %s" % (input_var.name, shape))
+        w = helper.create_parameter(attr=attr, shape=[in_features, size], dtype=dtype, is_bias=False)
+        tmp = helper.create_variable_for_type_inference(dtype)
+        helper.append_op(type="mul", inputs={"X": input_var, "Y": w}, outputs={"Out": tmp},
+                         attrs={"x_num_col_dims": num_flatten_dims, "y_num_col_dims": 1})
+        mul_results.append(tmp)
+    if len(mul_results) == 1:
+        pre_bias = mul_results[0]
+    else:
+        pre_bias = helper.create_variable_for_type_inference(dtype)
+        helper.append_op(type="sum", inputs={"X": mul_results}, outputs={"Out": pre_bias})
+    pre_act = helper.append_bias_op(pre_bias, dim_start=num_flatten_dims)
+    return helper.append_activation(pre_act)
+
+
+def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
+    return _simple("mul", {"X": x, "Y": y}, {"x_num_col_dims": x_num_col_dims, "y_num_col_dims": y_num_col_dims},
+                   name=name)
+
+
+def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
+    _check_var("matmul", "x", x)
+    _check_var("matmul", "y", y)
+    return _simple("matmul", {"X": x, "Y": y},
+                   {"transpose_X": transpose_x, "transpose_Y": transpose_y, "alpha": float(alpha)}, name=name)
+
+
+def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
+    return _simple("scale", {"X": x}, {"scale": float(scale), "bias": float(bias),
+                                       "bias_after_scale": bias_after_scale}, name=name, act=act)
+
+
+def _elementwise(op_type):
+    def layer(x, y, axis=-1, act=None, name=None):
+        _check_var(op_type, "x", x)
+        _check_var(op_type, "y", y)
+        return _simple(op_type, {"X": x, "Y": y}, {"axis": axis}, name=name, act=act)
+
+    layer.__name__ = op_type
+    layer.__doc__ = ("%s(x, y, axis=-1): Fluid's broadcasting rule, y's dims match x's starting at `axis` "
+                     "(-1: aligned to the end)." % op_type)
+    return layer
+
+
+elementwise_add = _elementwise("elementwise_add")
+elementwise_sub = _elementwise("elementwise_sub")
+elementwise_mul = _elementwise("elementwise_mul")
+elementwise_div = _elementwise("elementwise_div")
+elementwise_max = _elementwise("elementwise_max")
+elementwise_min = _elementwise("elementwise_min")
+
+
+def _reduce(op_type):
+    def layer(input, dim=None, keep_dim=False, name=None):
+        _check_var(op_type, "input", input)
+        if dim is not None and not isinstance(dim, (list, tuple)):
+            dim = [dim]
+        attrs = {"dim": list(dim) if dim else [0], "keep_dim": keep_dim,
+                 "reduce_all": dim is None or len(dim) == 0 or len(dim) == len(input.shape)}
+        return _simple(op_type, {"X": input}, attrs, name=name)
+
+    layer.__name__ = op_type
+    return layer
+
+
+reduce_sum = _reduce("reduce_sum")
+reduce_mean = _reduce("reduce_mean")
+reduce_max = _reduce("reduce_max")
+
+
+def mean(x, name=None):
+    """The mean of all elements, shape [1]."""
+    return _simple("mean", {"X": x}, name=name)
+
+
+def softmax(input, use_cudnn=False, name=None, axis=-1):
+    return _simple("softmax", {"X": input}, {"axis": axis}, name=name)
+
+
+def cross_entropy(input, label, soft_label=False, ignore_index=-100):
+    """-log(input[label]) per row; `input` holds probabilities, `label` int64 [N, 1] (or soft labels)."""
+    helper = LayerHelper("cross_entropy")
+    out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    helper.append_op(type="cross_entropy", inputs={"X": [input], "Label": [label]}, outputs={"Y": [out]},
+                     attrs={"soft_label": soft_label, "ignore_index": ignore_index})
+    return out
+
+
+def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-100, numeric_stable_mode=True,
+                               return_softmax=False, axis=-1):
+    helper = LayerHelper("softmax_with_cross_entropy")
+    softmax_out = helper.create_variable_for_type_inference(dtype=logits.dtype)
+    loss = helper.create_variable_for_type_inference(dtype=logits.dtype)
+    helper.append_op(type="softmax_with_cross_entropy", inputs={"Logits": logits, "Label": label},
+                     outputs={"Softmax": softmax_out, "Loss": loss},
+                     attrs={"soft_label": soft_label, "ignore_index": ignore_index,
+                            "numeric_stable_mode": numeric_stable_mode, "axis": axis})
+    return (loss, softmax_out) if return_softmax else loss
+
+
+def square_error_cost(input, label):
+    """(input - label)^2, elementwise — built from elementwise_sub and square, as in Fluid."""
+    helper = LayerHelper("square_error_cost")
+    minus = helper.create_variable_for_type_inference(dtype=input.dtype)
+    helper.append_op(type="elementwise_sub", inputs={"X": [input], "Y": [label]}, outputs={"Out": [minus]})
+    square_out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    helper.append_op(type="square", inputs={"X": [minus]}, outputs={"Out": [square_out]})
+    return square_out
+
+
+def split(input, num_or_sections, dim=-1, name=None):
+    helper = LayerHelper("split", name=name)
+    rank = len(input.shape)
+    axis = dim + rank if dim < 0 else dim
+    if isinstance(num_or_sections, int):
+        num, sections = num_or_sections, []
+        if num <= 0:
+            raise ValueError("split: num_or_sections must be positive, got %d" % num)
+        n_out = num
+    else:
+        num, sections = 0, list(num_or_sections)
+        n_out = len(sections)
+    outs = [helper.create_variable_for_type_inference(dtype=input.dtype) for _ in range(n_out)]
+    helper.append_op(type="split", inputs={"X": input}, outputs={"Out": outs},
+                     attrs={"num": num, "sections": sections, "axis": axis})
+    return outs
+
+
+def reshape(x, shape, actual_shape=None, act=None, inplace=False, name=None):
+    """reshape2: 0 copies the input dim, -1 is inferred (at most one)."""
+    helper = LayerHelper("reshape2", name=name, act=act)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    x_shape = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="reshape2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
+                     attrs={"shape": [int(s) for s in shape]})
+    return helper.append_activation(out)
+
+
+def transpose(x, perm, name=None):
+    helper = LayerHelper("transpose2", name=name)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    x_shape = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="transpose2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
+                     attrs={"axis": [int(p) for p in perm]})
+    return out
+
+
+def topk(input, k, name=None):
+    helper = LayerHelper("top_k", name=name)
+    values = helper.create_variable_for_type_inference(dtype=input.dtype)
+    indices = helper.create_variable_for_type_inference(dtype=VarType.INT64, stop_gradient=True)
+    helper.append_op(type="top_k", inputs={"X": [input]}, outputs={"Out": [values], "Indices": [indices]},
+                     attrs={"k": int(k)})
+    values.stop_gradient = True
+    return values, indices
+
+
+def accuracy(input, label, k=1, correct=None, total=None):
+    """Top-k accuracy of `input` (scores [N, C]) against int64 `label` [N, 1]; a float32 [1] tensor."""
+    helper = LayerHelper("accuracy")
+    topk_out, topk_indices = topk(input, k=k)
+    acc_out = helper.create_variable_for_type_inference(dtype="float32")
+    if correct is None:
+        correct = helper.create_variable_for_type_inference(dtype="int32")
+    if total is None:
+        total = helper.create_variable_for_type_inference(dtype="int32")
+    helper.append_op(type="accuracy", inputs={"Out": [topk_out], "Indices": [topk_indices], "Label": [label]},
+                     outputs={"Accuracy": [acc_out], "Correct": [correct], "Total": [total]})
+    return acc_out
+
+
+del convert_np_dtype_to_dtype_

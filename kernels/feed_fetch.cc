@@ -1,0 +1,42 @@
+// feed and fetch: the executor's entry and exit. Kernel-less ops (they run the same on every dtype).
+// feed copies column `col` of the feed list into its output (the one copy of a fed array, recorded as
+// a memcpy); fetch copies a variable into a fresh buffer so the returned numpy array owns its memory
+// and later runs never overwrite it.
+#include "logging.h"
+#include "op_context.h"
+
+namespace fl {
+
+FL_REGISTER_OP(feed, op) {
+  op.Doc("Copies column `col` of the feed list X into Out.")
+      .Input("X", "the feed list variable (FEED_MINIBATCH)")
+      .Output("Out", "the fed variable")
+      .Attr<int32_t>("col", 0, "column of the feed list")
+      .SetRun([](const ExecutionContext& ctx) {
+        const TensorList& list = *ctx.InputVar("X")->GetMutableTensorList();
+        int col = ctx.Attr<int32_t>("col");
+        FL_ENFORCE(col >= 0 && col < static_cast<int>(list.size()), "feed: column ", col, " is out of range (",
+                   list.size(), " fed tensors)");
+        FL_VLOG(3) << "Feed Var " << ctx.InputName("X") << "'s " << col << " column to var " << ctx.OutputName("Out");
+        TensorCopy(list[col], ctx.place(), ctx.Output("Out"));
+      });
+}
+
+FL_REGISTER_OP(fetch, op) {
+  op.Doc("Copies X into column `col` of the fetch list Out (always to CPU memory).")
+      .Input("X", "the fetched variable")
+      .Output("Out", "the fetch list variable (FETCH_LIST)")
+      .Attr<int32_t>("col", 0, "column of the fetch list")
+      .SetRun([](const ExecutionContext& ctx) {
+        const Tensor* src = ctx.InputOrNull("X");
+        FL_ENFORCE(src != nullptr, "fetch: variable '", ctx.InputName("X"),
+                   "' was never computed (no op before the fetch writes it and it was not fed)");
+        TensorList& list = *ctx.OutputVar("Out")->GetMutableTensorList();
+        int col = ctx.Attr<int32_t>("col");
+        if (static_cast<int>(list.size()) <= col) list.resize(col + 1);
+        FL_VLOG(3) << "Fetch variable " << ctx.InputName("X") << " to " << ctx.OutputName("Out");
+        TensorCopy(*src, Place::CPU(), &list[col]);
+      });
+}
+
+}  // namespace fl

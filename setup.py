@@ -1,0 +1,101 @@
+"""Builds the one extension module, ``fluidlite._core``, from csrc/ and kernels/.
+
+C++ sources compile in parallel (pybind11's ParallelCompile). ``kernels/**/*.cu`` files are compiled
+with nvcc when it is found (and FLUIDLITE_WITH_CUDA is not 0); otherwise the module is CPU-only and
+``fluidlite.core.is_compiled_with_cuda()`` is False. Import never needs a GPU.
+
+Environment knobs: DEBUG=1 (-O0 -g), FLUIDLITE_WITH_CUDA=0|1, NVCC=path, FLUIDLITE_BUILD_JOBS=N.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+from pybind11.setup_helpers import Pybind11Extension, ParallelCompile, build_ext
+from setuptools import setup
+
+import scipy_openblas32
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEBUG = os.environ.get("DEBUG", "0") == "1"
+
+
+def rel(paths):
+    return sorted(os.path.relpath(p, HERE) for p in paths)
+
+
+cpp_sources = rel(glob.glob(os.path.join(HERE, "csrc", "**", "*.cc"), recursive=True)
+                  + glob.glob(os.path.join(HERE, "kernels", "**", "*.cc"), recursive=True))
+cu_sources = rel(glob.glob(os.path.join(HERE, "kernels", "**", "*.cu"), recursive=True))
+
+
+def find_nvcc():
+    if os.environ.get("FLUIDLITE_WITH_CUDA", "1") == "0":
+        return None
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
+    if not nvcc:
+        for cand in ("/usr/local/cuda/bin/nvcc",):
+            if os.path.exists(cand):
+                nvcc = cand
+    return nvcc
+
+
+NVCC = find_nvcc() if cu_sources else None
+CUDA_HOME = os.path.dirname(os.path.dirname(os.path.realpath(NVCC))) if NVCC else None
+
+opt = ["-O0", "-g"] if DEBUG else ["-O3"]
+extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"] \
+    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden"]
+define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
+include_dirs = [os.path.join(HERE, "csrc"), os.path.join(HERE, "kernels"), scipy_openblas32.get_include_dir()]
+libraries = [scipy_openblas32.get_library()]
+library_dirs = [scipy_openblas32.get_lib_dir()]
+# At run time fluidlite/__init__.py imports scipy_openblas32 first, which loads the library globally;
+# the rpath is a second way to find it for a non-editable install (site-packages/scipy_openblas32/lib).
+extra_link_args = ["-Wl,-rpath,$ORIGIN/../scipy_openblas32/lib"]
+
+if NVCC:
+    define_macros.append(("FL_WITH_CUDA", "1"))
+    include_dirs.append(os.path.join(CUDA_HOME, "include"))
+    library_dirs.append(os.path.join(CUDA_HOME, "lib64"))
+    libraries.append("cudart")
+    extra_link_args.append("-Wl,-rpath," + os.path.join(CUDA_HOME, "lib64"))
+
+
+class BuildExtWithCuda(build_ext):
+    """build_ext that first compiles kernels/**/*.cu with nvcc into objects linked into _core."""
+
+    def build_extension(self, ext):
+        if NVCC and cu_sources:
+            objs = []
+            tmp = os.path.join(self.build_temp, "cuda")
+            os.makedirs(tmp, exist_ok=True)
+            for src in cu_sources:
+                obj = os.path.join(tmp, src.replace(os.sep, "_") + ".o")
+                if not os.path.exists(obj) or os.path.getmtime(obj) < os.path.getmtime(src):
+                    cmd = [NVCC, "-c", src, "-o", obj, "-std=c++17", "-O3", "-Xcompiler", "-fPIC",
+                           "-DFL_WITH_CUDA=1", "-Icsrc", "-Ikernels",
+                           "-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=sm_80"]
+                    print(" ".join(cmd))
+                    subprocess.check_call(cmd, cwd=HERE)
+                objs.append(obj)
+            ext.extra_objects = list(ext.extra_objects or []) + objs
+        super().build_extension(ext)
+
+
+ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0).install()
+
+ext = Pybind11Extension(
+    "fluidlite._core",
+    cpp_sources,
+    cxx_std=17,
+    include_dirs=include_dirs,
+    define_macros=define_macros,
+    libraries=libraries,
+    library_dirs=library_dirs,
+    extra_compile_args=extra_compile_args,
+    extra_link_args=extra_link_args,
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtWithCuda}, zip_safe=False)
