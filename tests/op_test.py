@@ -1,0 +1,141 @@
+"""OpTest: a declarative op test harness (Fluid's style), numpy as the oracle.
+
+    t = OpTest("scale", inputs={"X": x}, attrs={"scale": 2.0}, outputs={"Out": 2 * x})
+    t.check_output()                 # runs the single op on every available place, compares outputs
+    t.check_grad(["X"], "Out")       # append_backward vs central differences (float64)
+
+Duplicable slots take a list of (name, array) pairs: ``inputs={"X": [("x0", a), ("x1", b)]}``.
+An expected output of ``None`` is created but not compared (e.g. reshape2's XShape).
+"""
+import numpy as np
+
+import fluidlite as fluid
+from fluidlite import core
+
+
+def available_places():
+    places = [fluid.CPUPlace()]
+    if core.is_compiled_with_cuda() and core.get_cuda_device_count() > 0:
+        places.append(fluid.CUDAPlace(0))
+    return places
+
+
+def _as_list(slot, value):
+    """Normalise a slot value to [(var_name, array_or_None)] and say whether the slot is duplicable."""
+    if isinstance(value, list):
+        return [(n, None if a is None else np.asarray(a)) for n, a in value], True
+    return [(slot.lower() + "_var" if slot != "Out" else "out_var", None if value is None else np.asarray(value))], False
+
+
+class OpTest:
+    def __init__(self, op_type, inputs, outputs, attrs=None):
+        self.op_type = op_type
+        self.inputs = inputs
+        self.outputs = outputs
+        self.attrs = attrs or {}
+
+    # ------------------------------------------------------------------ program construction
+    def _build(self, stop_gradient_inputs=True, input_dtype_override=None):
+        main, startup = fluid.Program(), fluid.Program()
+        feed, in_vars, out_vars = {}, {}, {}
+        with fluid.program_guard(main, startup):
+            block = main.global_block()
+            ins = {}
+            for slot, value in self.inputs.items():
+                items, dup = _as_list(slot, value)
+                vs = []
+                for name, arr in items:
+                    name = "in_%s_%s" % (slot, name)
+                    if input_dtype_override is not None and arr.dtype.kind == "f":
+                        arr = arr.astype(input_dtype_override)
+                    v = block.create_var(name=name, shape=arr.shape, dtype=arr.dtype,
+                                         stop_gradient=stop_gradient_inputs)
+                    feed[name] = arr
+                    vs.append(v)
+                    in_vars[(slot, name)] = v
+                ins[slot] = vs
+            outs = {}
+            for slot, value in self.outputs.items():
+                items, dup = _as_list(slot, value)
+                vs = []
+                for name, arr in items:
+                    dtype = arr.dtype if arr is not None else "float32"
+                    if input_dtype_override is not None and arr is not None and arr.dtype.kind == "f":
+                        dtype = input_dtype_override
+                    v = block.create_var(name="out_%s_%s" % (slot, name), dtype=dtype)
+                    vs.append(v)
+                    out_vars[(slot, name)] = (v, arr)
+                outs[slot] = vs
+            op = block.append_op(type=self.op_type, inputs=ins, outputs=outs, attrs=dict(self.attrs))
+        return main, startup, feed, in_vars, out_vars, op
+
+    # ------------------------------------------------------------------ forward
+    def check_output(self, atol=1e-5, rtol=1e-5, places=None, equal_nan=False):
+        main, startup, feed, _, out_vars, _ = self._build()
+        checked = [(key, v, arr) for key, (v, arr) in out_vars.items() if arr is not None]
+        for place in places or available_places():
+            exe = fluid.Executor(place)
+            exe.run(startup)
+            results = exe.run(main, feed=feed, fetch_list=[v for _, v, _ in checked])
+            for (key, v, expect), got in zip(checked, results):
+                assert got.shape == expect.shape, "%s %s on %s: shape %s, expected %s" % (
+                    self.op_type, key[0], place, got.shape, expect.shape)
+                if expect.dtype.kind in "biu":
+                    np.testing.assert_array_equal(got, expect, err_msg="%s %s on %s" % (self.op_type, key[0], place))
+                else:
+                    np.testing.assert_allclose(got, expect, atol=atol, rtol=rtol, equal_nan=equal_nan,
+                                               err_msg="%s %s on %s" % (self.op_type, key[0], place))
+        return main
+
+    # ------------------------------------------------------------------ gradients
+    def _loss_program(self, inputs_to_check, output_names):
+        """float64 copy of the op with loss = sum over `output_names` of mean(output)."""
+        main, startup, feed, in_vars, out_vars, _ = self._build(stop_gradient_inputs=True,
+                                                                input_dtype_override="float64")
+        targets = {}
+        for slot in inputs_to_check:
+            for (s, name), v in in_vars.items():
+                if s == slot:
+                    v.stop_gradient = False
+                    targets[name] = v
+        if not targets:
+            raise ValueError("check_grad: no input slot named %s" % (inputs_to_check,))
+        with fluid.program_guard(main, startup):
+            means = [fluid.layers.mean(v) for (slot, _), (v, _) in out_vars.items() if slot in output_names]
+            loss = means[0] if len(means) == 1 else fluid.layers.sums(means)
+        return main, startup, feed, targets, loss
+
+    def check_grad(self, inputs_to_check, output_names, no_grad_set=None, max_relative_error=1e-5,
+                   numeric_delta=1e-6, places=None, atol=1e-8):
+        if isinstance(output_names, str):
+            output_names = [output_names]
+        main, startup, feed, targets, loss = self._loss_program(inputs_to_check, output_names)
+        with fluid.program_guard(main, startup):
+            grads = fluid.gradients([loss], list(targets.values()), no_grad_set=no_grad_set)
+        for place in places or available_places():
+            exe = fluid.Executor(place)
+            exe.run(startup)
+            analytic = exe.run(main, feed=feed, fetch_list=[g for g in grads])
+            for (name, var), got in zip(targets.items(), analytic):
+                want = self._numeric_grad(exe, main, feed, name, loss, numeric_delta)
+                err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
+                bad = (err > max_relative_error) & (np.abs(got - want) > atol)
+                assert not bad.any(), (
+                    "%s: gradient of %s on %s differs from central differences; max relative error %g at %s\n"
+                    "analytic:\n%s\nnumeric:\n%s" % (self.op_type, name, place, err.max(),
+                                                     np.unravel_index(err.argmax(), err.shape), got, want))
+
+    @staticmethod
+    def _numeric_grad(exe, program, feed, name, loss, delta):
+        base = feed[name].astype(np.float64)
+        grad = np.zeros_like(base)
+        flat, gflat = base.reshape(-1), grad.reshape(-1)
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + delta
+            plus = exe.run(program, feed=dict(feed, **{name: base}), fetch_list=[loss])[0].sum()
+            flat[i] = orig - delta
+            minus = exe.run(program, feed=dict(feed, **{name: base}), fetch_list=[loss])[0].sum()
+            flat[i] = orig
+            gflat[i] = (plus - minus) / (2 * delta)
+        return grad
