@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "helpers/vec_exp.h"
 #include "op_context.h"
 
 namespace fl {
@@ -244,13 +245,23 @@ void SoftmaxForward(const T* x, T* y, const AxisView& v, After after) {
     const T* xb = x + o * block;
     T* yb = y + o * block;
     ReduceRuns<MaxReducer, T>(1, v.axis, v.inner, [xb](int64_t k) { return xb[k]; }, mx.data());
-    for (int64_t r = 0; r < v.axis; ++r)
-      for (int64_t i = 0; i < v.inner; ++i) yb[r * v.inner + i] = std::exp(xb[r * v.inner + i] - mx[i]);
+    if (v.inner == 1) {  // the common last-axis case: one contiguous, vectorisable row
+      const T m = mx[0];
+      for (int64_t r = 0; r < v.axis; ++r) yb[r] = VecExp(xb[r] - m);
+    } else {
+      for (int64_t r = 0; r < v.axis; ++r)
+        for (int64_t i = 0; i < v.inner; ++i) yb[r * v.inner + i] = VecExp(xb[r * v.inner + i] - mx[i]);
+    }
     ReduceRuns<SumReducer, T>(1, v.axis, v.inner, [yb](int64_t k) { return yb[k]; }, sum.data());
     after(o, static_cast<const T*>(mx.data()), static_cast<const T*>(sum.data()));
     for (int64_t i = 0; i < v.inner; ++i) sum[i] = T(1) / sum[i];
-    for (int64_t r = 0; r < v.axis; ++r)
-      for (int64_t i = 0; i < v.inner; ++i) yb[r * v.inner + i] *= sum[i];
+    if (v.inner == 1) {
+      const T s = sum[0];
+      for (int64_t r = 0; r < v.axis; ++r) yb[r] *= s;
+    } else {
+      for (int64_t r = 0; r < v.axis; ++r)
+        for (int64_t i = 0; i < v.inner; ++i) yb[r * v.inner + i] *= sum[i];
+    }
   }
 }
 
