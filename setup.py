@@ -45,8 +45,11 @@ NVCC = find_nvcc() if cu_sources else None
 CUDA_HOME = os.path.dirname(os.path.dirname(os.path.realpath(NVCC))) if NVCC else None
 
 opt = ["-O0", "-g"] if DEBUG else ["-O3"]
-extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"] \
-    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden"]
+# -fno-trapping-math (clang's default): nothing here reads FP exception flags, and without it GCC will not
+# if-convert float selects, which keeps loops such as the vectorisable exp in helpers/vec_exp.h scalar.
+extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
+                            "-Wno-unused-function"] \
+    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden", "-fno-trapping-math"]
 define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
 include_dirs = [os.path.join(HERE, "csrc"), os.path.join(HERE, "kernels"), scipy_openblas32.get_include_dir()]
 libraries = [scipy_openblas32.get_library()]
