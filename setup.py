@@ -27,6 +27,9 @@ def rel(paths):
 
 cpp_sources = rel(glob.glob(os.path.join(HERE, "csrc", "**", "*.cc"), recursive=True)
                   + glob.glob(os.path.join(HERE, "kernels", "**", "*.cc"), recursive=True))
+# Headers: any change rebuilds the module (setuptools does not scan includes itself).
+headers = rel(glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True)
+              + glob.glob(os.path.join(HERE, "kernels", "**", "*.h"), recursive=True))
 cu_sources = rel(glob.glob(os.path.join(HERE, "kernels", "**", "*.cu"), recursive=True))
 
 
@@ -99,6 +102,7 @@ ext = Pybind11Extension(
     library_dirs=library_dirs,
     extra_compile_args=extra_compile_args,
     extra_link_args=extra_link_args,
+    depends=headers,
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtWithCuda}, zip_safe=False)
