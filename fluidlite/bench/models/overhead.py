@@ -11,7 +11,7 @@ from . import Built
 
 NUM_OPS = 1000
 DESCRIPTION = "%d chained scale ops on a [batch_size] float32 tensor (per-op executor overhead)" % NUM_OPS
-DEFAULTS = {"batch_size": 16, "iterations": 200, "warmup": 20, "repeat": 5}
+DEFAULTS = {"batch_size": 16, "iterations": 1000, "warmup": 50, "repeat": 5}
 
 
 def build_chain(num_ops, size, scale=1.0001, bias=0.001):
