@@ -2,6 +2,8 @@
 
     python benchmarks/gemm.py [--n 1024] [--repeat 15] [--runs 5] [--threads N]
 
+with fluidlite installed (pip install -e .); for an in-place build prefix PYTHONPATH=. from the repo root.
+
 fluidlite's main figure runs a 1-op program whose inputs already live in the scope and whose output is
 not fetched (the op itself, as torch.mm is timed); a second line adds feeding both inputs and fetching
 the result through exe.run. Results are checked against numpy before timing. Every figure is the

@@ -2,6 +2,8 @@
 
     python benchmarks/op_overhead.py [--ops 1000] [--size 16] [--repeat 15] [--runs 200]
 
+with fluidlite installed (pip install -e .); for an in-place build prefix PYTHONPATH=. from the repo root.
+
 fluidlite runs a program of OPS chained `scale` ops on a [SIZE] float32 tensor, one exe.run per sample
 (feed x, fetch the last output). numpy runs `x = x * s + b` OPS times; PyTorch runs the same loop in
 eager mode under no_grad. The fixed cost is one exe.run of a 1-op program. Every figure is the median
