@@ -88,6 +88,20 @@ class BuildExtWithCuda(build_ext):
                 objs.append(obj)
             ext.extra_objects = list(ext.extra_objects or []) + objs
         super().build_extension(ext)
+        if not self.inplace:
+            self._copy_into_checkout(ext)
+
+    def _copy_into_checkout(self, ext):
+        # `pip install .` then `python -m fluidlite.bench` from the checkout root imports ./fluidlite (the
+        # current directory comes first on sys.path), which has no _core unless we leave one there too.
+        built = self.get_ext_fullpath(ext.name)
+        dest = os.path.join(HERE, "fluidlite", os.path.basename(built))
+        if os.path.isdir(os.path.dirname(dest)) and os.path.abspath(built) != os.path.abspath(dest):
+            try:  # copy then rename: a process that has the old module mapped keeps its inode
+                shutil.copyfile(built, dest + ".tmp")
+                os.replace(dest + ".tmp", dest)
+            except OSError as e:
+                print("note: could not copy %s into the checkout (%s)" % (built, e))
 
 
 ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0).install()
