@@ -8,9 +8,9 @@ namespace {
 
 int64_t KnownProduct(const DDim& d, int begin, int end) {  // -1 if any dim in range is unknown
   int64_t n = 1;
-  for (int i = begin; i < end; ++i) {
-    if (d[i] < 0) return -1;
-    n *= d[i];
+  for (const int64_t* p = d.begin() + begin; p < d.begin() + end; ++p) {
+    if (*p < 0) return -1;
+    n *= *p;
   }
   return n;
 }
