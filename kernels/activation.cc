@@ -93,15 +93,13 @@ template <typename A>
 void RegisterGrad(OpBuilder& op) {
   op.Doc(Str("X@GRAD of Out = ", A::kFormula, ", computed from ", DepSlot<A>(), " and Out@GRAD."));
   op.Input(DepSlot<A>(), A::kGradFrom == GradFrom::X ? "forward input X" : "forward output Out");
-  op.Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X");
+  op.Input("Out@GRAD", "gradient of Out").DispensableOutput("X@GRAD", "gradient of X");
   op.SetInferShape(InferGradShape<A>);
   op.CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        using T = typename decltype(tag)::type;
-        if (!ctx.HasOutput("X@GRAD")) return;
-        BinaryMapSameShape<T>(ctx, DepSlot<A>(), "Out@GRAD", "X@GRAD",
-                              [](T v, T g) { return A::template Grad<T>(v, g); });
-      });
+    using T = typename decltype(tag)::type;
+    if (!ctx.HasOutput("X@GRAD")) return;
+    BinaryMapSameShape<T>(ctx, DepSlot<A>(), "Out@GRAD", "X@GRAD", [](T v, T g) { return A::template Grad<T>(v, g); });
+  });
 }
 
 }  // namespace

@@ -67,14 +67,21 @@ inline bool AlignBroadcastDims(const DDim& x, const DDim& y, int axis, DDim* xa,
   return true;
 }
 
-// Output dims of X op Y; throws naming the op, both variables, both shapes and the axis.
-inline DDim BroadcastOutDims(const DDim& x, const DDim& y, int axis, const std::string& op, const std::string& xname,
-                             const std::string& yname) {
-  DDim xa, ya, out;
+// AlignBroadcastDims that throws naming the op, both variables, both shapes and the axis, e.g.
+// "elementwise_add: X 'x' [2, 3] and Y 'y' [4] cannot broadcast with axis=-1 (...)". Returns Out's dims.
+inline DDim AlignOrThrow(const DDim& x, const DDim& y, int axis, const std::string& op, const std::string& xname,
+                         const std::string& yname, DDim* xa, DDim* ya) {
+  DDim out;
   std::string why;
-  FL_ENFORCE(AlignBroadcastDims(x, y, axis, &xa, &ya, &out, &why), op, ": X '", xname, "' ", x, " and Y '", yname,
+  FL_ENFORCE(AlignBroadcastDims(x, y, axis, xa, ya, &out, &why), op, ": X '", xname, "' ", x, " and Y '", yname,
              "' ", y, " cannot broadcast with axis=", axis, " (", why, ")");
   return out;
+}
+
+inline DDim BroadcastOutDims(const DDim& x, const DDim& y, int axis, const std::string& op, const std::string& xname,
+                             const std::string& yname) {
+  DDim xa, ya;
+  return AlignOrThrow(x, y, axis, op, xname, yname, &xa, &ya);
 }
 
 // The shared InferShape of binary elementwise ops: Out gets the broadcast dims, X's dtype and X's LoD.
@@ -94,14 +101,12 @@ struct BroadcastPlan {
   DDim out_dims;
 };
 
-// Coalesces the aligned shapes into a plan; throws like BroadcastOutDims if they cannot broadcast.
+// Coalesces the aligned shapes into a plan; throws like AlignOrThrow if they cannot broadcast.
 inline BroadcastPlan MakeBroadcastPlan(const DDim& x, const DDim& y, int axis, const std::string& op = "elementwise",
                                        const std::string& xname = "X", const std::string& yname = "Y") {
   BroadcastPlan p;
   DDim xa, ya;
-  std::string why;
-  FL_ENFORCE(AlignBroadcastDims(x, y, axis, &xa, &ya, &p.out_dims, &why), op, ": X '", xname, "' ", x, " and Y '",
-             yname, "' ", y, " cannot broadcast with axis=", axis, " (", why, ")");
+  p.out_dims = AlignOrThrow(x, y, axis, op, xname, yname, &xa, &ya);
   p.numel = p.out_dims.numel();
   p.x_numel = x.numel();
   p.y_numel = y.numel();
@@ -224,9 +229,20 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
       const T* gp = dout + oo;
       T* dp = d + (kSide == BroadcastSide::X ? xo : yo);
       if constexpr (SD == 0) {  // this operand is one scalar along the row: a sum
-        T acc = 0;
-        for (int64_t i = 0; i < n; ++i) acc += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
-        dp[0] += acc;
+        // 8 independent partial sums: the compiler vectorises them (one running sum cannot be reordered).
+        // The block count is computed up front: Python builds with -fwrapv, under which `i + 8 <= n` hides
+        // the trip count from the vectoriser.
+        T acc[8] = {};
+        const int64_t blocks = n / 8;
+        for (int64_t b = 0; b < blocks; ++b)
+          for (int k = 0; k < 8; ++k) {
+            const int64_t i = b * 8 + k;
+            acc[k] += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
+          }
+        T s = 0;
+        for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
+        for (int k = 0; k < 8; ++k) s += acc[k];
+        dp[0] += s;
       } else if (reduce) {  // contiguous along the row, but summed over outer dims
         for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
       } else {
