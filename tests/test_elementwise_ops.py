@@ -33,6 +33,7 @@ CASES = [
     ((3, 1, 5), (2, 3, 4, 5), -1, None, None),            # X smaller with a size-1 dim
     ((2, 3, 2, 3, 2), (3, 1, 3), 1, None, (1, 3, 1, 3, 1)),  # alternating pattern: general odometer
     ((2, 1, 3), (2, 1, 3), -1, None, None),               # size-1 dims on both, same shape
+    ((1, 1), (1,), -1, None, None),                       # a single element
 ]
 CASE_IDS = ["%s|%s|ax%d" % (c[0], c[1], c[2]) for c in CASES]
 
@@ -80,6 +81,13 @@ def test_forward_int(op, case, dtype):
     OpTest(op, {"X": x, "Y": y}, {"Out": _expected(op, x, y, xv, yv)}, {"axis": axis}).check_output()
 
 
+@pytest.mark.parametrize("op", sorted(NP_OPS))
+def test_zero_size_output(op):
+    x = np.zeros((0, 3), "float32")
+    y = np.ones(3, "float32")
+    OpTest(op, {"X": x, "Y": y}, {"Out": NP_OPS[op](x, y)}).check_output()
+
+
 def test_int_div_truncates_and_handles_min_over_minus_one():
     x = np.array([7, -7, 7, -7, np.iinfo(np.int32).min], dtype=np.int32)
     y = np.array([2, 2, -2, -2, -1], dtype=np.int32)
@@ -96,6 +104,7 @@ GRAD_CASES = [
     ((3, 1), (1, 4), -1),
     ((1,), (2, 3), -1),
     ((2, 3, 2, 3, 2), (3, 1, 3), 1),
+    ((1, 1), (1,), -1),
 ]
 
 
