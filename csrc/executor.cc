@@ -125,15 +125,16 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       return;
     }
     // Profiled: consecutive op events share a timestamp (one clock read per op).
+    ThreadBuffer* buffer = ProfilerThreadBuffer();
     uint64_t t = ProfilerTicks();
     for (auto& op : ops) {
       current = op.get();
       FL_VLOG(4) << op->DebugString(place);
-      int64_t token = OpenEventAt(op->info()->type.c_str(), "Operator", t);
+      int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
       op->Run(place);
       const char* args = token >= 0 ? op->ProfileArgs() : nullptr;
       t = ProfilerTicks();
-      if (token >= 0) CloseEventAt(token, t, args);
+      if (token >= 0) CloseEventAt(buffer, token, t, args);
       FL_VLOG(3) << op->DebugString(place);
     }
   } catch (const std::exception& e) {

@@ -172,34 +172,41 @@ std::string PreparedOp::DebugString(const Place& place) const {
   return s + "}.";
 }
 
+static const DDim kNoTensor{-1};  // stands for "no tensor" (a real dim is never -1 at run time)
+
 const char* PreparedOp::ProfileArgs() {
-  size_t k = 0;
-  bool same = profile_args_ != nullptr;
-  auto visit = [&](const std::vector<std::vector<Variable*>>& side, bool build, std::string* out,
-                   const std::vector<SlotSpec>& specs) {
-    for (size_t s = 0; s < side.size(); ++s)
-      for (Variable* v : side[s]) {
-        const Tensor* t = v ? v->GetTensor() : nullptr;
-        DDim d = t ? t->dims() : DDim();
-        if (!build) {
-          if (k >= profiled_dims_.size() || profiled_dims_[k] != d) same = false;
-          if (k < profiled_dims_.size()) profiled_dims_[k] = d;
-          else profiled_dims_.push_back(d);
+  // Fast path: compare the current dims with those the cached string was built from.
+  if (profile_args_) {
+    size_t k = 0;
+    bool same = true;
+    for (const auto* side : {&ins_, &outs_})
+      for (const auto& slot : *side)
+        for (Variable* v : slot) {
+          const Tensor* t = v ? v->GetTensor() : nullptr;
+          if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor)) {
+            same = false;
+          }
           ++k;
-        } else if (t) {
-          if (out->size() > 1) *out += ", ";
-          *out += specs[s].name + d.ToString();
         }
+    if (same && k == profiled_dims_.size()) return profile_args_;
+  }
+  profiled_dims_.clear();
+  std::string parts[2] = {"\"", "\""};
+  int side_index = 0;
+  for (const auto* side : {&ins_, &outs_}) {
+    const auto& specs = side_index == 0 ? info_->inputs : info_->outputs;
+    std::string& out = parts[side_index++];
+    for (size_t s = 0; s < side->size(); ++s)
+      for (Variable* v : (*side)[s]) {
+        const Tensor* t = v ? v->GetTensor() : nullptr;
+        DDim d = t ? t->dims() : kNoTensor;
+        profiled_dims_.push_back(d);
+        if (!t) continue;
+        if (out.size() > 1) out += ", ";
+        out += specs[s].name + d.ToString();
       }
-  };
-  visit(ins_, false, nullptr, info_->inputs);
-  visit(outs_, false, nullptr, info_->outputs);
-  if (same && k == profiled_dims_.size()) return profile_args_;
-  profiled_dims_.resize(k);
-  std::string in = "\"", out = "\"";
-  visit(ins_, true, &in, info_->inputs);
-  visit(outs_, true, &out, info_->outputs);
-  profile_args_ = Intern("\"inputs\":" + in + "\",\"outputs\":" + out + "\"");
+  }
+  profile_args_ = Intern("\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\"");
   return profile_args_;
 }
 

@@ -48,6 +48,8 @@ std::atomic<int64_t> g_reserved{0};  // events reserved by all threads (whole ch
 std::atomic<int64_t> g_dropped{0};
 std::atomic<uint64_t> g_epoch{0};    // bumped by Reset: buffers from an older epoch restart
 
+}  // namespace
+
 struct ThreadBuffer {
   std::mutex chunks_mu;  // taken only to add a chunk or to collect
   std::vector<std::unique_ptr<RawEvent[]>> chunks;
@@ -60,6 +62,8 @@ struct ThreadBuffer {
   int32_t thread_index = 0;
   int32_t os_tid = 0;
 };
+
+namespace {
 
 struct Registry {
   std::mutex mu;
@@ -157,11 +161,12 @@ const char* Intern(const std::string& s) {
 }
 
 uint64_t ProfilerTicks() { return Ticks(); }
+ThreadBuffer* ProfilerThreadBuffer() { return &Local(); }
 
-int64_t OpenEvent(const char* name, const char* category) { return OpenEventAt(name, category, 0); }
+int64_t OpenEvent(const char* name, const char* category) { return OpenEventAt(&Local(), name, category, 0); }
 
-int64_t OpenEventAt(const char* name, const char* category, uint64_t start_ticks) {
-  ThreadBuffer& b = Local();
+int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category, uint64_t start_ticks) {
+  ThreadBuffer& b = *buffer;
   uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
   if (b.epoch != epoch) {  // a Reset happened: start this thread's buffer over
     b.size.store(0, std::memory_order_relaxed);
@@ -192,10 +197,12 @@ int64_t OpenEventAt(const char* name, const char* category, uint64_t start_ticks
   return i;
 }
 
-void CloseEvent(int64_t token, const char* args, int64_t bytes) { CloseEventAt(token, Ticks(), args, bytes); }
+void CloseEvent(int64_t token, const char* args, int64_t bytes) {
+  CloseEventAt(&Local(), token, Ticks(), args, bytes);
+}
 
-void CloseEventAt(int64_t token, uint64_t t, const char* args, int64_t bytes) {
-  ThreadBuffer& b = Local();
+void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* args, int64_t bytes) {
+  ThreadBuffer& b = *buffer;
   if (b.epoch != g_epoch.load(std::memory_order_relaxed) || token >= b.size.load(std::memory_order_relaxed))
     return;  // reset while open: drop
   RawEvent& e = At(b, token);
