@@ -71,10 +71,13 @@ std::string BufferFormat(DType t) {
   }
 }
 
-// Wraps a numpy array's memory without copying. The caller keeps the array alive while it is used.
-Tensor BorrowArray(const py::handle& obj) {
+// Wraps a numpy array's memory without copying. `ensure` returns a new (C-contiguous) array when
+// `obj` is not one already, so that array is appended to `keep`: the caller holds `keep` for as long
+// as the tensor is used (the tensor itself must not own a Python object: it dies without the GIL).
+Tensor BorrowArray(const py::handle& obj, py::list& keep) {
   py::array arr = py::array::ensure(obj, py::array::c_style);
   if (!arr) throw py::type_error("feed values must be numpy arrays (or convertible to one)");
+  keep.append(arr);
   Tensor t;
   std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
   t.Resize(DDim(dims));
@@ -95,8 +98,8 @@ py::array ShareToNumpy(const Tensor& t) {
 
 // Copies a numpy array into a tensor on `place` (Tensor.set).
 void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
-  Tensor src = BorrowArray(obj);
-  py::array keep = py::array::ensure(obj, py::array::c_style);
+  py::list keep;
+  Tensor src = BorrowArray(obj, keep);
   TensorCopy(src, place, &t);
 }
 
@@ -489,7 +492,8 @@ PYBIND11_MODULE(_core, m) {
       .def("run", [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
              std::vector<Tensor> in;
              in.reserve(feeds.size());
-             for (auto f : feeds) in.push_back(BorrowArray(f));  // `feeds` keeps the arrays alive
+             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
+             for (auto f : feeds) in.push_back(BorrowArray(f, keep));
              std::vector<Tensor> out;
              {
                py::gil_scoped_release release;
