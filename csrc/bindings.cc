@@ -459,7 +459,7 @@ PYBIND11_MODULE(_core, m) {
              for (auto& kv : src.attrs()) op->SetAttr(kv.first, kv.second);
              return op;
            }, py::return_value_policy::reference_internal, "insert a copy of an unchecked OpDesc (backward)")
-      .def("infer_shape", [](BlockDesc& b, OpDesc* op) { InferShapeAtCompileTime(&b, op); });
+      .def("infer_shape", [](BlockDesc& b, OpDesc& op) { InferShapeAtCompileTime(&b, &op); });
 
   py::class_<ProgramDesc>(m, "ProgramDesc")
       .def(py::init<>())
