@@ -40,6 +40,7 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
       place_(place),
       num_fetch_(fetch_names.size()) {
   RecordEvent ev("Executor::prepare", "Executor");
+  FL_ENFORCE(scope_ != nullptr, "Executor: no scope to run in (got None)");
   g_num_prepared.fetch_add(1);
   BlockDesc* block = program_->Block(block_id);
   // Fluid's layout: feed ops first (X=[feed], col=i), fetch ops last (Out=[fetch], col=i).
@@ -69,24 +70,24 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetAttr("col", static_cast<int32_t>(i));
   }
   for (auto& op : block->AllOps()) ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
-  CreateVariablesAndBind();
+  try {
+    CreateVariablesAndBind();
+  } catch (...) {  // the destructor will not run: do not leave the kid scope behind
+    if (local_ && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
+    throw;
+  }
 }
 
 PreparedProgram::~PreparedProgram() {
-  if (!local_) return;
-  for (Scope* k : scope_->kids())
-    if (k == local_) {
-      scope_->DeleteScope(local_);
-      break;
-    }
+  // After scope.drop_kids() local_ is gone; a kid the user created since may sit at the same address.
+  if (local_ && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
 }
 
 void PreparedProgram::CreateVariablesAndBind() {
-  bool alive = false;
-  if (local_)
-    for (Scope* k : scope_->kids())
-      if (k == local_) alive = true;
-  if (!alive) local_ = &scope_->NewScope();
+  if (!local_ || !scope_->HasKid(local_, local_uid_)) {
+    local_ = &scope_->NewScope();
+    local_uid_ = local_->uid();
+  }
   CreateBlockVariables(*program_->Block(block_id_), scope_, local_);
   for (auto& op : ops_) op->Bind(*local_);
   feed_var_ = local_->FindVar(kFeedVar);

@@ -48,6 +48,7 @@ class PreparedProgram {
   int block_id_;
   Scope* scope_;
   Scope* local_ = nullptr;
+  uint64_t local_uid_ = 0;  // local_ is ours only while scope_ has a kid at that address with this uid
   Place place_;
   std::vector<FeedTarget> feed_targets_;
   size_t num_fetch_;

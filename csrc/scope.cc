@@ -111,6 +111,18 @@ uint64_t Scope::generation() const {
   return g;
 }
 
+uint64_t Scope::NextUid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Scope::HasKid(const Scope* kid, uint64_t uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Scope* k : kids_)
+    if (k == kid) return k->uid_ == uid;
+  return false;
+}
+
 int64_t Scope::LiveScopes() { return g_live_scopes.load(std::memory_order_relaxed); }
 
 }  // namespace fl
