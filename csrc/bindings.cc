@@ -376,16 +376,22 @@ PYBIND11_MODULE(_core, m) {
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);
 
+  // A Python handle to a kid scope outlives the kid when the parent drops its kids: every method
+  // checks the scope is still alive (a stale handle raises instead of touching freed memory).
+  auto live = [](Scope& s) -> Scope& {
+    FL_ENFORCE(Scope::IsAlive(&s), "this scope was deleted (its parent called drop_kids()); create a new one");
+    return s;
+  };
   py::class_<Scope>(m, "Scope")
       .def(py::init<>())
-      .def("var", &Scope::Var, py::return_value_policy::reference_internal)
-      .def("find_var", &Scope::FindVar, py::return_value_policy::reference_internal)
-      .def("find_local_var", &Scope::FindLocalVar, py::return_value_policy::reference_internal)
-      .def("new_scope", &Scope::NewScope, py::return_value_policy::reference_internal)
-      .def("drop_kids", &Scope::DropKids)
-      .def("erase_vars", &Scope::EraseVars)
-      .def("local_var_names", &Scope::LocalVarNames)
-      .def("num_kids", [](const Scope& s) { return s.kids().size(); });
+      .def("var", [live](Scope& s, const std::string& n) { return live(s).Var(n); }, py::return_value_policy::reference_internal)
+      .def("find_var", [live](Scope& s, const std::string& n) { return live(s).FindVar(n); }, py::return_value_policy::reference_internal)
+      .def("find_local_var", [live](Scope& s, const std::string& n) { return live(s).FindLocalVar(n); }, py::return_value_policy::reference_internal)
+      .def("new_scope", [live](Scope& s) { return &live(s).NewScope(); }, py::return_value_policy::reference_internal)
+      .def("drop_kids", [live](Scope& s) { live(s).DropKids(); })
+      .def("erase_vars", [live](Scope& s, const std::vector<std::string>& n) { live(s).EraseVars(n); })
+      .def("local_var_names", [live](Scope& s) { return live(s).LocalVarNames(); })
+      .def("num_kids", [live](Scope& s) { return live(s).kids().size(); });
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR
@@ -487,9 +493,13 @@ PYBIND11_MODULE(_core, m) {
 
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")
-      .def(py::init<const ProgramDesc&, int, Scope*, const Place&, const std::vector<std::string>&, const std::vector<std::string>&>(),
-           py::keep_alive<1, 4>())
+      .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
+                       const std::vector<std::string>& feeds, const std::vector<std::string>& fetches) {
+             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope), "Executor: the scope was deleted (its parent called drop_kids())");
+             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
+           }), py::keep_alive<1, 4>())
       .def("run", [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
+             FL_ENFORCE(Scope::IsAlive(p.scope()), "Executor: the scope this program was prepared for was deleted");
              std::vector<Tensor> in;
              in.reserve(feeds.size());
              py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
@@ -508,7 +518,8 @@ PYBIND11_MODULE(_core, m) {
            }, py::arg("feeds"), py::arg("return_numpy") = true)
       .def("program", &PreparedProgram::program, py::return_value_policy::reference_internal)
       .def("num_runs", &PreparedProgram::num_runs)
-      .def("local_scope", &PreparedProgram::local_scope, py::return_value_policy::reference_internal);
+      .def("local_scope", [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
+           py::return_value_policy::reference_internal);
   m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");
 
   // ---------------------------------------------------------------- memory, threads, logging, profiler

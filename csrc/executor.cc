@@ -80,7 +80,8 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
 
 PreparedProgram::~PreparedProgram() {
   // After scope.drop_kids() local_ is gone; a kid the user created since may sit at the same address.
-  if (local_ && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
+  // scope_ itself may be gone when it was a kid scope whose parent dropped its kids.
+  if (local_ && Scope::IsAlive(scope_) && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
 }
 
 void PreparedProgram::CreateVariablesAndBind() {

@@ -35,6 +35,7 @@ class PreparedProgram {
   const std::vector<FeedTarget>& feed_targets() const { return feed_targets_; }
   const ProgramDesc& program() const { return *program_; }
   Scope* local_scope() const { return local_; }
+  Scope* scope() const { return scope_; }
   int64_t num_runs() const { return runs_; }
 
   static int64_t NumPrepared();  // process-wide count of PreparedProgram constructions
