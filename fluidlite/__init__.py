@@ -3,7 +3,9 @@
 ``import fluidlite as fluid`` is meant to be enough to port a Fluid 1.x script.
 """
 from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
-from . import framework, initializer, layers, unique_name  # noqa: F401
+from . import backward, framework, initializer, layers, unique_name  # noqa: F401
+from . import clip, io, optimizer, regularizer  # noqa: F401
+from .backward import append_backward, gradients  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
 from .framework import (  # noqa: F401
     Operator, Parameter, Program, Variable, default_main_program, default_startup_program, name_scope,

@@ -39,3 +39,32 @@ FL_REGISTER_OP(fill_constant, op) {
 }
 
 }  // namespace fl
+
+namespace fl {
+
+// fill_any_like: a tensor shaped like X filled with `value` (seeds gradients of targets whose batch
+// dim is only known at run time).
+FL_REGISTER_OP(fill_any_like, op) {
+  op.Doc("Out = a tensor with X's shape filled with `value` (dtype: X's, or `dtype` if set >= 0).")
+      .Input("X", "shape reference")
+      .Output("Out", "the filled tensor")
+      .Attr<float>("value", 0.0f, "fill value")
+      .Attr<int32_t>("dtype", -1, "output dtype (VarType value); -1 keeps X's dtype")
+      .SetInferShape([](InferShapeContext& ctx) {
+        int dt = ctx.Attr<int32_t>("dtype");
+        ctx.SetOutput("Out", ctx.InputDim("X"), dt < 0 ? ctx.InputDType("X") : static_cast<DType>(dt));
+      })
+      .SetKernelDType([](const ExecutionContext& ctx) {
+        int dt = ctx.Attr<int32_t>("dtype");
+        return dt < 0 ? ctx.Input("X").dtype() : static_cast<DType>(dt);
+      })
+      .CPUKernel<float, double, int32_t, int64_t, bool>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor* out = ctx.Output("Out");
+        out->Resize(ctx.Input("X").dims());
+        T* p = out->mutable_data<T>(ctx.place());
+        std::fill(p, p + out->numel(), static_cast<T>(ctx.Attr<float>("value")));
+      });
+}
+
+}  // namespace fl

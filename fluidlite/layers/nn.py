@@ -9,7 +9,7 @@ __all__ = [
     "fc", "mul", "matmul", "scale", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
     "elementwise_max", "elementwise_min", "reduce_sum", "reduce_mean", "reduce_max", "mean", "softmax",
     "cross_entropy", "softmax_with_cross_entropy", "square_error_cost", "split", "reshape", "transpose", "topk",
-    "accuracy",
+    "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "clip",
 ]
 
 
@@ -211,3 +211,31 @@ def accuracy(input, label, k=1, correct=None, total=None):
 
 
 del convert_np_dtype_to_dtype_
+
+
+def _compare(op_type):
+    def layer(x, y, cond=None, force_cpu=None):
+        _check_var(op_type, "x", x)
+        _check_var(op_type, "y", y)
+        helper = LayerHelper(op_type)
+        if cond is None:
+            cond = helper.create_variable_for_type_inference(dtype="bool", stop_gradient=True)
+        helper.append_op(type=op_type, inputs={"X": [x], "Y": [y]}, outputs={"Out": [cond]}, attrs={"axis": -1})
+        cond.stop_gradient = True
+        return cond
+
+    layer.__name__ = op_type
+    layer.__doc__ = "Out = %s(x, y) elementwise as bool, with elementwise broadcasting." % op_type
+    return layer
+
+
+less_than = _compare("less_than")
+less_equal = _compare("less_equal")
+greater_than = _compare("greater_than")
+greater_equal = _compare("greater_equal")
+equal = _compare("equal")
+not_equal = _compare("not_equal")
+
+
+def clip(x, min, max, name=None):
+    return _simple("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)

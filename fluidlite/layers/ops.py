@@ -1,7 +1,7 @@
 """Single-input activation layers (``layers.relu(x)`` etc.), generated from one table."""
 from ..layer_helper import LayerHelper
 
-_UNARY = ["abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square"]
+_UNARY = ["abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "floor", "sign"]
 
 __all__ = list(_UNARY)
 

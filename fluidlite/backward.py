@@ -1,0 +1,328 @@
+"""Automatic differentiation of programs: ``append_backward`` and ``gradients`` (Fluid 1.x semantics).
+
+The walk follows Fluid's ``backward.py``:
+1. find the ops on a path from the inputs to the targets (skipping no-grad vars),
+2. ask each op's C++ grad maker for its grad op descs (in reverse order),
+3. ``_addup_repetitive_outputs_``: a gradient written by several grad ops gets its writes renamed
+   ``x@GRAD@RENAME@k`` and ONE n-ary ``sum`` op adds them into ``x@GRAD`` (before its first reader),
+4. ``_remove_no_grad_branch_``: drop grad ops whose outputs nobody needs; where a pruned gradient is
+   still read, ``fill_zeros_like`` supplies zeros,
+5. append the ops, declare the grad vars (dtype from the forward var) and run shape inference.
+Ops with a ``sub_block`` get a grad block whose ``forward_block_idx`` points at the forward block.
+"""
+import collections
+
+from . import core, unique_name
+from .framework import OpRole, Parameter, Program, Variable
+
+__all__ = ["append_backward", "gradients", "calc_gradient"]
+
+GRAD_SUFFIX = "@GRAD"
+EMPTY = "@EMPTY@"
+
+
+def _grad_name(name):
+    return name + GRAD_SUFFIX
+
+
+def _strip_grad_suffix(name):
+    pos = name.find(GRAD_SUFFIX)
+    return name[:pos] if pos != -1 else name
+
+
+def _names(items):
+    out = set()
+    for v in items or ():
+        out.add(v.name if isinstance(v, Variable) else v)
+    return out
+
+
+class _OpDesc:
+    """A pending grad op: a plain Python record so renames are cheap; materialised into the block later."""
+
+    __slots__ = ("type", "inputs", "outputs", "attrs", "src")
+
+    def __init__(self, type, inputs, outputs, attrs=None, src=None):
+        self.type = type
+        self.inputs = collections.OrderedDict((k, list(v)) for k, v in inputs.items())
+        self.outputs = collections.OrderedDict((k, list(v)) for k, v in outputs.items())
+        self.attrs = dict(attrs or {})
+        self.src = src  # the core.OpDesc the grad maker produced (keeps attr types exact)
+
+    @classmethod
+    def from_core(cls, desc):
+        return cls(desc.type(), desc.inputs(), desc.outputs(), src=desc)
+
+    def input_arg_names(self):
+        return [a for args in self.inputs.values() for a in args]
+
+    def output_arg_names(self):
+        return [a for args in self.outputs.values() for a in args]
+
+    def rename_input(self, old, new):
+        for args in self.inputs.values():
+            args[:] = [new if a == old else a for a in args]
+
+    def rename_output(self, old, new):
+        for args in self.outputs.values():
+            args[:] = [new if a == old else a for a in args]
+
+
+def _find_op_path(block, targets, inputs, no_grad_set):
+    """Ops that lie on a path from `inputs` (all sources if empty) to `targets`, in program order."""
+    relevant = set(targets)
+    mask = [False] * len(block.ops)
+    for i in range(len(block.ops) - 1, -1, -1):
+        op = block.ops[i]
+        if any(o in relevant for o in op.output_arg_names):
+            mask[i] = True
+            relevant.update(n for n in op.input_arg_names if n not in no_grad_set)
+    if inputs:
+        reachable = set(inputs)
+        for i, op in enumerate(block.ops):
+            if mask[i]:
+                if any(n in reachable for n in op.input_arg_names):
+                    reachable.update(op.output_arg_names)
+                else:
+                    mask[i] = False
+    return [op for i, op in enumerate(block.ops) if mask[i]]
+
+
+def _stop_gradient_set(program):
+    """{block idx: {v@GRAD for every var with stop_gradient}}."""
+    result = collections.defaultdict(set)
+    for block in program.blocks:
+        for var in block.vars.values():
+            if var.stop_gradient:
+                result[block.idx].add(_grad_name(var.name))
+    return result
+
+
+def _addup_repetitive_outputs(op_descs):
+    """Fluid's _addup_repetitive_outputs_: one n-ary sum per gradient written more than once."""
+    pending_sums = []  # (sum desc, insert position)
+    rename_count = collections.defaultdict(int)
+    versions = collections.defaultdict(list)
+
+    def rename_in(descs, old, new):
+        for d in descs:
+            d.rename_input(old, new)
+            d.rename_output(old, new)
+
+    for idx, desc in enumerate(op_descs):
+        for name in desc.input_arg_names():
+            if len(versions[name]) > 1:
+                pending_sums.append((_OpDesc("sum", {"X": versions[name]}, {"Out": [name]}), idx))
+                versions[name] = [name]
+        in_names = set(desc.input_arg_names())
+        for slot, args in desc.outputs.items():
+            for arg_idx, name in enumerate(args):
+                if name == EMPTY or name in in_names:
+                    continue  # empty, or an in-place op
+                if not versions[name]:
+                    versions[name] = [name]
+                    continue
+                if len(versions[name]) == 1:
+                    first = "%s@RENAME@%d" % (name, rename_count[name])
+                    rename_count[name] += 1
+                    versions[name][0] = first
+                    rename_in(op_descs[:idx], name, first)
+                    rename_in([p[0] for p in pending_sums], name, first)
+                new = "%s@RENAME@%d" % (name, rename_count[name])
+                rename_count[name] += 1
+                args[arg_idx] = new
+                versions[name].append(new)
+    for name, vs in versions.items():
+        if len(vs) > 1:
+            pending_sums.append((_OpDesc("sum", {"X": vs}, {"Out": [name]}), len(op_descs)))
+    for desc, pos in reversed(pending_sums):
+        op_descs.insert(pos, desc)
+    return op_descs
+
+
+def _remove_no_grad_branch(op_descs, no_grad_set):
+    def all_in(names):
+        return bool(names) and all(n in no_grad_set for n in names)
+
+    def removable(desc):
+        outs = desc.output_arg_names()
+        if not outs or all_in(outs):
+            return True
+        grad_ins = [n for n in desc.input_arg_names() if GRAD_SUFFIX in n]
+        if all_in(grad_ins):
+            no_grad_set.update(outs)
+            return True
+        return False
+
+    op_descs = [d for d in op_descs if not removable(d)]
+    to_insert = []
+    for idx, desc in enumerate(op_descs):
+        for arg in desc.input_arg_names():
+            if GRAD_SUFFIX in arg and arg in no_grad_set:
+                to_insert.append((_OpDesc("fill_zeros_like", {"X": [_strip_grad_suffix(arg)]}, {"Out": [arg]}), idx))
+    for desc, pos in reversed(to_insert):
+        op_descs.insert(pos, desc)
+    return op_descs
+
+
+def _make_grad_descs(op, no_grad_set):
+    """The grad op descs of one forward op, with single @EMPTY@ outputs dropped (Fluid's rule)."""
+    descs = []
+    for core_desc in core.make_grad_ops(op.desc, set(no_grad_set)):
+        d = _OpDesc.from_core(core_desc)
+        for slot in list(d.outputs):
+            args = d.outputs[slot]
+            if len(args) == 1 and args[0] == EMPTY:
+                del d.outputs[slot]
+        descs.append(d)
+    return descs
+
+
+def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, callbacks=None):
+    no_grad = no_grad_dict[block.idx]
+    no_grad.add(EMPTY)
+    grad_descs = []
+    for op in reversed(ops):
+        if op.has_attr("sub_block"):
+            raise NotImplementedError("gradients of ops with sub-blocks (%s) arrive with StaticRNN" % op.type)
+        if not core.op_proto(op.type)["has_grad"]:
+            if all(_grad_name(n) in no_grad for n in op.input_arg_names):
+                continue  # nothing upstream needs a gradient through this op
+            raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
+                                     "inputs stop_gradient=True or put them in no_grad_set"
+                                     % (op.type, op.desc.creation_site() or "?"))
+        for d in _make_grad_descs(op, no_grad):
+            for name in d.output_arg_names():
+                if name != EMPTY:
+                    grad_to_var[name] = _strip_grad_suffix(name)
+            grad_descs.append(d)
+    grad_descs = _addup_repetitive_outputs(grad_descs)
+    grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
+    program = target_block.program
+    with program._backward_role_guard():
+        for d in grad_descs:
+            _materialise(target_block, d)
+            if callbacks:
+                for cb in callbacks:
+                    cb(block=target_block, context={})
+
+
+def _materialise(block, d):
+    """Append a pending desc to `block`: declare its grad outputs, then run shape inference."""
+    for name in d.output_arg_names():
+        if name == EMPTY or block.desc.find_var_recursive(name) is not None:
+            continue
+        var = block.create_var(name=name)
+        fwd = block._find_var_recursive(_strip_grad_suffix(name))
+        var.desc.set_dtype(int(fwd.dtype) if fwd is not None else int(core.VarDesc.VarType.FP32))
+        if fwd is not None:
+            var.desc.set_shape(list(fwd.shape))
+    if d.src is not None:
+        desc = d.src
+        for slot, args in d.inputs.items():
+            desc.set_input(slot, args)
+        for slot in desc.output_names():
+            desc.set_output(slot, d.outputs.get(slot, []))
+    else:
+        desc = core.OpDesc(d.type)
+        for slot, args in d.inputs.items():
+            desc.set_input(slot, args)
+        for slot, args in d.outputs.items():
+            desc.set_output(slot, args)
+        for k, v in d.attrs.items():
+            desc.set_attr(k, v)
+    desc.set_attr("op_role", int(block.program._op_role))
+    new = block.desc.insert_desc(block.desc.op_size(), desc)
+    block.desc.infer_shape(new)
+    from .framework import Operator
+    block.ops.append(Operator(block, new))
+
+
+def _seed_gradient(block, target, target_gradient=None):
+    """target@GRAD = 1 (or the given gradient), Fluid's fill_constant seed."""
+    grad = _grad_name(target.name)
+    if target_gradient is not None:
+        block.append_op(type="assign", inputs={"X": [target_gradient]}, outputs={"Out": [block.create_var(
+            name=grad, dtype=target.dtype, shape=target.shape)]}, attrs={"op_role": OpRole.Backward})
+        return grad
+    shape = list(target.shape)
+    var = block.create_var(name=grad, dtype=target.dtype, shape=shape if all(s >= 0 for s in shape) else [1])
+    if all(s >= 0 for s in shape):
+        block.append_op(type="fill_constant", outputs={"Out": [var]},
+                        attrs={"shape": shape, "value": 1.0, "dtype": int(target.dtype),
+                               "op_role": OpRole.Backward | OpRole.Loss})
+    else:
+        block.append_op(type="fill_any_like", inputs={"X": [target]}, outputs={"Out": [var]},
+                        attrs={"value": 1.0, "op_role": OpRole.Backward | OpRole.Loss})
+    return grad
+
+
+def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None):
+    """Append the backward pass of `loss` to its program. Returns [(parameter, gradient)] for every
+    trainable parameter (or those in `parameter_list`) that the loss depends on."""
+    if not isinstance(loss, Variable):
+        raise TypeError("append_backward: loss must be a Variable, got %s" % type(loss).__name__)
+    program = loss.block.program
+    block = program.global_block()
+    if loss.block.idx != 0:
+        raise ValueError("append_backward: the loss must be in the global block")
+    if loss.op is not None:
+        loss.op._set_attr("op_role", OpRole.Forward | OpRole.Loss)
+    no_grad_dict = _stop_gradient_set(program)
+    no_grad_dict[0].update(_grad_name(n) for n in _names(no_grad_set))
+    no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
+    op_path = _find_op_path(block, [loss.name], [], no_grad_vars)
+    _seed_gradient(block, loss)
+    grad_to_var = {}
+    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var, callbacks)
+
+    if parameter_list is not None:
+        params = [p.name if isinstance(p, Variable) else p for p in parameter_list]
+    else:
+        params = [p.name for p in program.global_block().all_parameters() if p.trainable]
+    result = []
+    for name in params:
+        gname = _grad_name(name)
+        if block.desc.find_var(gname) is None or gname in no_grad_dict[0]:
+            continue
+        result.append((block.var(name), block.var(gname)))
+    # Fluid marks the last op writing each grad with op_role_var = [param, grad] (optimizers read it).
+    for param, grad in result:
+        for op in reversed(block.ops):
+            if grad.name in op.output_arg_names:
+                op._set_attr("op_role_var", [param.name, grad.name])
+                break
+    return result
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
+    """d(sum of targets)/d(inputs): appends backward ops and returns one grad Variable (or None) per input."""
+    targets = [targets] if isinstance(targets, Variable) else list(targets)
+    inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
+    if target_gradients is not None and not isinstance(target_gradients, (list, tuple)):
+        target_gradients = [target_gradients]
+    if target_gradients is not None and len(target_gradients) != len(targets):
+        raise ValueError("gradients: %d targets but %d target_gradients" % (len(targets), len(target_gradients)))
+    program = targets[0].block.program
+    block = program.global_block()
+    no_grad_dict = _stop_gradient_set(program)
+    for v in inputs:  # the inputs themselves always get gradients
+        no_grad_dict[0].discard(_grad_name(v.name))
+    no_grad_dict[0].update(_grad_name(n) for n in _names(no_grad_set))
+    no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
+    op_path = _find_op_path(block, [t.name for t in targets], [v.name for v in inputs], no_grad_vars)
+    with program._backward_role_guard():
+        for i, t in enumerate(targets):
+            _seed_gradient(block, t, target_gradients[i] if target_gradients else None)
+    grad_to_var = {}
+    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var)
+    out = []
+    for v in inputs:
+        g = block.vars.get(_grad_name(v.name))
+        out.append(g)
+    return out
+
+
+calc_gradient = gradients
+
+del Parameter, Program, unique_name

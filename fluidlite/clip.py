@@ -1,0 +1,74 @@
+"""Gradient clipping: ``GradientClipByGlobalNorm(clip_norm)`` scales every gradient by
+clip_norm / max(global_norm, clip_norm), with global_norm = sqrt(sum_g sum(g^2)), all as ops."""
+from . import framework
+
+__all__ = ["GradientClipByGlobalNorm", "GradientClipByValue", "set_gradient_clip", "append_gradient_clip_ops"]
+
+_program_clip = {}
+
+
+class BaseGradientClipAttr:
+    def _clip(self, params_grads, block):
+        raise NotImplementedError
+
+
+class GradientClipByGlobalNorm(BaseGradientClipAttr):
+    def __init__(self, clip_norm, group_name="default_group"):
+        self.clip_norm = float(clip_norm)
+        self.group_name = group_name
+
+    def _clip(self, params_grads, block):
+        from . import layers
+        grads = [g for _, g in params_grads if g is not None]
+        if not grads:
+            return params_grads
+        squares = [layers.reduce_sum(layers.square(g)) for g in grads]
+        global_norm = layers.sqrt(squares[0] if len(squares) == 1 else layers.sums(squares))
+        clip = layers.fill_constant(shape=[1], dtype=global_norm.dtype, value=self.clip_norm)
+        scale = layers.elementwise_div(clip, layers.elementwise_max(global_norm, clip))
+        out = []
+        for p, g in params_grads:
+            if g is None:
+                out.append((p, g))
+                continue
+            clipped = block.create_var(dtype=g.dtype, shape=g.shape)
+            block.append_op(type="elementwise_mul", inputs={"X": g, "Y": scale}, outputs={"Out": clipped},
+                            attrs={"axis": -1})
+            out.append((p, clipped))
+        return out
+
+
+class GradientClipByValue(BaseGradientClipAttr):
+    def __init__(self, max, min=None):
+        self.max = float(max)
+        self.min = float(-max if min is None else min)
+
+    def _clip(self, params_grads, block):
+        out = []
+        for p, g in params_grads:
+            if g is None:
+                out.append((p, g))
+                continue
+            clipped = block.create_var(dtype=g.dtype, shape=g.shape)
+            block.append_op(type="clip", inputs={"X": g}, outputs={"Out": clipped},
+                            attrs={"min": self.min, "max": self.max})
+            out.append((p, clipped))
+        return out
+
+
+def set_gradient_clip(clip, param_list=None, program=None):
+    """Fluid 1.x: the clip applies to the next minimize() on `program` (default main program)."""
+    if not isinstance(clip, BaseGradientClipAttr):
+        raise TypeError("set_gradient_clip: clip must be a GradientClip* object, got %s" % type(clip).__name__)
+    program = program or framework.default_main_program()
+    _program_clip[id(program)] = clip
+
+
+def append_gradient_clip_ops(params_grads, clip=None):
+    program = framework.default_main_program()
+    clip = clip or _program_clip.get(id(program))
+    if clip is None:
+        return params_grads
+    block = program.global_block()
+    with program._optimized_guard([]), framework.name_scope("gradient_clip"):
+        return clip._clip(params_grads, block)

@@ -1,0 +1,128 @@
+"""append_backward / gradients: structure (one sum per aggregated gradient, @GRAD naming, pruning) and
+values against hand-derived numpy gradients."""
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+
+
+def _ops(program):
+    return [op.type for op in program.global_block().ops]
+
+
+def test_diamond_aggregates_with_exactly_one_sum():
+    # x feeds three ops; its gradient is the sum of three contributions, added by ONE n-ary sum op.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        a = fluid.layers.scale(x, scale=2.0)
+        b = fluid.layers.elementwise_mul(x, x)
+        c = fluid.layers.exp(x)
+        loss = fluid.layers.mean(fluid.layers.sums([a, b, c]))
+        grads = fluid.backward.gradients([loss], [x])
+    sums_into_x = [op for op in main.global_block().ops
+                   if op.type == "sum" and op.output("Out") == ["x@GRAD"]]
+    assert len(sums_into_x) == 1
+    assert len(sums_into_x[0].input("X")) == 4  # scale, mul (x twice: X and Y), exp
+    assert all("@RENAME@" in n for n in sums_into_x[0].input("X"))
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv = np.array([0.1, -0.5, 1.5, 2.0])
+    g, = exe.run(main, feed={"x": xv}, fetch_list=grads)
+    np.testing.assert_allclose(g, (2.0 + 2 * xv + np.exp(xv)) / 4.0, rtol=1e-12)
+
+
+def test_append_backward_returns_param_grads_and_seeds_with_fill_constant():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        y = fluid.layers.fc(input=x, size=2)
+        loss = fluid.layers.mean(y)
+        pg = fluid.append_backward(loss)
+    names = sorted((p.name, g.name) for p, g in pg)
+    assert names == [("fc_0.b_0", "fc_0.b_0@GRAD"), ("fc_0.w_0", "fc_0.w_0@GRAD")] or \
+        all(g.endswith("@GRAD") for _, g in names)
+    seed = [op for op in main.global_block().ops if op.output_arg_names == [loss.name + "@GRAD"]]
+    assert seed and seed[0].type == "fill_constant" and seed[0].attr("value") == 1.0
+    # the data var is stop_gradient: no x@GRAD is computed
+    assert not main.global_block().has_var("x@GRAD")
+
+
+def test_fc_gradients_match_numpy():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[5], dtype="float64")
+        y = fluid.layers.fc(input=x, size=3, act="tanh")
+        loss = fluid.layers.mean(y)
+        pg = dict((p.name, g) for p, g in fluid.append_backward(loss))
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    xv = np.random.RandomState(0).randn(4, 5)
+    gw, gb, w, b = exe.run(main, feed={"x": xv}, scope=scope,
+                           fetch_list=[pg["fc_0.w_0"], pg["fc_0.b_0"], "fc_0.w_0", "fc_0.b_0"])
+    h = np.tanh(xv @ w + b)
+    dh = (1 - h ** 2) / h.size
+    np.testing.assert_allclose(gw, xv.T @ dh, rtol=1e-10)
+    np.testing.assert_allclose(gb, dh.sum(0), rtol=1e-10)
+
+
+def test_no_grad_set_prunes_branch_and_fills_zeros():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64", append_batch_size=False)
+        w = fluid.layers.data(name="w", shape=[3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        w.stop_gradient = False
+        y = fluid.layers.elementwise_mul(x, w)
+        loss = fluid.layers.reduce_sum(y)
+        gx, gw = fluid.gradients([loss], [x, w], no_grad_set={"w"})
+    assert gw is None or not main.global_block().has_var("w@GRAD") or gw.name == "w@GRAD"
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv, wv = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0])
+    r, = exe.run(main, feed={"x": xv, "w": wv}, fetch_list=[gx])
+    np.testing.assert_allclose(r, wv)
+
+
+def test_stop_gradient_var_gets_no_grad_op():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        frozen = fluid.layers.scale(x, scale=3.0)
+        frozen.stop_gradient = True
+        y = fluid.layers.elementwise_add(fluid.layers.scale(x, scale=2.0), frozen)
+        loss = fluid.layers.reduce_sum(y)
+        g, = fluid.gradients([loss], [x])
+    exe = fluid.Executor(fluid.CPUPlace())
+    r, = exe.run(main, feed={"x": np.ones(3)}, fetch_list=[g])
+    np.testing.assert_allclose(r, [2.0, 2.0, 2.0])  # the frozen branch contributes nothing
+    assert "sum" not in _ops(main)  # only one contribution reaches x@GRAD
+
+
+def test_gradients_with_target_gradients():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        dy = fluid.layers.data(name="dy", shape=[3], dtype="float64", append_batch_size=False)
+        y = fluid.layers.square(x)
+        g, = fluid.gradients([y], [x], target_gradients=[dy])
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv, dyv = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0])
+    r, = exe.run(main, feed={"x": xv, "dy": dyv}, fetch_list=[g])
+    np.testing.assert_allclose(r, 2 * xv * dyv)
+
+
+def test_op_without_gradient_on_the_path_is_a_clear_error():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3, 4], dtype="float32", append_batch_size=False)
+        x.stop_gradient = False
+        values, _ = fluid.layers.topk(x, k=2)
+        values.stop_gradient = False
+        loss = fluid.layers.mean(values)
+        if fluid.core.op_proto("top_k")["has_grad"]:
+            pytest.skip("top_k has a gradient in this build")
+        with pytest.raises(fluid.core.EnforceNotMet, match="top_k has no gradient"):
+            fluid.gradients([loss], [x])
