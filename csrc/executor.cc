@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "logging.h"
@@ -53,7 +54,15 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   for (size_t i = 0; i < feed_names.size(); ++i) {
     VarDesc* target = block->FindVarRecursive(feed_names[i]);
     FL_ENFORCE(target != nullptr, "feed: variable '", feed_names[i], "' is not in the program");
-    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape()});
+    std::string site;  // data vars have no creating op: point at the first op that reads the var
+    for (auto& op : block->AllOps()) {
+      auto args = op->InputArgumentNames();
+      if (std::find(args.begin(), args.end(), feed_names[i]) == args.end()) continue;
+      std::string where = op->CreationSite();
+      site = " (read by op " + op->type() + (where.empty() ? "" : " created at " + where) + ")";
+      break;
+    }
+    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape(), site});
     OpDesc* op = block->InsertOp(i);
     op->set_type("feed");
     op->SetInput("X", {kFeedVar});
@@ -102,14 +111,15 @@ void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
   for (size_t i = 0; i < feeds.size(); ++i) {
     const FeedTarget& t = feed_targets_[i];
     const Tensor& f = feeds[i];
-    FL_ENFORCE(f.dtype() == t.dtype, "feed: variable '", t.name, "' expects dtype ", DTypeName(t.dtype), ", got ",
-               DTypeName(f.dtype()));
+    FL_ENFORCE(f.dtype() == t.dtype, "feed: variable '", t.name, "'", t.site, " expects dtype ", DTypeName(t.dtype),
+               ", got ", DTypeName(f.dtype()));
     bool ok = f.dims().size() == static_cast<int>(t.shape.size());
     for (int d = 0; ok && d < f.dims().size(); ++d) ok = t.shape[d] < 0 || t.shape[d] == f.dims()[d];
     if (!ok) {
       std::string want = "[";
       for (size_t d = 0; d < t.shape.size(); ++d) want += (d ? ", " : "") + std::to_string(t.shape[d]);
-      FL_THROW("feed: variable '", t.name, "' expects shape ", want, "] (-1 = any), got ", f.dims().ToString());
+      FL_THROW("feed: variable '", t.name, "'", t.site, " expects shape ", want, "] (-1 = any), got ",
+               f.dims().ToString());
     }
   }
 }

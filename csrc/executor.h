@@ -19,6 +19,7 @@ struct FeedTarget {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;  // -1 = any
+  std::string site;            // " (read by op T created at f.py:N)" for error messages, or ""
 };
 
 class PreparedProgram {
