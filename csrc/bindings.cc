@@ -453,7 +453,19 @@ PYBIND11_MODULE(_core, m) {
       .def("op", &BlockDesc::Op, py::return_value_policy::reference_internal)
       .def("remove_op", &BlockDesc::RemoveOp)
       .def("append_op", [](BlockDesc& b, const std::string& type, const py::dict& ins, const py::dict& outs, const py::dict& attrs, int index) {
-             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), ToAttrMap(type, attrs), index);
+             std::map<std::string, Attribute> converted;
+             try {
+               converted = ToAttrMap(type, attrs);
+             } catch (py::builtin_exception& e) {  // TypeError/ValueError: add the user's file:line
+               OpDesc probe(type);
+               if (attrs.contains("op_callstack"))
+                 probe.SetAttr("op_callstack", ToAttribute(type, "op_callstack", AttrType::STRINGS, attrs["op_callstack"]));
+               std::string msg = e.what() + CreationSuffix(probe);
+               if (dynamic_cast<py::type_error*>(&e)) throw py::type_error(msg);
+               if (dynamic_cast<py::value_error*>(&e)) throw py::value_error(msg);
+               throw;
+             }
+             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), std::move(converted), index);
            }, py::arg("type"), py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("index") = -1,
            py::return_value_policy::reference_internal,
            "validate against the registered op, fill attribute defaults, run compile-time shape inference")
