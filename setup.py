@@ -27,6 +27,9 @@ def rel(paths):
 
 cpp_sources = rel(glob.glob(os.path.join(HERE, "csrc", "**", "*.cc"), recursive=True)
                   + glob.glob(os.path.join(HERE, "kernels", "**", "*.cc"), recursive=True))
+# Headers: any change rebuilds the module (setuptools does not scan includes itself).
+headers = rel(glob.glob(os.path.join(HERE, "csrc", "**", "*.h"), recursive=True)
+              + glob.glob(os.path.join(HERE, "kernels", "**", "*.h"), recursive=True))
 cu_sources = rel(glob.glob(os.path.join(HERE, "kernels", "**", "*.cu"), recursive=True))
 
 
@@ -45,8 +48,11 @@ NVCC = find_nvcc() if cu_sources else None
 CUDA_HOME = os.path.dirname(os.path.dirname(os.path.realpath(NVCC))) if NVCC else None
 
 opt = ["-O0", "-g"] if DEBUG else ["-O3"]
-extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"] \
-    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden"]
+# -fno-trapping-math (clang's default): nothing here reads FP exception flags, and without it GCC will not
+# if-convert float selects, which keeps loops such as the vectorisable exp in helpers/vec_exp.h scalar.
+extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
+                            "-Wno-unused-function"] \
+    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden", "-fno-trapping-math"]
 define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
 include_dirs = [os.path.join(HERE, "csrc"), os.path.join(HERE, "kernels"), scipy_openblas32.get_include_dir()]
 libraries = [scipy_openblas32.get_library()]
@@ -82,6 +88,20 @@ class BuildExtWithCuda(build_ext):
                 objs.append(obj)
             ext.extra_objects = list(ext.extra_objects or []) + objs
         super().build_extension(ext)
+        if not self.inplace:
+            self._copy_into_checkout(ext)
+
+    def _copy_into_checkout(self, ext):
+        # `pip install .` then `python -m fluidlite.bench` from the checkout root imports ./fluidlite (the
+        # current directory comes first on sys.path), which has no _core unless we leave one there too.
+        built = self.get_ext_fullpath(ext.name)
+        dest = os.path.join(HERE, "fluidlite", os.path.basename(built))
+        if os.path.isdir(os.path.dirname(dest)) and os.path.abspath(built) != os.path.abspath(dest):
+            try:  # copy then rename: a process that has the old module mapped keeps its inode
+                shutil.copyfile(built, dest + ".tmp")
+                os.replace(dest + ".tmp", dest)
+            except OSError as e:
+                print("note: could not copy %s into the checkout (%s)" % (built, e))
 
 
 ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0).install()
@@ -96,6 +116,7 @@ ext = Pybind11Extension(
     library_dirs=library_dirs,
     extra_compile_args=extra_compile_args,
     extra_link_args=extra_link_args,
+    depends=headers,
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtWithCuda}, zip_safe=False)

@@ -561,16 +561,23 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_profiler_event_cap", &SetProfilerEventCap);
   m.def("profiler_dropped_events", &ProfilerDroppedEvents);
   m.def("now_ns", &NowNs);
-  m.def("push_event", [](const std::string& name, const std::string& cat) {
-    static const char* kUser = "User";
-    (void)cat;
-    return OpenEvent(name, kUser);
-  });
+  m.def("push_event", [](const std::string& name) { return OpenEvent(Intern(name), "User"); },
+        "open a user range on this thread; returns a token for pop_event (-1 when off)");
   m.def("pop_event", [](int64_t token) { if (token >= 0) CloseEvent(token); });
+  m.def("profiler_event_cap", &ProfilerEventCap);
   m.def("collect_events", []() {
-    py::list l;
-    for (auto& e : CollectEvents())
-      l.append(py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent, e.bytes, e.args));
+    std::vector<ProfEvent> evs;
+    {
+      py::gil_scoped_release release;
+      evs = CollectEvents();
+    }
+    py::list l(evs.size());
+    for (size_t i = 0; i < evs.size(); ++i) {
+      const ProfEvent& e = evs[i];
+      l[i] = py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent,
+                            e.bytes, e.args ? py::str(e.args) : py::str(""));
+    }
     return l;
-  }, "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) for every recorded event");
+  }, "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) per closed event, "
+     "grouped by thread in record order; parent indexes this list");
 }

@@ -131,8 +131,9 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       current = op.get();
       FL_VLOG(4) << op->DebugString(place);
       {
-        RecordEvent ev(op->info()->type, "Operator");
+        RecordEvent ev(op->info()->type.c_str(), "Operator");
         op->Run(place);
+        if (ev.active()) ev.SetArgs(op->ProfileArgs());
       }
       FL_VLOG(3) << op->DebugString(place);
     }

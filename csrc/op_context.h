@@ -58,6 +58,9 @@ class PreparedOp {
   void Run(const Place& place);
   // "CPUPlace Op(abs), inputs:{X[x:float[2, 3]({})]}, outputs:{...}." — Fluid's DebugStringEx.
   std::string DebugString(const Place& place) const;
+  // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[2, 3]\"". Rebuilt only when a shape
+  // changed since the last call, so profiling a steady-state run costs a dims comparison per op.
+  const char* ProfileArgs();
 
   const OpInfo* info() const { return info_; }
   const OpDesc* desc() const { return desc_; }
@@ -74,6 +77,8 @@ class PreparedOp {
   const KernelFn* kernel_ = nullptr;
   DType kernel_dtype_ = DType::UNDEFINED;
   Place kernel_place_;
+  std::vector<DDim> profiled_dims_;
+  const char* profile_args_ = nullptr;
 };
 
 class ExecutionContext {

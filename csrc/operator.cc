@@ -3,6 +3,7 @@
 #include "logging.h"
 #include "op_context.h"
 #include "profiler.h"
+#include "scope.h"
 
 namespace fl {
 
@@ -169,6 +170,37 @@ std::string PreparedOp::DebugString(const Place& place) const {
   s += "}, outputs:{";
   AppendArgs(s, info_->outputs, desc_->outputs(), outs_);
   return s + "}.";
+}
+
+const char* PreparedOp::ProfileArgs() {
+  size_t k = 0;
+  bool same = profile_args_ != nullptr;
+  auto visit = [&](const std::vector<std::vector<Variable*>>& side, bool build, std::string* out,
+                   const std::vector<SlotSpec>& specs) {
+    for (size_t s = 0; s < side.size(); ++s)
+      for (Variable* v : side[s]) {
+        const Tensor* t = v ? v->GetTensor() : nullptr;
+        DDim d = t ? t->dims() : DDim();
+        if (!build) {
+          if (k >= profiled_dims_.size() || profiled_dims_[k] != d) same = false;
+          if (k < profiled_dims_.size()) profiled_dims_[k] = d;
+          else profiled_dims_.push_back(d);
+          ++k;
+        } else if (t) {
+          if (out->size() > 1) *out += ", ";
+          *out += specs[s].name + d.ToString();
+        }
+      }
+  };
+  visit(ins_, false, nullptr, info_->inputs);
+  visit(outs_, false, nullptr, info_->outputs);
+  if (same && k == profiled_dims_.size()) return profile_args_;
+  profiled_dims_.resize(k);
+  std::string in = "\"", out = "\"";
+  visit(ins_, true, &in, info_->inputs);
+  visit(outs_, true, &out, info_->outputs);
+  profile_args_ = Intern("\"inputs\":" + in + "\",\"outputs\":" + out + "\"");
+  return profile_args_;
 }
 
 void PreparedOp::Run(const Place& place) {

@@ -3,8 +3,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <unordered_set>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define FL_HAVE_TSC 1
+#endif
 
 namespace fl {
 
@@ -12,14 +20,43 @@ std::atomic<bool> g_profiler_enabled{false};
 
 namespace {
 
-std::atomic<int64_t> g_event_cap{0};
-std::atomic<int64_t> g_event_count{0};
+inline uint64_t Ticks() {
+#ifdef FL_HAVE_TSC
+  return __rdtsc();
+#else
+  return NowNs();
+#endif
+}
+
+struct RawEvent {
+  const char* name;
+  const char* category;
+  const char* args;
+  uint64_t start;
+  uint64_t end;
+  int64_t bytes;
+  int32_t parent;
+  int32_t depth;
+  std::atomic<uint32_t> done;  // release-stored by CloseEvent; the collector reads only done events
+};
+
+constexpr int64_t kChunk = 1024;
+constexpr int kMaxDepth = 256;
+
+std::atomic<int64_t> g_event_cap{5'000'000};
+std::atomic<int64_t> g_reserved{0};  // events reserved by all threads (whole chunks)
 std::atomic<int64_t> g_dropped{0};
+std::atomic<uint64_t> g_epoch{0};    // bumped by Reset: buffers from an older epoch restart
 
 struct ThreadBuffer {
-  std::mutex mu;  // uncontended except while CollectEvents/Reset read it
-  std::vector<ProfEvent> events;
-  std::vector<int64_t> stack;  // indices of open events
+  std::mutex chunks_mu;  // taken only to add a chunk or to collect
+  std::vector<std::unique_ptr<RawEvent[]>> chunks;
+  std::atomic<int64_t> size{0};  // events written (open or closed)
+  int64_t capacity = 0;          // slots allocated (chunks are kept across resets)
+  int64_t limit = 0;             // slots this thread may use under the global cap
+  uint64_t epoch = 0;
+  int32_t stack[kMaxDepth];
+  int depth = 0;
   int32_t thread_index = 0;
   int32_t os_tid = 0;
 };
@@ -34,7 +71,7 @@ Registry& Reg() {
   return *r;
 }
 
-ThreadBuffer& LocalBuffer() {
+ThreadBuffer& Local() {
   thread_local ThreadBuffer* buf = [] {
     auto* b = new ThreadBuffer();
     b->os_tid = static_cast<int32_t>(syscall(SYS_gettid));
@@ -47,27 +84,61 @@ ThreadBuffer& LocalBuffer() {
   return *buf;
 }
 
-template <typename S>
-int64_t Open(S&& name, const char* category) {
+// Lets `b` use up to one more chunk of slots, as far as the global cap allows.
+bool Grow(ThreadBuffer& b) {
   int64_t cap = g_event_cap.load(std::memory_order_relaxed);
-  if (cap > 0 && g_event_count.fetch_add(1, std::memory_order_relaxed) >= cap) {
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
-    return -1;
+  int64_t allowed = kChunk;
+  if (cap > 0) {
+    int64_t prev = g_reserved.fetch_add(kChunk, std::memory_order_relaxed);
+    allowed = std::max<int64_t>(0, std::min<int64_t>(kChunk, cap - prev));
+    g_reserved.fetch_sub(kChunk - allowed, std::memory_order_relaxed);
+    if (allowed == 0) return false;
   }
-  ThreadBuffer& b = LocalBuffer();
-  std::lock_guard<std::mutex> lock(b.mu);
-  ProfEvent e;
-  e.name = std::forward<S>(name);
-  e.category = category;
-  e.thread = b.thread_index;
-  e.os_tid = b.os_tid;
-  e.depth = static_cast<int32_t>(b.stack.size());
-  e.parent = b.stack.empty() ? -1 : b.stack.back();
-  int64_t idx = static_cast<int64_t>(b.events.size());
-  b.stack.push_back(idx);
-  e.start_ns = NowNs();
-  b.events.push_back(std::move(e));
-  return idx;
+  if (b.capacity < b.limit + allowed) {
+    std::lock_guard<std::mutex> lock(b.chunks_mu);
+    b.chunks.emplace_back(new RawEvent[kChunk]);
+    b.capacity += kChunk;
+  }
+  b.limit += allowed;
+  return true;
+}
+
+RawEvent& At(ThreadBuffer& b, int64_t i) { return b.chunks[i / kChunk][i % kChunk]; }
+
+// Maps TSC ticks to steady-clock ns: two (ticks, ns) anchors, the second refreshed at each collect.
+struct Clock {
+  uint64_t t0 = 0, n0 = 0;
+  double ns_per_tick = 1.0;
+  void Anchor() {
+    t0 = Ticks();
+    n0 = NowNs();
+  }
+  void Calibrate() {
+#ifdef FL_HAVE_TSC
+    uint64_t t1 = Ticks(), n1 = NowNs();
+    if (n1 - n0 < 20'000'000) {  // too short an interval for a precise rate: measure 20 ms once
+      uint64_t ta = Ticks(), na = NowNs();
+      while (NowNs() - na < 20'000'000) {
+      }
+      uint64_t tb = Ticks(), nb = NowNs();
+      ns_per_tick = double(nb - na) / double(tb - ta);
+    } else {
+      ns_per_tick = double(n1 - n0) / double(t1 - t0);
+    }
+#endif
+  }
+  uint64_t ToNs(uint64_t t) const {
+#ifdef FL_HAVE_TSC
+    return n0 + static_cast<uint64_t>((double(int64_t(t - t0))) * ns_per_tick);
+#else
+    return t;
+#endif
+  }
+};
+
+Clock& TheClock() {
+  static Clock c;
+  return c;
 }
 
 }  // namespace
@@ -78,53 +149,83 @@ uint64_t NowNs() {
           .count());
 }
 
-int64_t OpenEvent(const char* name, const char* category) { return Open(name, category); }
-int64_t OpenEvent(const std::string& name, const char* category) { return Open(name, category); }
+const char* Intern(const std::string& s) {
+  static std::mutex mu;
+  static auto* pool = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  return pool->insert(s).first->c_str();
+}
 
-void CloseEvent(int64_t token, std::string* args, int64_t bytes) {
-  uint64_t now = NowNs();
-  ThreadBuffer& b = LocalBuffer();
-  std::lock_guard<std::mutex> lock(b.mu);
-  // A Reset between open and close empties the buffer: the token is then stale and ignored.
-  if (token >= static_cast<int64_t>(b.events.size())) return;
-  ProfEvent& e = b.events[token];
-  e.end_ns = now;
-  if (args) e.args = std::move(*args);
-  e.bytes = bytes;
-  // Pop this event (and anything left open above it, which cannot happen with RAII scopes).
-  while (!b.stack.empty()) {
-    int64_t top = b.stack.back();
-    b.stack.pop_back();
-    if (top == token) break;
+int64_t OpenEvent(const char* name, const char* category) {
+  ThreadBuffer& b = Local();
+  uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
+  if (b.epoch != epoch) {  // a Reset happened: start this thread's buffer over
+    b.size.store(0, std::memory_order_relaxed);
+    b.depth = 0;
+    b.limit = 0;
+    b.epoch = epoch;
   }
+  int64_t i = b.size.load(std::memory_order_relaxed);
+  if (i == b.limit && !Grow(b)) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  if (b.depth >= kMaxDepth) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return -1;
+  }
+  RawEvent& e = At(b, i);
+  e.name = name;
+  e.category = category;
+  e.args = nullptr;
+  e.bytes = -1;
+  e.parent = b.depth ? b.stack[b.depth - 1] : -1;
+  e.depth = b.depth;
+  e.done.store(0, std::memory_order_relaxed);
+  b.stack[b.depth++] = static_cast<int32_t>(i);
+  b.size.store(i + 1, std::memory_order_release);
+  e.start = Ticks();
+  return i;
+}
+
+void CloseEvent(int64_t token, const char* args, int64_t bytes) {
+  uint64_t t = Ticks();
+  ThreadBuffer& b = Local();
+  if (b.epoch != g_epoch.load(std::memory_order_relaxed) || token >= b.size.load(std::memory_order_relaxed))
+    return;  // reset while open: drop
+  RawEvent& e = At(b, token);
+  e.end = t;
+  e.args = args;
+  e.bytes = bytes;
+  e.done.store(1, std::memory_order_release);
+  while (b.depth > 0 && b.stack[b.depth - 1] != token) --b.depth;  // RAII keeps this a plain pop
+  if (b.depth > 0) --b.depth;
 }
 
 RecordMemcpy::RecordMemcpy(const Place& src, const Place& dst, size_t bytes) {
   if (!ProfilerEnabled()) return;
-  direction_ = src.is_cpu() ? (dst.is_cpu() ? "CPU->CPU" : "CPU->GPU") : (dst.is_cpu() ? "GPU->CPU" : "GPU->GPU");
-  bytes_ = bytes;
-  token_ = OpenEvent(std::string("memcpy:") + direction_, "Memcpy");
+  static const char* names[2][2] = {{"memcpy:CPU->CPU", "memcpy:CPU->GPU"}, {"memcpy:GPU->CPU", "memcpy:GPU->GPU"}};
+  bytes_ = static_cast<int64_t>(bytes);
+  token_ = OpenEvent(names[src.is_gpu()][dst.is_gpu()], "Memcpy");
 }
 
 RecordMemcpy::~RecordMemcpy() {
-  if (token_ < 0) return;
-  std::string args = std::string("\"direction\":\"") + direction_ + "\",\"bytes\":" + std::to_string(bytes_);
-  CloseEvent(token_, &args, static_cast<int64_t>(bytes_));
+  if (token_ >= 0) CloseEvent(token_, nullptr, bytes_);
 }
 
-void EnableProfiler() { g_profiler_enabled.store(true, std::memory_order_relaxed); }
-void DisableProfiler() { g_profiler_enabled.store(false, std::memory_order_relaxed); }
+void EnableProfiler() {
+  if (!g_profiler_enabled.load()) TheClock().Anchor();
+  g_profiler_enabled.store(true, std::memory_order_release);
+}
+
+void DisableProfiler() { g_profiler_enabled.store(false, std::memory_order_release); }
 
 void ResetProfiler() {
   Registry& r = Reg();
   std::lock_guard<std::mutex> lock(r.mu);
-  for (ThreadBuffer* b : r.buffers) {
-    std::lock_guard<std::mutex> l2(b->mu);
-    b->events.clear();
-    b->stack.clear();
-  }
-  g_event_count.store(0);
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
   g_dropped.store(0);
+  g_reserved.store(0);  // each buffer restarts (size and limit 0) at its next event
 }
 
 void SetProfilerEventCap(int64_t cap) { g_event_cap.store(cap < 0 ? 0 : cap); }
@@ -132,13 +233,35 @@ int64_t ProfilerEventCap() { return g_event_cap.load(); }
 int64_t ProfilerDroppedEvents() { return g_dropped.load(); }
 
 std::vector<ProfEvent> CollectEvents() {
+  Clock& clock = TheClock();
+  clock.Calibrate();
   std::vector<ProfEvent> out;
   Registry& r = Reg();
   std::lock_guard<std::mutex> lock(r.mu);
+  uint64_t epoch = g_epoch.load();
   for (ThreadBuffer* b : r.buffers) {
-    std::lock_guard<std::mutex> l2(b->mu);
-    for (const ProfEvent& e : b->events)
-      if (e.end_ns != 0) out.push_back(e);
+    std::lock_guard<std::mutex> l2(b->chunks_mu);
+    if (b->epoch != epoch) continue;
+    int64_t n = b->size.load(std::memory_order_acquire);
+    std::vector<int64_t> remap(static_cast<size_t>(n), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      RawEvent& e = At(*b, i);
+      if (!e.done.load(std::memory_order_acquire)) continue;  // still open (or half-written)
+      remap[i] = static_cast<int64_t>(out.size());
+      ProfEvent p;
+      p.name = e.name;
+      p.category = e.category;
+      p.args = e.args;
+      p.start_ns = clock.ToNs(e.start);
+      p.end_ns = clock.ToNs(e.end);
+      if (p.end_ns < p.start_ns) p.end_ns = p.start_ns;
+      p.bytes = e.bytes;
+      p.thread = b->thread_index;
+      p.os_tid = b->os_tid;
+      p.depth = e.depth;
+      p.parent = e.parent >= 0 ? remap[e.parent] : -1;
+      out.push_back(p);
+    }
   }
   return out;
 }

@@ -1,0 +1,32 @@
+"""overhead: a chain of 1000 ``scale`` ops on a tiny float32 tensor.
+
+Each op does ~16 multiply-adds, so a step measures what the executor costs per op (dispatch, variable
+lookup, shape check) plus the fixed cost of one ``Executor.run`` (feed, fetch, Python entry).
+"""
+import numpy as np
+
+import fluidlite as fluid
+
+from . import Built
+
+NUM_OPS = 1000
+DESCRIPTION = "%d chained scale ops on a [batch_size] float32 tensor (per-op executor overhead)" % NUM_OPS
+DEFAULTS = {"batch_size": 16, "iterations": 1000, "warmup": 50, "repeat": 5}
+
+
+def build_chain(num_ops, size, scale=1.0001, bias=0.001):
+    """Programs computing x -> scale*x + bias applied `num_ops` times, x a [size] float32 data var."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[size], dtype="float32", append_batch_size=False)
+        h = x
+        for _ in range(num_ops):
+            h = fluid.layers.scale(h, scale=scale, bias=bias)
+    return main, startup, h
+
+
+def build(batch_size, seed):
+    main, startup, out = build_chain(NUM_OPS, batch_size)
+    main.random_seed = startup.random_seed = seed
+    x = np.random.RandomState(seed).rand(batch_size).astype("float32")
+    return Built(main, startup, lambda: {"x": x}, [out])

@@ -1,0 +1,60 @@
+// top_k: the k largest values of each row (last axis), sorted descending, and their int64 indices.
+// Ties keep the lower index first; NaN counts as larger than any number.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "op_context.h"
+
+namespace fl {
+
+FL_REGISTER_OP(top_k, op) {
+  op.Doc("Out, Indices = the k largest entries of X along the last axis, sorted descending.")
+      .Input("X", "input tensor [.., D]")
+      .Output("Out", "the k largest values [.., k]")
+      .Output("Indices", "their positions along the last axis, int64 [.., k]")
+      .Attr<int32_t>("k", 1, "how many entries to keep per row")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim x = ctx.InputDim("X");
+        const int k = ctx.Attr<int32_t>("k");
+        FL_ENFORCE(x.size() >= 1, "top_k: ", ctx.Describe("X"), " must have at least one dim");
+        const int64_t d = x[x.size() - 1];
+        FL_ENFORCE(k >= 1 && (d < 0 || k <= d), "top_k: k=", k, " must be in [1, ", d, "] for ", ctx.Describe("X"));
+        DDim out = x;
+        out[x.size() - 1] = k;
+        ctx.SetOutput("Out", out, ctx.InputDType("X"));
+        ctx.SetOutput("Indices", out, DType::INT64);
+        ctx.ShareLoD("X", "Out");
+        ctx.ShareLoD("X", "Indices");
+      })
+      .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& xt = ctx.Input("X");
+        const int64_t d = xt.dims()[xt.rank() - 1];
+        const int64_t k = ctx.Attr<int32_t>("k");
+        const int64_t rows = d ? xt.numel() / d : 0;
+        const T* x = xt.data<T>();
+        T* out = ctx.Alloc<T>("Out");
+        int64_t* indices = ctx.Alloc<int64_t>("Indices");
+        std::vector<int64_t> order(d);
+        for (int64_t n = 0; n < rows; ++n) {
+          const T* row = x + n * d;
+          auto before = [row](int64_t a, int64_t b) {
+            if constexpr (std::is_floating_point_v<T>) {
+              const bool na = std::isnan(row[a]), nb = std::isnan(row[b]);
+              if (na || nb) return na && (!nb || a < b);
+            }
+            return row[a] > row[b] || (row[a] == row[b] && a < b);
+          };
+          std::iota(order.begin(), order.end(), int64_t{0});
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+          for (int64_t j = 0; j < k; ++j) {
+            indices[n * k + j] = order[j];
+            out[n * k + j] = row[order[j]];
+          }
+        }
+      });
+}
+
+}  // namespace fl

@@ -1,0 +1,36 @@
+"""README.md: its example runs, and it states the set-up commands that .ci/run relies on."""
+import contextlib
+import io
+import os
+import re
+
+import numpy as np
+import pytest
+
+from fluidlite import core
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE_OPS = ["mul", "elementwise_add", "relu", "abs", "reduce_sum"]
+
+
+def readme():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        return f.read()
+
+
+def test_setup_commands():
+    lines = readme().splitlines()
+    assert 'pip install . && python -m fluidlite.bench' in lines
+    assert 'pip install -e ".[test]" && python -m pytest' in lines
+
+
+@pytest.mark.skipif(not all(core.has_op(t) for t in EXAMPLE_OPS),
+                    reason="ops missing from this build: %s" % [t for t in EXAMPLE_OPS if not core.has_op(t)])
+def test_example_runs():
+    code, = re.findall(r"```python\n(.*?)```", readme(), re.S)
+    env = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "README.md", "exec"), env)
+    res = env["res"]
+    assert res.shape == (20,) and np.all(res >= 0)
+    assert re.search(r"fc_\d+\.w_0", out.getvalue()), out.getvalue()
