@@ -146,6 +146,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
 }
 
 std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
+  std::lock_guard<std::mutex> lock(run_mu_);
   RecordEvent ev("Executor::run", "Executor");
   CheckFeeds(feeds);
   if (scope_->generation() != scope_generation_) CreateVariablesAndBind();

@@ -6,6 +6,7 @@
 // C++ and is safe to call with the GIL released.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ class PreparedProgram {
   Variable* fetch_var_ = nullptr;
   uint64_t scope_generation_ = 0;
   int64_t runs_ = 0;
+  // Run releases the GIL: two Python threads running one program would share the kid scope's
+  // tensors (reallocating them under each other). Runs of one PreparedProgram are serialised.
+  std::mutex run_mu_;
 };
 
 // Runs an already prepared op list in `scope` (used by the executor and by sub-block ops such as

@@ -321,3 +321,33 @@ def test_prepared_program_handle():
         core.PreparedProgram(main.desc, 0, None, core.cpu_place(), [], [])
     with pytest.raises(core.EnforceNotMet, match="block index 3 out of range"):
         core.PreparedProgram(main.desc, 3, scope, core.cpu_place(), [], [])
+
+
+def test_concurrent_runs_of_one_program_from_threads():
+    """Run releases the GIL; runs of one prepared program share its kid scope and must not interleave."""
+    import threading
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[64], dtype="float32")
+        y = x
+        for _ in range(20):
+            y = fluid.layers.scale(y, scale=1.0, bias=1.0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(main, feed={"x": np.zeros((1, 64), "float32")}, fetch_list=[y], scope=scope)
+    bad = []
+
+    def work(seed):
+        rng = np.random.RandomState(seed)
+        for _ in range(1500):
+            n = rng.randint(1, 400)
+            r, = exe.run(main, feed={"x": np.full((n, 64), seed, "float32")}, fetch_list=[y], scope=scope)
+            if r.shape != (n, 64) or not (r == seed + 20).all():
+                bad.append((seed, n, r.shape))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
