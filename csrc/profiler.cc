@@ -156,7 +156,11 @@ const char* Intern(const std::string& s) {
   return pool->insert(s).first->c_str();
 }
 
-int64_t OpenEvent(const char* name, const char* category) {
+uint64_t ProfilerTicks() { return Ticks(); }
+
+int64_t OpenEvent(const char* name, const char* category) { return OpenEventAt(name, category, 0); }
+
+int64_t OpenEventAt(const char* name, const char* category, uint64_t start_ticks) {
   ThreadBuffer& b = Local();
   uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
   if (b.epoch != epoch) {  // a Reset happened: start this thread's buffer over
@@ -184,12 +188,13 @@ int64_t OpenEvent(const char* name, const char* category) {
   e.done.store(0, std::memory_order_relaxed);
   b.stack[b.depth++] = static_cast<int32_t>(i);
   b.size.store(i + 1, std::memory_order_release);
-  e.start = Ticks();
+  e.start = start_ticks ? start_ticks : Ticks();
   return i;
 }
 
-void CloseEvent(int64_t token, const char* args, int64_t bytes) {
-  uint64_t t = Ticks();
+void CloseEvent(int64_t token, const char* args, int64_t bytes) { CloseEventAt(token, Ticks(), args, bytes); }
+
+void CloseEventAt(int64_t token, uint64_t t, const char* args, int64_t bytes) {
   ThreadBuffer& b = Local();
   if (b.epoch != g_epoch.load(std::memory_order_relaxed) || token >= b.size.load(std::memory_order_relaxed))
     return;  // reset while open: drop

@@ -1,0 +1,89 @@
+// assign: Out = X (a copy, any dtype). assign_value: Out = a constant given inline as attributes
+// (what layers.assign(numpy_array) and NumpyArrayInitializer emit).
+#include <cstring>
+
+#include "helpers/any_dtype.h"
+#include "helpers/shape_attr.h"
+#include "op_context.h"
+
+namespace fl {
+
+FL_REGISTER_OP(assign, op) {
+  op.Doc("Out = X, copied (any dtype; LoD is kept).")
+      .Input("X", "tensor to copy")
+      .Output("Out", "the copy")
+      .SetInferShape(InferSameShapeAsX);
+  CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto) {
+    TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
+  }).SetGradMaker([](GradOpMaker& g) {
+    OpDesc& op = g.NewOp("assign", false);
+    op.SetInput("X", g.OutputGrad("Out"));
+    op.SetOutput("Out", g.InputGrad("X"));
+  });
+}
+
+namespace {
+
+// The attribute that carries the values for `dtype` (float64 travels as fp32_values, as in Fluid).
+const char* ValuesAttr(DType dtype) {
+  switch (dtype) {
+    case DType::FP32: case DType::FP64: return "fp32_values";
+    case DType::INT32: return "int32_values";
+    case DType::INT64: return "int64_values";
+    case DType::BOOL: return "bool_values";
+    default: return nullptr;
+  }
+}
+
+template <typename V>
+size_t ValuesCount(const InferShapeContext& ctx, const char* name) {
+  return ctx.Attr<std::vector<V>>(name).size();
+}
+
+void InferAssignValue(InferShapeContext& ctx) {
+  const DDim dims = DimsFromShapeAttr(ctx.Attr<std::vector<int32_t>>("shape"), "assign_value");
+  const DType dtype = static_cast<DType>(ctx.Attr<int32_t>("dtype"));
+  const char* attr = ValuesAttr(dtype);
+  FL_ENFORCE(attr != nullptr, "assign_value: dtype ", DTypeName(dtype), " of Out '", ctx.OutputName("Out"),
+             "' is not supported (float32, float64, int32, int64, bool)");
+  size_t count = dtype == DType::INT32  ? ValuesCount<int32_t>(ctx, attr)
+                 : dtype == DType::INT64 ? ValuesCount<int64_t>(ctx, attr)
+                 : dtype == DType::BOOL  ? ValuesCount<bool>(ctx, attr)
+                                         : ValuesCount<float>(ctx, attr);
+  FL_ENFORCE(static_cast<int64_t>(count) == dims.numel(), "assign_value: Out '", ctx.OutputName("Out"), "' shape ",
+             dims, " has ", dims.numel(), " elements but ", attr, " holds ", count, " values");
+  ctx.SetOutput("Out", dims, dtype);
+}
+
+// Copies the attribute values (of C++ type V) into an Out of type T.
+template <typename T, typename V>
+void FillFromValues(const ExecutionContext& ctx, const char* attr) {
+  const std::vector<V>& v = ctx.Attr<std::vector<V>>(attr);
+  Tensor* out = ctx.Output("Out");
+  T* p = out->mutable_data<T>(ctx.place());
+  const int64_t n = out->numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(v[i]);
+}
+
+}  // namespace
+
+FL_REGISTER_OP(assign_value, op) {
+  op.Doc("Out = the constant tensor given by shape, dtype and the matching *_values attribute.")
+      .Output("Out", "the constant")
+      .Attr<std::vector<int32_t>>("shape", {}, "shape of Out")
+      .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "dtype of Out (VarType value)")
+      .Attr<std::vector<float>>("fp32_values", {}, "values for float32 and float64 outputs, row-major")
+      .Attr<std::vector<int32_t>>("int32_values", {}, "values for int32 outputs, row-major")
+      .Attr<std::vector<int64_t>>("int64_values", {}, "values for int64 outputs, row-major")
+      .Attr<std::vector<bool>>("bool_values", {}, "values for bool outputs, row-major")
+      .SetInferShape(InferAssignValue)
+      .CPUKernel<float, double, int32_t, int64_t, bool>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, int32_t>) FillFromValues<T, int32_t>(ctx, "int32_values");
+        else if constexpr (std::is_same_v<T, int64_t>) FillFromValues<T, int64_t>(ctx, "int64_values");
+        else if constexpr (std::is_same_v<T, bool>) FillFromValues<T, bool>(ctx, "bool_values");
+        else FillFromValues<T, float>(ctx, "fp32_values");
+      });
+}
+
+}  // namespace fl
