@@ -339,7 +339,7 @@ def test_concurrent_runs_of_one_program_from_threads():
 
     def work(seed):
         rng = np.random.RandomState(seed)
-        for _ in range(1500):
+        for _ in range(3000):
             n = rng.randint(1, 400)
             r, = exe.run(main, feed={"x": np.full((n, 64), seed, "float32")}, fetch_list=[y], scope=scope)
             if r.shape != (n, 64) or not (r == seed + 20).all():

@@ -311,7 +311,7 @@ def test_random_byte_flips_never_crash():
     data = _rich_program().serialize_to_string()
     rng = random.Random(1234)
     parsed = failed = 0
-    for _ in range(3000):
+    for _ in range(20000):
         buf = bytearray(data)
         for _ in range(rng.choice([1, 1, 2, 4])):
             i = rng.randrange(len(buf))
@@ -320,7 +320,7 @@ def test_random_byte_flips_never_crash():
             parsed += 1
         else:
             failed += 1
-    assert failed > 100  # the corruptions do hit the length checks
+    assert failed > 1000  # the corruptions do hit the length checks
 
 
 def test_invalid_utf8_in_a_name_is_rejected():
