@@ -366,6 +366,10 @@ b5.append_op(type="fill_constant", outputs={"Out": ["o"]}, attrs={"shape": [2], 
 expect_error(lambda: exe.run(m5, fetch_list=["o"]))
 b5.desc.var("o").set_dtype(-7)
 expect_error(lambda: exe.run(m5, fetch_list=["o"]))
+# a CUDA place on a CPU-only build (core.cuda_place bypasses fluid.CUDAPlace's check)
+if not core.is_compiled_with_cuda():
+    gexe = fluid.Executor(core.cuda_place(0))
+    expect_error(lambda: gexe.run(main, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[y], scope=core.Scope()))
 # the executor still works
 r, = exe.run(main, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[y])
 assert np.array_equal(r, np.full((2, 4), 2.0))
