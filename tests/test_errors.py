@@ -261,6 +261,24 @@ def test_feed_that_changes_shape_fails_in_a_later_op(exe):
     _good_run(exe)
 
 
+def test_feed_that_changes_shape_fails_in_sum_at_run_time(exe):
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[-1, -1], dtype="float32", append_batch_size=False)
+        y = fluid.layers.data(name="y", shape=[-1, -1], dtype="float32", append_batch_size=False)
+        o = fluid.layers.sums([x, y]); site = _site()  # noqa: E702
+    scope = fluid.Scope()
+    ones = lambda *s: np.ones(s, "float32")  # noqa: E731
+    r, = exe.run(main, feed={"x": ones(2, 3), "y": ones(2, 3)}, fetch_list=[o], scope=scope)
+    np.testing.assert_array_equal(r, np.full((2, 3), 2.0))
+    with pytest.raises(core.EnforceNotMet) as ei:
+        exe.run(main, feed={"x": ones(2, 3), "y": ones(2, 4)}, fetch_list=[o], scope=scope)
+    _contains(str(ei.value), "sum", "'x'", "'y'", "[2, 3]", "[2, 4]", "created at " + site)
+    r, = exe.run(main, feed={"x": ones(5, 1), "y": ones(5, 1)}, fetch_list=[o], scope=scope)
+    np.testing.assert_array_equal(r, np.full((5, 1), 2.0))
+    _good_run(exe)
+
+
 def test_cross_entropy_label_out_of_range(exe):
     if not core.has_op("cross_entropy"):
         pytest.skip("cross_entropy is not merged yet")
