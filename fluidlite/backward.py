@@ -208,8 +208,13 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
 
 
 def _materialise(block, d):
-    """Append a pending desc to `block`: declare its grad outputs, then run shape inference."""
-    for name in d.output_arg_names():
+    """Append a pending desc to `block`: declare its grad outputs, then run shape inference.
+
+    A gradient input that no op writes (e.g. the grad of a split output the loss never reads) is
+    declared too, and stays uninitialized: grad kernels that allow it (split_grad) read it as zeros.
+    """
+    unwritten = [n for n in d.input_arg_names() if GRAD_SUFFIX in n]
+    for name in d.output_arg_names() + unwritten:
         if name == EMPTY or block.desc.find_var_recursive(name) is not None:
             continue
         var = block.create_var(name=name)

@@ -1,0 +1,168 @@
+// matmul: Out = alpha * op(X) @ op(Y), batched over leading dims, with Fluid's (numpy's) 1-D rules.
+#include "helpers/blas.h"
+#include "op_context.h"
+
+namespace fl {
+
+namespace {
+
+// One operand seen as a batch of matrices: a 1-D X is [1, K], a 1-D Y is [K, 1]; rank > 2 is a batch.
+// rows/cols are as stored; op() swaps them when transposed.
+struct MatDesc {
+  DDim batch_dims;  // empty for a single matrix
+  int64_t rows = 0, cols = 0;
+  bool trans = false;
+  int64_t batch() const { return batch_dims.numel(); }  // -1 if unknown
+  int64_t op_rows() const { return trans ? cols : rows; }
+  int64_t op_cols() const { return trans ? rows : cols; }
+};
+
+MatDesc Describe(const DDim& d, bool is_x, bool trans) {
+  MatDesc m;
+  m.trans = trans;
+  if (d.size() == 1) {
+    m.rows = is_x ? 1 : d[0];
+    m.cols = is_x ? d[0] : 1;
+  } else {
+    m.rows = d[d.size() - 2];
+    m.cols = d[d.size() - 1];
+    m.batch_dims = DDim(d.data(), d.size() - 2);
+  }
+  return m;
+}
+
+struct MatmulPlan {
+  MatDesc x, y;
+  DDim batch_dims;  // of Out
+  DDim out;
+};
+
+// Shapes of a matmul, checked. Dims may be -1 at compile time; only known dims are compared.
+MatmulPlan Plan(const DDim& xd, const DDim& yd, bool tx, bool ty, const std::string& type,
+                const std::string& xdesc, const std::string& ydesc) {
+  FL_ENFORCE(xd.size() >= 1 && yd.size() >= 1, type, ": ", xdesc, " and ", ydesc, " must have rank >= 1");
+  MatmulPlan p{Describe(xd, true, tx), Describe(yd, false, ty), {}, {}};
+  const int64_t kx = p.x.op_cols(), ky = p.y.op_rows();
+  FL_ENFORCE(kx < 0 || ky < 0 || kx == ky, type, ": ", xdesc, " (transpose_X=", tx ? "true" : "false", ") and ",
+             ydesc, " (transpose_Y=", ty ? "true" : "false", ") have incompatible inner dims ", kx, " and ", ky);
+  const DDim& bx = p.x.batch_dims;
+  const DDim& by = p.y.batch_dims;
+  if (bx.size() > 0 && by.size() > 0) {
+    bool ok = bx.size() == by.size();
+    for (int i = 0; ok && i < bx.size(); ++i) ok = bx[i] < 0 || by[i] < 0 || bx[i] == by[i];
+    FL_ENFORCE(ok, type, ": ", xdesc, " and ", ydesc, " have different batch dims ", bx, " and ", by,
+               " (batch dims must match, or one operand must be a matrix or vector)");
+    for (int i = 0; i < bx.size(); ++i) p.batch_dims.push_back(bx[i] >= 0 ? bx[i] : by[i]);
+  } else {
+    p.batch_dims = bx.size() > 0 ? bx : by;
+  }
+  // Fluid drops a 1-D X's row dim and a 1-D Y's column dim when they are 1 (i.e. not transposed away).
+  p.out = p.batch_dims;
+  if (xd.size() > 1 || p.x.op_rows() != 1) p.out.push_back(p.x.op_rows());
+  if (yd.size() > 1 || p.y.op_cols() != 1) p.out.push_back(p.y.op_cols());
+  if (p.out.size() == 0) p.out.push_back(1);
+  return p;
+}
+
+MatmulPlan Plan(const InferShapeContext& ctx) {
+  return Plan(ctx.InputDim("X"), ctx.InputDim("Y"), ctx.Attr<bool>("transpose_X"), ctx.Attr<bool>("transpose_Y"),
+              ctx.Type(), ctx.Describe("X"), ctx.Describe("Y"));
+}
+
+MatmulPlan Plan(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
+  return Plan(x.dims(), y.dims(), ctx.Attr<bool>("transpose_X"), ctx.Attr<bool>("transpose_Y"), ctx.Type(),
+              Str("X '", ctx.InputName("X"), "' ", x.dims()), Str("Y '", ctx.InputName("Y"), "' ", y.dims()));
+}
+
+template <typename T>
+blas::BatchOperand<const T> Operand(const T* p, const MatDesc& m) {
+  return {p, m.batch_dims.size() > 0 ? m.rows * m.cols : 0};
+}
+
+}  // namespace
+
+FL_REGISTER_OP(matmul, op) {
+  op.Doc("Out = alpha * op(X) @ op(Y), op = transpose when transpose_X/transpose_Y. Rank > 2 operands are "
+         "batches of matrices (a 2-D or 1-D operand is broadcast over the other's batch); a 1-D X is a row "
+         "[1, K] and a 1-D Y a column [K, 1], and those dims are dropped from Out.")
+      .Input("X", "left operand")
+      .Input("Y", "right operand")
+      .Output("Out", "the product")
+      .Attr<bool>("transpose_X", false, "transpose the last two dims of X before multiplying")
+      .Attr<bool>("transpose_Y", false, "transpose the last two dims of Y before multiplying")
+      .Attr<float>("alpha", 1.0f, "scale of the product")
+      .SetInferShape([](InferShapeContext& ctx) {
+        ctx.SetOutput("Out", Plan(ctx).out, ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& x = ctx.Input("X");
+        const Tensor& y = ctx.Input("Y");
+        const MatmulPlan p = Plan(ctx, x, y);
+        Tensor* out = ctx.Output("Out");
+        out->Resize(p.out);
+        T* o = out->mutable_data<T>(ctx.place());
+        const int64_t m = p.x.op_rows(), n = p.y.op_cols(), k = p.x.op_cols();
+        blas::GemmBatched<T>(p.x.trans, p.y.trans, p.batch_dims.numel(), m, n, k, T(ctx.Attr<float>("alpha")),
+                             Operand(x.data<T>(), p.x), Operand(y.data<T>(), p.y), T(0), {o, m * n});
+      })
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("matmul_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Y", g.Input("Y"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+        op.SetOutput("Y@GRAD", g.InputGrad("Y"));
+      });
+}
+
+// With Out = alpha * op(X) @ op(Y) and G = Out@GRAD (per batch entry):
+//   no transposes:  dX = alpha G @ Y^T      dY = alpha X^T @ G
+//   transpose_X:    dX = alpha Y @ G^T      dY = alpha X @ G
+//   transpose_Y:    dX = alpha G @ Y        dY = alpha G^T @ X
+//   both:           dX = alpha Y^T @ G^T    dY = alpha G^T @ X^T
+// A broadcast operand (no batch dims) gets the sum over the batch (a GEMM with C stride 0).
+FL_REGISTER_OP(matmul_grad, op) {
+  op.Doc("Gradients of matmul (each output optional).")
+      .Input("X", "forward X")
+      .Input("Y", "forward Y")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .DispensableOutput("Y@GRAD", "gradient of Y")
+      .Attr<bool>("transpose_X", false, "as in matmul")
+      .Attr<bool>("transpose_Y", false, "as in matmul")
+      .Attr<float>("alpha", 1.0f, "as in matmul")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+        if (ctx.HasOutput("Y@GRAD")) ctx.SetOutput("Y@GRAD", ctx.InputDim("Y"), ctx.InputDType("Y"));
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& x = ctx.Input("X");
+        const Tensor& y = ctx.Input("Y");
+        const Tensor& dout = ctx.Input("Out@GRAD");
+        const MatmulPlan p = Plan(ctx, x, y);
+        FL_ENFORCE(dout.numel() == p.out.numel(), "matmul_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
+                   dout.dims(), " does not match Out ", p.out);
+        const bool tx = p.x.trans, ty = p.y.trans;
+        const int64_t batch = p.batch_dims.numel(), m = p.x.op_rows(), n = p.y.op_cols(), k = p.x.op_cols();
+        const T alpha = T(ctx.Attr<float>("alpha"));
+        const blas::BatchOperand<const T> g{dout.data<T>(), m * n}, xo = Operand(x.data<T>(), p.x),
+            yo = Operand(y.data<T>(), p.y);
+        if (Tensor* dx = ctx.OutputOrNull("X@GRAD")) {
+          dx->Resize(x.dims());
+          blas::BatchOperand<T> c{dx->mutable_data<T>(ctx.place()), xo.stride};
+          if (!tx) blas::GemmBatched<T>(false, !ty, batch, m, k, n, alpha, g, yo, T(0), c);  // [M, K]
+          else blas::GemmBatched<T>(ty, true, batch, k, m, n, alpha, yo, g, T(0), c);        // [K, M]
+        }
+        if (Tensor* dy = ctx.OutputOrNull("Y@GRAD")) {
+          dy->Resize(y.dims());
+          blas::BatchOperand<T> c{dy->mutable_data<T>(ctx.place()), yo.stride};
+          if (!ty) blas::GemmBatched<T>(!tx, false, batch, k, n, m, alpha, xo, g, T(0), c);  // [K, N]
+          else blas::GemmBatched<T>(true, tx, batch, n, k, m, alpha, g, xo, T(0), c);        // [N, K]
+        }
+      });
+}
+
+}  // namespace fl

@@ -1,0 +1,121 @@
+// reshape2: Out = X with new dims, sharing X's buffer (no copy). XShape records [0] + X.dims (dims only,
+// no data) so the grad can restore X's shape without keeping X alive.
+#include "helpers/xshape.h"
+#include "op_context.h"
+
+namespace fl {
+
+namespace {
+
+// Resolves the shape attr against X's dims: 0 copies X's dim at that index, one -1 takes what is left.
+// At compile time X may have unknown (-1) dims: the result is exact when X's unknown dims are all
+// copied through 0s, else the inferred dim stays unknown.
+DDim ReshapeDims(const DDim& x, const std::vector<int32_t>& shape, const std::string& xdesc) {
+  const std::string sdesc = DDim(std::vector<int64_t>(shape.begin(), shape.end())).ToString();
+  DDim out;
+  int infer = -1;
+  int64_t out_known = 1, x_known = 1;
+  int out_unknown = 0, x_unknown = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t d = shape[i];
+    if (d == -1) {
+      FL_ENFORCE(infer < 0, "reshape2: shape ", sdesc, " has more than one -1");
+      infer = static_cast<int>(i);
+    } else if (d == 0) {
+      FL_ENFORCE(static_cast<int>(i) < x.size(), "reshape2: shape ", sdesc, " copies dim ", i, " (0) but ", xdesc,
+                 " has rank ", x.size());
+      d = x[i];
+    } else {
+      FL_ENFORCE(d > 0, "reshape2: shape ", sdesc, " has an invalid dim ", d, " (only -1, 0 or positive)");
+    }
+    out.push_back(d);
+    if (static_cast<int>(i) == infer) continue;
+    if (d < 0) ++out_unknown;
+    else out_known *= d;
+  }
+  for (int64_t d : x) {
+    if (d < 0) ++x_unknown;
+    else x_known *= d;
+  }
+  // Unknown dims cancel only when X's are all passed through by 0s (one-to-one, e.g. the batch dim).
+  const bool comparable = out_unknown == x_unknown;
+  if (infer >= 0) {
+    if (!comparable) {
+      out[infer] = -1;
+    } else {
+      FL_ENFORCE(out_known > 0 && x_known % out_known == 0, "reshape2: cannot reshape ", xdesc, " to ", sdesc,
+                 ": ", x_known, " elements are not divisible by ", out_known);
+      out[infer] = x_known / out_known;
+    }
+  } else if (comparable) {
+    FL_ENFORCE(x_known == out_known, "reshape2: cannot reshape ", xdesc, " (", x_known, " elements) to ", sdesc,
+               " (", out_known, " elements)");
+  }
+  return out;
+}
+
+// Both kernels only re-point a tensor at another's buffer: any dtype, any place.
+const auto kReshape = [](const ExecutionContext& ctx, auto) {
+  const Tensor& x = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  const DDim dims = out->dims();  // set by the runtime InferShape
+  out->ShareDataWith(x);
+  out->Resize(dims);
+};
+
+const auto kReshapeGrad = [](const ExecutionContext& ctx, auto) {
+  Tensor* dx = ctx.OutputOrNull("X@GRAD");
+  if (!dx) return;
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  const Tensor* xshape = ctx.InputVar("XShape")->GetTensor();
+  FL_ENFORCE(xshape && xshape->dims().size() >= 1, "reshape2_grad: XShape '", ctx.InputName("XShape"),
+             "' holds no shape (did reshape2 run?)");
+  const DDim dims = DimsFromXShape(xshape->dims());
+  FL_ENFORCE(dims.numel() == dout.numel(), "reshape2_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
+             dout.dims(), " does not have the ", dims.numel(), " elements of X ", dims);
+  dx->ShareDataWith(dout);
+  dx->Resize(dims);
+};
+
+}  // namespace
+
+FL_REGISTER_OP(reshape2, op) {
+  op.Doc("Out = X reshaped to `shape` without copying: a 0 copies X's dim at that index, one -1 is inferred.")
+      .Input("X", "input tensor")
+      .Output("Out", "X's data with the new dims")
+      .DispensableOutput("XShape", "[0] + X.dims, dims only (used by the grad)")
+      .Attr<std::vector<int32_t>>("shape", {}, "the new shape (0: copy X's dim, -1: infer)")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim x = ctx.InputDim("X");
+        const DDim out = ReshapeDims(x, ctx.Attr<std::vector<int32_t>>("shape"), ctx.Describe("X"));
+        ctx.SetOutput("Out", out, ctx.InputDType("X"));
+        if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
+        if (x.size() > 0 && out.size() > 0 && x[0] == out[0]) ctx.ShareLoD("X", "Out");  // Fluid's rule
+      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kReshape)
+      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kReshape)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("reshape2_grad");
+        op.SetInput("XShape", g.Output("XShape"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(reshape2_grad, op) {
+  op.Doc("Gradient of reshape2: X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.")
+      .Input("XShape", "[0] + X.dims from reshape2")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .Attr<std::vector<int32_t>>("shape", {}, "as in reshape2")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        // XShape has dims but no data, so only the compile-time pass reads it; the kernel does at run time.
+        if (ctx.IsRuntime() || !ctx.HasOutput("X@GRAD")) return;
+        ctx.SetOutput("X@GRAD", DimsFromXShape(ctx.InputDim("XShape")), ctx.InputDType("Out@GRAD"));
+      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kReshapeGrad)
+      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kReshapeGrad);
+}
+
+}  // namespace fl

@@ -1,0 +1,153 @@
+// split: X cut along `axis` into `num` equal parts or parts of the given `sections`; the grad joins the
+// Out gradients back, with zeros for outputs that got no gradient.
+#include "helpers/concat_split.h"
+
+namespace fl {
+
+namespace {
+
+// The size of every part along the axis (-1 where unknown at compile time), checked against X.
+std::vector<int64_t> SectionSizes(const std::string& op, int64_t dim, int n_out, int num,
+                                  const std::vector<int32_t>& sections, const std::string& xdesc, int axis) {
+  std::vector<int64_t> sizes;
+  if (num > 0) {
+    FL_ENFORCE(num == n_out, op, ": num=", num, " but ", n_out, " Out variables were given");
+    FL_ENFORCE(dim < 0 || dim % num == 0, op, ": ", xdesc, " dim ", dim, " at axis ", axis,
+               " is not divisible by num=", num);
+    sizes.assign(num, dim < 0 ? -1 : dim / num);
+    return sizes;
+  }
+  FL_ENFORCE(!sections.empty(), op, ": give either num > 0 or sections");
+  FL_ENFORCE(static_cast<int>(sections.size()) == n_out, op, ": ", sections.size(), " sections but ", n_out,
+             " Out variables were given");
+  int unknown = -1;
+  int64_t known = 0;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i] == -1) {
+      FL_ENFORCE(unknown < 0, op, ": sections ", DDim(std::vector<int64_t>(sections.begin(), sections.end())),
+                 " has more than one -1");
+      unknown = static_cast<int>(i);
+    } else {
+      FL_ENFORCE(sections[i] >= 0, op, ": sections has a negative size ", sections[i]);
+      known += sections[i];
+    }
+    sizes.push_back(sections[i]);
+  }
+  const std::string secs = DDim(sizes).ToString();
+  if (dim >= 0) {
+    if (unknown >= 0) {
+      FL_ENFORCE(known <= dim, op, ": sections ", secs, " exceed ", xdesc, " dim ", dim, " at axis ", axis);
+      sizes[unknown] = dim - known;
+    } else {
+      FL_ENFORCE(known == dim, op, ": sections ", secs, " sum to ", known, " but ", xdesc, " has ", dim,
+                 " at axis ", axis);
+    }
+  }
+  return sizes;
+}
+
+struct SplitPlan {
+  int axis;
+  std::vector<int64_t> sizes;
+};
+
+SplitPlan Plan(const std::string& op, const DDim& x, int n_out, int axis_attr, int num,
+               const std::vector<int32_t>& sections, const std::string& xdesc) {
+  SplitPlan p;
+  p.axis = NormalizeAxis(axis_attr, x.size(), op, xdesc);
+  p.sizes = SectionSizes(op, x[p.axis], n_out, num, sections, xdesc, p.axis);
+  return p;
+}
+
+template <typename Ctx>
+SplitPlan Plan(const Ctx& ctx, const DDim& x, int n_out, const std::string& xdesc) {
+  return Plan(ctx.Type(), x, n_out, ctx.template Attr<int32_t>("axis"), ctx.template Attr<int32_t>("num"),
+              ctx.template Attr<std::vector<int32_t>>("sections"), xdesc);
+}
+
+const auto kSplit = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  const Tensor& x = ctx.Input("X");
+  const std::vector<Tensor*> outs = ctx.MultiOutput("Out");
+  const SplitPlan p = Plan(ctx, x.dims(), static_cast<int>(outs.size()), "X");
+  std::vector<void*> parts;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i]) {
+      parts.push_back(nullptr);
+      continue;
+    }
+    DDim d = x.dims();
+    d[p.axis] = p.sizes[i];
+    outs[i]->Resize(d);
+    parts.push_back(outs[i]->mutable_data<T>(ctx.place()));
+  }
+  SplitParts(MakeAxisParts(x.dims(), p.axis, p.sizes, sizeof(T)), x.data<T>(), parts);
+};
+
+const auto kSplitGrad = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  Tensor* dx = ctx.OutputOrNull("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const int n = ctx.InputSize("Out@GRAD");
+  const SplitPlan p = Plan(ctx, x.dims(), n, "X");
+  std::vector<const void*> parts;
+  for (int i = 0; i < n; ++i) {
+    const Tensor* g = ctx.InputOrNull("Out@GRAD", i);  // absent or never computed: zeros
+    if (g) {
+      DDim d = x.dims();
+      d[p.axis] = p.sizes[i];
+      FL_ENFORCE(g->dims() == d, "split_grad: Out@GRAD[", i, "] '", ctx.InputName("Out@GRAD", i), "' ", g->dims(),
+                 " does not match the split part ", d);
+    }
+    parts.push_back(g ? g->data<T>() : nullptr);
+  }
+  dx->Resize(x.dims());
+  ConcatParts(MakeAxisParts(x.dims(), p.axis, p.sizes, sizeof(T)), parts, dx->mutable_data<T>(ctx.place()));
+};
+
+}  // namespace
+
+FL_REGISTER_OP(split, op) {
+  op.Doc("Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one may be "
+         "-1: the rest).")
+      .Input("X", "the tensor to split")
+      .DuplicableOutput("Out", "the parts, in order")
+      .Attr<int32_t>("num", 0, "number of equal parts (0: use sections)")
+      .Attr<std::vector<int32_t>>("sections", {}, "size of each part along the axis")
+      .Attr<int32_t>("axis", 0, "the axis to split; negative counts from the end")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim x = ctx.InputDim("X");
+        const int n = ctx.OutputSize("Out");
+        const SplitPlan p = Plan(ctx, x, n, ctx.Describe("X"));
+        for (int i = 0; i < n; ++i) {
+          DDim d = x;
+          d[p.axis] = p.sizes[i];
+          ctx.SetOutput("Out", d, ctx.InputDType("X"), i);
+        }
+      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSplit)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("split_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(split_grad, op) {
+  op.Doc("Gradient of split: X@GRAD = the Out gradients joined along the axis; a missing one counts as zeros.")
+      .Input("X", "forward X (only the dims are read)")
+      .DuplicableInput("Out@GRAD", "gradients of the parts; entries may be @EMPTY@ or never computed")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .Attr<int32_t>("num", 0, "as in split")
+      .Attr<std::vector<int32_t>>("sections", {}, "as in split")
+      .Attr<int32_t>("axis", 0, "as in split")
+      .KernelDTypeFrom("X")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double, int32_t, int64_t>(kSplitGrad);
+}
+
+}  // namespace fl
