@@ -209,10 +209,21 @@ def test_elementwise_add_incompatible_at_build_time():
         with pytest.raises(core.EnforceNotMet) as ei:
             fluid.layers.elementwise_add(x, y)
     _contains(str(ei.value), "elementwise_add", "'x'", "'y'", "[2, 3]", "[4]", "created at " + site)
+    assert [op.type for op in main.global_block().ops] == []
+
+
+def test_elementwise_add_dtype_mismatch_is_caught_at_run_time(exe):
+    # (build-time shape inference does not compare dtypes; the kernel does, naming both sides)
+    main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[2, 3], dtype="float32", append_batch_size=False)
         z = fluid.layers.data(name="z", shape=[2, 3], dtype="float64", append_batch_size=False)
-        with pytest.raises(core.EnforceNotMet, match="elementwise_add.*float"):
-            fluid.layers.elementwise_add(x, z)
+        o = fluid.layers.elementwise_add(x, z); site = _site()  # noqa: E702
+    with pytest.raises(core.EnforceNotMet) as ei:
+        exe.run(main, feed={"x": np.ones((2, 3), "float32"), "z": np.ones((2, 3))}, fetch_list=[o],
+                scope=fluid.Scope())
+    _contains(str(ei.value), "elementwise_add", "'x'", "float32", "'z'", "float64", "created at " + site)
+    _good_run(exe)
 
 
 # ---------------------------------------------------------------- errors inside a run
