@@ -126,6 +126,7 @@ void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
 
 void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place) {
   PreparedOp* current = nullptr;
+  int64_t open_token = -1;  // the profiled op event to close if the op throws
   try {
     if (!ProfilerEnabled()) {
       for (auto& op : ops) {
@@ -142,13 +143,18 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       current = op.get();
       FL_VLOG(4) << op->DebugString(place);
       int64_t token = OpenEventAt(op->info()->type.c_str(), "Operator", t);
+      open_token = token;
       op->Run(place);
       const char* args = token >= 0 ? op->ProfileArgs() : nullptr;
       t = ProfilerTicks();
+      open_token = -1;
       if (token >= 0) CloseEventAt(token, t, args);
       FL_VLOG(3) << op->DebugString(place);
     }
   } catch (const std::exception& e) {
+    // Close the failing op's event: never closed, it was missing from the profile (and without an
+    // enclosing RAII event it would stay on the thread's nesting stack).
+    if (open_token >= 0) CloseEventAt(open_token, ProfilerTicks(), nullptr);
     std::string msg = e.what();
     const std::string& type = current->info()->type;
     if (msg.rfind("op " + type, 0) != 0 && msg.rfind(type + ":", 0) != 0) msg = "op " + type + ": " + msg;

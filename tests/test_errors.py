@@ -416,3 +416,27 @@ def test_risky_inputs_in_a_subprocess_do_not_crash_or_hang():
                        text=True, timeout=120)
     assert p.returncode == 0, "exit code %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout, p.stderr[-4000:])
     assert "ALL-OK" in p.stdout
+
+
+def test_failed_profiled_runs_do_not_leave_op_events_open(exe):
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        v = main.global_block().create_var(name="v", shape=[2], dtype="float32")
+        o = fluid.layers.scale(v)
+    scope = fluid.Scope()
+    core.reset_profiler()
+    core.enable_profiler()
+    try:
+        for _ in range(300):  # more than the profiler's nesting limit (256), in case events stayed open
+            with pytest.raises(core.EnforceNotMet):
+                exe.run(main, fetch_list=[o], scope=scope)
+        token = core.push_event("after")
+        core.pop_event(token)
+    finally:
+        core.disable_profiler()
+    events = core.collect_events()
+    core.reset_profiler()
+    after = [e for e in events if e[0] == "after"]
+    assert len(after) == 1 and after[0][6] == 0  # recorded, and not nested under a failed op
+    failed_ops = [e for e in events if e[0] == "scale"]  # the failing op's event is closed and reported
+    assert len(failed_ops) == 300 and all(e[6] == failed_ops[0][6] for e in failed_ops)
