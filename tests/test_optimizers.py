@@ -5,15 +5,16 @@ import pytest
 
 import fluidlite as fluid
 
-W0 = np.array([[0.5, -0.2], [0.1, 0.3], [-0.4, 0.8]])
-B0 = np.array([0.05, -0.1])
+# float32-representable: NumpyArrayInitializer stores values as fp32 (Fluid's assign_value)
+W0 = np.array([[0.5, -0.2], [0.1, 0.3], [-0.4, 0.8]], dtype=np.float32).astype(np.float64)
+B0 = np.array([0.05, -0.1], dtype=np.float32).astype(np.float64)
 X = np.array([[1.0, 2.0, -1.0], [0.5, -1.5, 2.0], [0.0, 1.0, 1.0], [2.0, 0.1, -0.3]])
 Y = np.array([[0.3, -0.7], [1.2, 0.4], [-0.5, 0.9], [0.1, 0.2]])
 
 
 def _build(opt_factory, dtype="float64"):
     main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = fluid.layers.data(name="x", shape=[3], dtype=dtype)
         y = fluid.layers.data(name="y", shape=[2], dtype=dtype)
         pred = fluid.layers.fc(input=x, size=2, param_attr=fluid.ParamAttr(
@@ -23,6 +24,9 @@ def _build(opt_factory, dtype="float64"):
         opt = opt_factory()
         ops, params_grads = opt.minimize(loss)
     return main, startup, loss, ops, params_grads
+
+
+F32 = lambda v: float(np.float32(v))  # attributes and the LR variable are float32, as in Fluid
 
 
 def _numpy_grads(w, b):
@@ -53,9 +57,9 @@ def test_sgd_step_matches_numpy():
     we, be = W0.copy(), B0.copy()
     for _ in range(2):
         gw, gb = _numpy_grads(we, be)
-        we, be = we - 0.1 * gw, be - 0.1 * gb
-    np.testing.assert_allclose(w, we, atol=1e-12)
-    np.testing.assert_allclose(b, be, atol=1e-12)
+        we, be = we - F32(0.1) * gw, be - F32(0.1) * gb
+    np.testing.assert_allclose(w, we, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b, be, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("nesterov", [False, True])
@@ -65,15 +69,17 @@ def test_momentum_steps_match_numpy(nesterov):
     assert "w_velocity_0" in main.global_block().vars and main.global_block().var("w_velocity_0").persistable
     w, b, scope = _run(main, startup, 3)
     we, be, vw, vb = W0.copy(), B0.copy(), np.zeros_like(W0), np.zeros_like(B0)
+    mu, lr = F32(0.9), F32(0.05)
     for _ in range(3):
         gw, gb = _numpy_grads(we, be)
-        vw, vb = 0.9 * vw + gw, 0.9 * vb + gb
+        vw, vb = mu * vw + gw, mu * vb + gb
         if nesterov:
-            we, be = we - (gw + 0.9 * vw) * 0.05, be - (gb + 0.9 * vb) * 0.05
+            we, be = we - (gw + mu * vw) * lr, be - (gb + mu * vb) * lr
         else:
-            we, be = we - 0.05 * vw, be - 0.05 * vb
-    np.testing.assert_allclose(w, we, atol=1e-12)
-    np.testing.assert_allclose(np.array(scope.find_var("w_velocity_0").get_tensor()), vw, atol=1e-12)
+            we, be = we - lr * vw, be - lr * vb
+    np.testing.assert_allclose(w, we, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b, be, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.array(scope.find_var("w_velocity_0").get_tensor()), vw, rtol=1e-12, atol=1e-14)
 
 
 def test_adam_steps_match_numpy():
@@ -84,19 +90,20 @@ def test_adam_steps_match_numpy():
     we, be = W0.copy(), B0.copy()
     m = {k: np.zeros_like(v) for k, v in (("w", W0), ("b", B0))}
     v = {k: np.zeros_like(val) for k, val in (("w", W0), ("b", B0))}
-    b1p, b2p = 0.9, 0.99
+    b1, b2, eps, lr = F32(0.9), F32(0.99), F32(1e-8), F32(0.01)
+    b1p, b2p = b1, b2
     for _ in range(3):
         gw, gb = _numpy_grads(we, be)
-        lr_t = 0.01 * np.sqrt(1 - b2p) / (1 - b1p)
+        lr_t = lr * np.sqrt(1 - b2p) / (1 - b1p)
         for k, g in (("w", gw), ("b", gb)):
-            m[k] = 0.9 * m[k] + 0.1 * g
-            v[k] = 0.99 * v[k] + 0.01 * g * g
-        we = we - lr_t * m["w"] / (np.sqrt(v["w"]) + 1e-8)
-        be = be - lr_t * m["b"] / (np.sqrt(v["b"]) + 1e-8)
-        b1p, b2p = b1p * 0.9, b2p * 0.99
-    np.testing.assert_allclose(w, we, atol=1e-10)
-    np.testing.assert_allclose(b, be, atol=1e-10)
-    np.testing.assert_allclose(np.array(scope.find_var("w_beta1_pow_acc_0").get_tensor()), [0.9 ** 4], rtol=1e-12)
+            m[k] = b1 * m[k] + (1 - b1) * g
+            v[k] = b2 * v[k] + (1 - b2) * g * g
+        we = we - lr_t * m["w"] / (np.sqrt(v["w"]) + eps)
+        be = be - lr_t * m["b"] / (np.sqrt(v["b"]) + eps)
+        b1p, b2p = b1p * b1, b2p * b2
+    np.testing.assert_allclose(w, we, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(b, be, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(np.array(scope.find_var("w_beta1_pow_acc_0").get_tensor()), [b1 ** 4], rtol=1e-12)
 
 
 def test_float32_sgd_within_1e5():
@@ -114,8 +121,8 @@ def test_l2_decay_adds_coeff_times_param():
         learning_rate=0.1, regularization=fluid.regularizer.L2Decay(0.01)))
     w, b, _ = _run(main, startup, 1)
     gw, gb = _numpy_grads(W0, B0)
-    np.testing.assert_allclose(w, W0 - 0.1 * (gw + 0.01 * W0), atol=1e-12)
-    np.testing.assert_allclose(b, B0 - 0.1 * (gb + 0.01 * B0), atol=1e-12)
+    np.testing.assert_allclose(w, W0 - F32(0.1) * (gw + F32(0.01) * W0), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b, B0 - F32(0.1) * (gb + F32(0.01) * B0), rtol=1e-12, atol=1e-14)
 
 
 def test_global_norm_clip_scales_all_gradients():
@@ -126,9 +133,9 @@ def test_global_norm_clip_scales_all_gradients():
     gw, gb = _numpy_grads(W0, B0)
     norm = np.sqrt((gw ** 2).sum() + (gb ** 2).sum())
     assert norm > clip_norm  # the clip is active in this case
-    s = clip_norm / max(norm, clip_norm)
-    np.testing.assert_allclose(w, W0 - gw * s, atol=1e-12)
-    np.testing.assert_allclose(b, B0 - gb * s, atol=1e-12)
+    s = F32(clip_norm) / max(norm, F32(clip_norm))
+    np.testing.assert_allclose(w, W0 - gw * s, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b, B0 - gb * s, rtol=1e-12, atol=1e-14)
 
 
 def test_learning_rate_must_be_number_or_variable():

@@ -185,16 +185,16 @@ inline void DispatchInner(const BroadcastPlan& p, Body body) {
 
 }  // namespace detail
 
-// out[i] = f(x[xi], y[yi]) over the broadcast output.
-template <typename T, typename F>
-void BroadcastBinary(const BroadcastPlan& p, const T* x, const T* y, T* out, F f) {
+// out[i] = f(x[xi], y[yi]) over the broadcast output (O may differ from T, e.g. bool for comparisons).
+template <typename T, typename O, typename F>
+void BroadcastBinary(const BroadcastPlan& p, const T* x, const T* y, O* out, F f) {
   if (p.numel == 0) return;
   const int64_t n = p.dims[p.rank - 1];
   detail::DispatchInner(p, [&](auto SX, auto SY) {
     detail::ForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo) {
       const T* xp = x + xo;
       const T* yp = y + yo;
-      T* op = out + oo;
+      O* op = out + oo;
       if constexpr (SX == 0) {
         const T a = *xp;
         for (int64_t i = 0; i < n; ++i) op[i] = f(a, yp[i]);
