@@ -71,10 +71,13 @@ std::string BufferFormat(DType t) {
   }
 }
 
-// Wraps a numpy array's memory without copying. The caller keeps the array alive while it is used.
-Tensor BorrowArray(const py::handle& obj) {
+// Wraps a numpy array's memory without copying. `ensure` returns a new (C-contiguous) array when
+// `obj` is not one already, so that array is appended to `keep`: the caller holds `keep` for as long
+// as the tensor is used (the tensor itself must not own a Python object: it dies without the GIL).
+Tensor BorrowArray(const py::handle& obj, py::list& keep) {
   py::array arr = py::array::ensure(obj, py::array::c_style);
   if (!arr) throw py::type_error("feed values must be numpy arrays (or convertible to one)");
+  keep.append(arr);
   Tensor t;
   std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
   t.Resize(DDim(dims));
@@ -95,8 +98,8 @@ py::array ShareToNumpy(const Tensor& t) {
 
 // Copies a numpy array into a tensor on `place` (Tensor.set).
 void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
-  Tensor src = BorrowArray(obj);
-  py::array keep = py::array::ensure(obj, py::array::c_style);
+  py::list keep;
+  Tensor src = BorrowArray(obj, keep);
   TensorCopy(src, place, &t);
 }
 
@@ -373,16 +376,22 @@ PYBIND11_MODULE(_core, m) {
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);
 
+  // A Python handle to a kid scope outlives the kid when the parent drops its kids: every method
+  // checks the scope is still alive (a stale handle raises instead of touching freed memory).
+  auto live = [](Scope& s) -> Scope& {
+    FL_ENFORCE(Scope::IsAlive(&s), "this scope was deleted (its parent called drop_kids()); create a new one");
+    return s;
+  };
   py::class_<Scope>(m, "Scope")
       .def(py::init<>())
-      .def("var", &Scope::Var, py::return_value_policy::reference_internal)
-      .def("find_var", &Scope::FindVar, py::return_value_policy::reference_internal)
-      .def("find_local_var", &Scope::FindLocalVar, py::return_value_policy::reference_internal)
-      .def("new_scope", &Scope::NewScope, py::return_value_policy::reference_internal)
-      .def("drop_kids", &Scope::DropKids)
-      .def("erase_vars", &Scope::EraseVars)
-      .def("local_var_names", &Scope::LocalVarNames)
-      .def("num_kids", [](const Scope& s) { return s.kids().size(); });
+      .def("var", [live](Scope& s, const std::string& n) { return live(s).Var(n); }, py::return_value_policy::reference_internal)
+      .def("find_var", [live](Scope& s, const std::string& n) { return live(s).FindVar(n); }, py::return_value_policy::reference_internal)
+      .def("find_local_var", [live](Scope& s, const std::string& n) { return live(s).FindLocalVar(n); }, py::return_value_policy::reference_internal)
+      .def("new_scope", [live](Scope& s) { return &live(s).NewScope(); }, py::return_value_policy::reference_internal)
+      .def("drop_kids", [live](Scope& s) { live(s).DropKids(); })
+      .def("erase_vars", [live](Scope& s, const std::vector<std::string>& n) { live(s).EraseVars(n); })
+      .def("local_var_names", [live](Scope& s) { return live(s).LocalVarNames(); })
+      .def("num_kids", [live](Scope& s) { return live(s).kids().size(); });
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR
@@ -444,7 +453,19 @@ PYBIND11_MODULE(_core, m) {
       .def("op", &BlockDesc::Op, py::return_value_policy::reference_internal)
       .def("remove_op", &BlockDesc::RemoveOp)
       .def("append_op", [](BlockDesc& b, const std::string& type, const py::dict& ins, const py::dict& outs, const py::dict& attrs, int index) {
-             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), ToAttrMap(type, attrs), index);
+             std::map<std::string, Attribute> converted;
+             try {
+               converted = ToAttrMap(type, attrs);
+             } catch (py::builtin_exception& e) {  // TypeError/ValueError: add the user's file:line
+               OpDesc probe(type);
+               if (attrs.contains("op_callstack"))
+                 probe.SetAttr("op_callstack", ToAttribute(type, "op_callstack", AttrType::STRINGS, attrs["op_callstack"]));
+               std::string msg = e.what() + CreationSuffix(probe);
+               if (dynamic_cast<py::type_error*>(&e)) throw py::type_error(msg);
+               if (dynamic_cast<py::value_error*>(&e)) throw py::value_error(msg);
+               throw;
+             }
+             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), std::move(converted), index);
            }, py::arg("type"), py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("index") = -1,
            py::return_value_policy::reference_internal,
            "validate against the registered op, fill attribute defaults, run compile-time shape inference")
@@ -456,7 +477,7 @@ PYBIND11_MODULE(_core, m) {
              for (auto& kv : src.attrs()) op->SetAttr(kv.first, kv.second);
              return op;
            }, py::return_value_policy::reference_internal, "insert a copy of an unchecked OpDesc (backward)")
-      .def("infer_shape", [](BlockDesc& b, OpDesc* op) { InferShapeAtCompileTime(&b, op); });
+      .def("infer_shape", [](BlockDesc& b, OpDesc& op) { InferShapeAtCompileTime(&b, &op); });
 
   py::class_<ProgramDesc>(m, "ProgramDesc")
       .def(py::init<>())
@@ -484,12 +505,17 @@ PYBIND11_MODULE(_core, m) {
 
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")
-      .def(py::init<const ProgramDesc&, int, Scope*, const Place&, const std::vector<std::string>&, const std::vector<std::string>&>(),
-           py::keep_alive<1, 4>())
+      .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
+                       const std::vector<std::string>& feeds, const std::vector<std::string>& fetches) {
+             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope), "Executor: the scope was deleted (its parent called drop_kids())");
+             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
+           }), py::keep_alive<1, 4>())
       .def("run", [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
+             FL_ENFORCE(Scope::IsAlive(p.scope()), "Executor: the scope this program was prepared for was deleted");
              std::vector<Tensor> in;
              in.reserve(feeds.size());
-             for (auto f : feeds) in.push_back(BorrowArray(f));  // `feeds` keeps the arrays alive
+             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
+             for (auto f : feeds) in.push_back(BorrowArray(f, keep));
              std::vector<Tensor> out;
              {
                py::gil_scoped_release release;
@@ -504,7 +530,8 @@ PYBIND11_MODULE(_core, m) {
            }, py::arg("feeds"), py::arg("return_numpy") = true)
       .def("program", &PreparedProgram::program, py::return_value_policy::reference_internal)
       .def("num_runs", &PreparedProgram::num_runs)
-      .def("local_scope", &PreparedProgram::local_scope, py::return_value_policy::reference_internal);
+      .def("local_scope", [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
+           py::return_value_policy::reference_internal);
   m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");
 
   // ---------------------------------------------------------------- memory, threads, logging, profiler

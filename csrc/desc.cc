@@ -301,6 +301,25 @@ class Writer {
   std::string buf_;
 };
 
+// Names and string attrs become Python str: reject bytes that could not be decoded there.
+bool ValidUtf8(const char* p, size_t n) {
+  const auto* s = reinterpret_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
 class Reader {
  public:
   explicit Reader(const std::string& b) : b_(b) {}
@@ -315,6 +334,8 @@ class Reader {
   std::string Str() {
     uint32_t n = Pod<uint32_t>();
     Need(n);
+    FL_ENFORCE(ValidUtf8(b_.data() + pos_, n), "corrupt program bytes: string at offset ", pos_,
+               " is not valid UTF-8");
     std::string s = b_.substr(pos_, n);
     pos_ += n;
     return s;

@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "logging.h"
@@ -40,6 +41,7 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
       place_(place),
       num_fetch_(fetch_names.size()) {
   RecordEvent ev("Executor::prepare", "Executor");
+  FL_ENFORCE(scope_ != nullptr, "Executor: no scope to run in (got None)");
   g_num_prepared.fetch_add(1);
   BlockDesc* block = program_->Block(block_id);
   // Fluid's layout: feed ops first (X=[feed], col=i), fetch ops last (Out=[fetch], col=i).
@@ -52,7 +54,15 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   for (size_t i = 0; i < feed_names.size(); ++i) {
     VarDesc* target = block->FindVarRecursive(feed_names[i]);
     FL_ENFORCE(target != nullptr, "feed: variable '", feed_names[i], "' is not in the program");
-    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape()});
+    std::string site;  // data vars have no creating op: point at the first op that reads the var
+    for (auto& op : block->AllOps()) {
+      auto args = op->InputArgumentNames();
+      if (std::find(args.begin(), args.end(), feed_names[i]) == args.end()) continue;
+      std::string where = op->CreationSite();
+      site = " (read by op " + op->type() + (where.empty() ? "" : " created at " + where) + ")";
+      break;
+    }
+    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape(), site});
     OpDesc* op = block->InsertOp(i);
     op->set_type("feed");
     op->SetInput("X", {kFeedVar});
@@ -69,24 +79,25 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetAttr("col", static_cast<int32_t>(i));
   }
   for (auto& op : block->AllOps()) ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
-  CreateVariablesAndBind();
+  try {
+    CreateVariablesAndBind();
+  } catch (...) {  // the destructor will not run: do not leave the kid scope behind
+    if (local_ && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
+    throw;
+  }
 }
 
 PreparedProgram::~PreparedProgram() {
-  if (!local_) return;
-  for (Scope* k : scope_->kids())
-    if (k == local_) {
-      scope_->DeleteScope(local_);
-      break;
-    }
+  // After scope.drop_kids() local_ is gone; a kid the user created since may sit at the same address.
+  // scope_ itself may be gone when it was a kid scope whose parent dropped its kids.
+  if (local_ && Scope::IsAlive(scope_) && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
 }
 
 void PreparedProgram::CreateVariablesAndBind() {
-  bool alive = false;
-  if (local_)
-    for (Scope* k : scope_->kids())
-      if (k == local_) alive = true;
-  if (!alive) local_ = &scope_->NewScope();
+  if (!local_ || !scope_->HasKid(local_, local_uid_)) {
+    local_ = &scope_->NewScope();
+    local_uid_ = local_->uid();
+  }
   CreateBlockVariables(*program_->Block(block_id_), scope_, local_);
   for (auto& op : ops_) op->Bind(*local_);
   feed_var_ = local_->FindVar(kFeedVar);
@@ -100,20 +111,23 @@ void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
   for (size_t i = 0; i < feeds.size(); ++i) {
     const FeedTarget& t = feed_targets_[i];
     const Tensor& f = feeds[i];
-    FL_ENFORCE(f.dtype() == t.dtype, "feed: variable '", t.name, "' expects dtype ", DTypeName(t.dtype), ", got ",
-               DTypeName(f.dtype()));
+    FL_ENFORCE(f.dtype() == t.dtype, "feed: variable '", t.name, "'", t.site, " expects dtype ", DTypeName(t.dtype),
+               ", got ", DTypeName(f.dtype()));
     bool ok = f.dims().size() == static_cast<int>(t.shape.size());
     for (int d = 0; ok && d < f.dims().size(); ++d) ok = t.shape[d] < 0 || t.shape[d] == f.dims()[d];
     if (!ok) {
       std::string want = "[";
       for (size_t d = 0; d < t.shape.size(); ++d) want += (d ? ", " : "") + std::to_string(t.shape[d]);
-      FL_THROW("feed: variable '", t.name, "' expects shape ", want, "] (-1 = any), got ", f.dims().ToString());
+      FL_THROW("feed: variable '", t.name, "'", t.site, " expects shape ", want, "] (-1 = any), got ",
+               f.dims().ToString());
     }
   }
 }
 
 void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place) {
   PreparedOp* current = nullptr;
+  int64_t open_token = -1;  // the profiled op event to close if the op throws
+  ThreadBuffer* buffer = nullptr;
   try {
     if (!ProfilerEnabled()) {
       for (auto& op : ops) {
@@ -125,19 +139,24 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       return;
     }
     // Profiled: consecutive op events share a timestamp (one clock read per op).
-    ThreadBuffer* buffer = ProfilerThreadBuffer();
+    buffer = ProfilerThreadBuffer();
     uint64_t t = ProfilerTicks();
     for (auto& op : ops) {
       current = op.get();
       FL_VLOG(4) << op->DebugString(place);
       int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
+      open_token = token;
       op->Run(place);
       const char* args = token >= 0 ? op->ProfileArgs() : nullptr;
       t = ProfilerTicks();
+      open_token = -1;
       if (token >= 0) CloseEventAt(buffer, token, t, args);
       FL_VLOG(3) << op->DebugString(place);
     }
   } catch (const std::exception& e) {
+    // Close the failing op's event: never closed, it was missing from the profile (and without an
+    // enclosing RAII event it would stay on the thread's nesting stack).
+    if (open_token >= 0) CloseEventAt(buffer, open_token, ProfilerTicks(), nullptr);
     std::string msg = e.what();
     const std::string& type = current->info()->type;
     if (msg.rfind("op " + type, 0) != 0 && msg.rfind(type + ":", 0) != 0) msg = "op " + type + ": " + msg;
@@ -146,6 +165,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
 }
 
 std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
+  std::lock_guard<std::mutex> lock(run_mu_);
   RecordEvent ev("Executor::run", "Executor");
   CheckFeeds(feeds);
   if (scope_->generation() != scope_generation_) CreateVariablesAndBind();

@@ -6,6 +6,7 @@
 // C++ and is safe to call with the GIL released.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ struct FeedTarget {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;  // -1 = any
+  std::string site;            // " (read by op T created at f.py:N)" for error messages, or ""
 };
 
 class PreparedProgram {
@@ -35,6 +37,7 @@ class PreparedProgram {
   const std::vector<FeedTarget>& feed_targets() const { return feed_targets_; }
   const ProgramDesc& program() const { return *program_; }
   Scope* local_scope() const { return local_; }
+  Scope* scope() const { return scope_; }
   int64_t num_runs() const { return runs_; }
 
   static int64_t NumPrepared();  // process-wide count of PreparedProgram constructions
@@ -48,6 +51,7 @@ class PreparedProgram {
   int block_id_;
   Scope* scope_;
   Scope* local_ = nullptr;
+  uint64_t local_uid_ = 0;  // local_ is ours only while scope_ has a kid at that address with this uid
   Place place_;
   std::vector<FeedTarget> feed_targets_;
   size_t num_fetch_;
@@ -56,6 +60,9 @@ class PreparedProgram {
   Variable* fetch_var_ = nullptr;
   uint64_t scope_generation_ = 0;
   int64_t runs_ = 0;
+  // Run releases the GIL: two Python threads running one program would share the kid scope's
+  // tensors (reallocating them under each other). Runs of one PreparedProgram are serialised.
+  std::mutex run_mu_;
 };
 
 // Runs an already prepared op list in `scope` (used by the executor and by sub-block ops such as

@@ -104,7 +104,7 @@ void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op) {
   CompileTimeInferShapeContext ctx(block, op, info);
   try {
     info.infer_shape(ctx);
-  } catch (const EnforceNotMet& e) {
+  } catch (const std::exception& e) {  // EnforceNotMet, or std::out_of_range from an .at()
     std::string msg = e.what();
     if (msg.rfind(op->type(), 0) != 0 && msg.find("op " + op->type()) == std::string::npos)
       msg = op->type() + ": " + msg;
@@ -114,10 +114,17 @@ void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op) {
 
 OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs,
                         const VarNameMap& outputs, std::map<std::string, Attribute> attrs, int index) {
-  const OpInfo& info = OpRegistry::Instance().Get(type);
   OpDesc probe(type);
   if (attrs.count("op_callstack")) probe.SetAttr("op_callstack", attrs["op_callstack"]);
   std::string site = CreationSuffix(probe);
+  if (!OpRegistry::Instance().Find(type)) {
+    try {
+      OpRegistry::Instance().Get(type);
+    } catch (const EnforceNotMet& e) {
+      throw EnforceNotMet(e.what() + site);
+    }
+  }
+  const OpInfo& info = OpRegistry::Instance().Get(type);
   CheckSlots(info, inputs, info.inputs, "input", site);
   CheckSlots(info, outputs, info.outputs, "output", site);
   for (auto& spec : info.attrs) {

@@ -101,8 +101,9 @@ class ExecutionContext {
   Tensor* Output(const char* slot, int i = 0) const;
   Tensor* OutputOrNull(const char* slot, int i = 0) const;  // null if the slot is absent
   std::vector<Tensor*> MultiOutput(const char* slot) const;
-  Variable* InputVar(const char* slot, int i = 0) const { return InVars(slot).at(i); }
-  Variable* OutputVar(const char* slot, int i = 0) const { return OutVars(slot).at(i); }
+  // The variable of slot[i]; throws if it is absent or @EMPTY@ (never null).
+  Variable* InputVar(const char* slot, int i = 0) const;
+  Variable* OutputVar(const char* slot, int i = 0) const;
   const std::string& InputName(const char* slot, int i = 0) const;
   const std::string& OutputName(const char* slot, int i = 0) const;
 

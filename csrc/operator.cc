@@ -247,6 +247,20 @@ const std::vector<Variable*>& ExecutionContext::OutVars(const char* slot) const 
   return op_.outs_[i];
 }
 
+Variable* ExecutionContext::InputVar(const char* slot, int i) const {
+  const auto& vars = InVars(slot);
+  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type,
+             ": input ", slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
+  return vars[i];
+}
+
+Variable* ExecutionContext::OutputVar(const char* slot, int i) const {
+  const auto& vars = OutVars(slot);
+  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type,
+             ": output ", slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
+  return vars[i];
+}
+
 bool ExecutionContext::HasInput(const char* slot) const {
   int i = op_.info_->InputIndex(slot);
   return i >= 0 && !op_.ins_[i].empty() && op_.ins_[i][0] != nullptr;

@@ -1,6 +1,7 @@
 #include "scope.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "logging.h"
 #include "profiler.h"
@@ -9,6 +10,27 @@ namespace fl {
 
 namespace {
 std::atomic<int64_t> g_live_scopes{0};
+
+struct AliveSet {
+  std::mutex mu;
+  std::unordered_set<const Scope*> scopes;
+};
+AliveSet& Alive() {
+  static AliveSet* a = new AliveSet();  // never destroyed: scopes may be deleted during exit
+  return *a;
+}
+}  // namespace
+
+Scope::Scope() {
+  AliveSet& a = Alive();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.scopes.insert(this);
+}
+
+bool Scope::IsAlive(const Scope* s) {
+  AliveSet& a = Alive();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.scopes.count(s) != 0;
 }
 
 const char* Variable::KindName() const {
@@ -24,6 +46,9 @@ const char* Variable::KindName() const {
 Scope::~Scope() {
   DropKids();
   if (parent_) g_live_scopes.fetch_sub(1, std::memory_order_relaxed);
+  AliveSet& a = Alive();
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.scopes.erase(this);
 }
 
 Variable* Scope::Var(const std::string& name) {
@@ -109,6 +134,18 @@ uint64_t Scope::generation() const {
   uint64_t g = 0;
   for (const Scope* s = this; s; s = s->parent_) g += s->generation_;
   return g;
+}
+
+uint64_t Scope::NextUid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Scope::HasKid(const Scope* kid, uint64_t uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Scope* k : kids_)
+    if (k == kid) return k->uid_ == uid;
+  return false;
 }
 
 int64_t Scope::LiveScopes() { return g_live_scopes.load(std::memory_order_relaxed); }

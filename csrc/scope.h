@@ -48,7 +48,7 @@ class Variable {
 
 class Scope {
  public:
-  Scope() = default;
+  Scope();
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -71,12 +71,21 @@ class Scope {
   uint64_t generation() const;
 
   static int64_t LiveScopes();  // process-wide count, for leak tests and the scope summary
+  // Whether `s` points at a Scope that has not been deleted (the bindings check Python handles to kid
+  // scopes with it: a parent's drop_kids() deletes kids that Python may still reference).
+  static bool IsAlive(const Scope* s);
+  // Process-unique id: tells a kid apart from a later one that reuses a deleted kid's address.
+  uint64_t uid() const { return uid_; }
+  // True if `kid` (compared by address, never dereferenced unless found) is a live kid with `uid`.
+  bool HasKid(const Scope* kid, uint64_t uid) const;
 
  private:
   std::unordered_map<std::string, std::unique_ptr<Variable>> vars_;
   std::list<Scope*> kids_;
   Scope* parent_ = nullptr;
   uint64_t generation_ = 0;
+  uint64_t uid_ = NextUid();
+  static uint64_t NextUid();
   mutable std::mutex mu_;  // guards kids_ (recurrent steps may create scopes from worker threads later)
 };
 

@@ -10,7 +10,12 @@ namespace fl {
 void* Tensor::mutable_data(const Place& place, DType dtype) {
   int64_t n = dims_.numel();
   FL_ENFORCE(n >= 0, "cannot allocate a tensor with unknown dims ", dims_.ToString());
-  size_t bytes = static_cast<size_t>(n) * SizeOf(dtype);
+  // dims come from user attrs/feeds: an overflowing size would allocate a tiny buffer and the kernel
+  // would then write far past it.
+  size_t bytes = SizeOf(dtype);
+  for (int64_t d : dims_)
+    FL_ENFORCE(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes), "tensor dims ", dims_.ToString(),
+               " of ", DTypeName(dtype), " are too large to allocate");
   if (!holder_ || holder_->place() != place || holder_->size() < offset_ + bytes || !holder_->owned()) {
     holder_ = AllocateShared(place, bytes);
     offset_ = 0;

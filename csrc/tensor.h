@@ -40,8 +40,13 @@ class Tensor {
     return mutable_data<T>(place);
   }
 
+  // Throws unless the buffer covers dims() (dims can be ahead of the buffer when a Resize was not
+  // followed by a successful mutable_data, e.g. after an error): reads never run past the buffer.
   const void* raw_data() const {
     FL_ENFORCE(holder_ != nullptr, "tensor holds no memory (it was never written)");
+    FL_ENFORCE(dims_.numel() >= 0 && offset_ + nbytes() <= holder_->size(), "tensor dims ", dims_.ToString(),
+               " (", DTypeName(dtype_), ") do not fit its buffer of ", holder_->size() - offset_,
+               " bytes (it was resized but not rewritten)");
     return static_cast<const char*>(holder_->ptr()) + offset_;
   }
   void* raw_mutable() const { return const_cast<void*>(raw_data()); }
