@@ -495,13 +495,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("op_types", []() { return OpRegistry::Instance().Types(); });
   m.def("has_op", [](const std::string& t) { return OpRegistry::Instance().Find(t) != nullptr; });
   m.def("op_proto", [](const std::string& t) { return ProtoDict(OpRegistry::Instance().Get(t)); });
-  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad) {
+  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad, const std::vector<int>& grad_blocks) {
         const OpInfo& info = OpRegistry::Instance().Get(fwd.type());
         FL_ENFORCE(info.grad_maker != nullptr, "op ", fwd.type(), " has no gradient", CreationSuffix(fwd));
-        GradOpMaker maker(fwd, no_grad);
+        GradOpMaker maker(fwd, no_grad, grad_blocks);
         info.grad_maker(maker);
         return maker.ops();
-      }, "the grad op descs for a forward op (Fluid's get_grad_op_desc)");
+      }, py::arg("fwd"), py::arg("no_grad_set"), py::arg("grad_blocks") = std::vector<int>{},
+      "the grad op descs for a forward op (Fluid's get_grad_op_desc); grad_blocks: the grad blocks of its sub-blocks");
 
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")

@@ -1,5 +1,7 @@
 #include "desc.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstring>
 #include <sstream>
@@ -166,8 +168,16 @@ VarDesc* BlockDesc::FindVar(const std::string& name) const {
 }
 
 VarDesc* BlockDesc::FindVarRecursive(const std::string& name) const {
-  for (const BlockDesc* b = this; b; b = b->Parent())
+  std::vector<const BlockDesc*> frontier{this}, seen;
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    const BlockDesc* b = frontier[i];
+    if (std::find(seen.begin(), seen.end(), b) != seen.end()) continue;
+    seen.push_back(b);
     if (VarDesc* v = b->FindVar(name)) return v;
+    if (b->forward_block_idx_ >= 0 && b->forward_block_idx_ < static_cast<int>(program_->Size()))
+      frontier.push_back(program_->Block(b->forward_block_idx_));
+    if (const BlockDesc* parent = b->Parent()) frontier.push_back(parent);
+  }
   return nullptr;
 }
 

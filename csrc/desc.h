@@ -94,6 +94,7 @@ class OpDesc {
   std::string CreationSite() const;
 
   void SetOwner(ProgramDesc* p) { owner_ = p; }
+  ProgramDesc* program() const { return owner_; }  // null for a free-standing desc
 
  private:
   friend class ProgramDesc;
@@ -117,7 +118,8 @@ class BlockDesc {
   ProgramDesc* program() const { return program_; }
   BlockDesc* Parent() const;
 
-  // Var(name) finds locally or creates; FindVar is local only; FindVarRecursive walks parents.
+  // Var(name) finds locally or creates; FindVar is local only; FindVarRecursive searches breadth-first
+  // through the forward block (for a grad block) and the parents, as Fluid does.
   VarDesc* Var(const std::string& name);
   VarDesc* FindVar(const std::string& name) const;
   VarDesc* FindVarRecursive(const std::string& name) const;

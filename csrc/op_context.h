@@ -1,6 +1,7 @@
 // What an op's code sees: InferShapeContext (compile time over VarDescs, run time over tensors, the
 // same InferShape function serves both), ExecutionContext for kernels, and GradOpMaker for grad makers.
 #pragma once
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ class PreparedOp {
   Place kernel_place_;
   std::vector<DDim> profiled_dims_;
   const char* profile_args_ = nullptr;
+  std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
 };
 
 class ExecutionContext {
@@ -111,6 +113,14 @@ class ExecutionContext {
   const T& Attr(const char* name) const { return AttrCast<T>(GetAttr(name), name); }
   const Attribute& GetAttr(const char* name) const;
 
+  // State this op keeps across runs (created on first use). Lives as long as the prepared op.
+  template <typename T>
+  T& State() const {
+    auto& st = const_cast<PreparedOp&>(op_).state_;
+    if (!st) st = std::make_shared<T>();
+    return *static_cast<T*>(st.get());
+  }
+
   // Allocates an output with the dims shape inference gave it.
   template <typename T>
   T* Alloc(const char* slot, int i = 0) const { return Output(slot, i)->mutable_data<T>(place_); }
@@ -132,8 +142,11 @@ inline std::string GradName(const std::string& n) { return n + kGradSuffix; }
 // Fluid: X@GRAD; an input gradient nobody needs is @EMPTY@ (backward.py drops or keeps it).
 class GradOpMaker {
  public:
-  GradOpMaker(const OpDesc& fwd, const std::set<std::string>& no_grad_set) : fwd_(fwd), no_grad_(no_grad_set) {}
+  GradOpMaker(const OpDesc& fwd, const std::set<std::string>& no_grad_set, std::vector<int> grad_blocks = {})
+      : fwd_(fwd), no_grad_(no_grad_set), grad_blocks_(std::move(grad_blocks)) {}
 
+  // Grad blocks that backward built for this op's sub-blocks (in sub-block order).
+  const std::vector<int>& GradBlocks() const { return grad_blocks_; }
   const OpDesc& Forward() const { return fwd_; }
   const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
   const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
@@ -152,6 +165,7 @@ class GradOpMaker {
  private:
   const OpDesc& fwd_;
   const std::set<std::string>& no_grad_;
+  std::vector<int> grad_blocks_;
   std::vector<OpDesc> ops_;
 };
 

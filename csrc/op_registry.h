@@ -90,6 +90,9 @@ class OpBuilder {
   OpBuilder& Input(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, false); }
   OpBuilder& DuplicableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, true, false); }
   OpBuilder& DispensableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, true); }
+  // A list of variables that may be empty.
+  OpBuilder& OptionalDuplicableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, true, true); }
+  OpBuilder& OptionalDuplicableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, true, true); }
   OpBuilder& Output(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, false); }
   OpBuilder& DuplicableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, true, false); }
   OpBuilder& DispensableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, true); }

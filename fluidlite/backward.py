@@ -115,12 +115,14 @@ def _addup_repetitive_outputs(op_descs):
                 pending_sums.append((_OpDesc("sum", {"X": versions[name]}, {"Out": [name]}), idx))
                 versions[name] = [name]
         in_names = set(desc.input_arg_names())
+        done = []  # (args list, index) of this op's outputs already visited
         for slot, args in desc.outputs.items():
             for arg_idx, name in enumerate(args):
                 if name == EMPTY or name in in_names:
                     continue  # empty, or an in-place op
                 if not versions[name]:
                     versions[name] = [name]
+                    done.append((args, arg_idx))
                     continue
                 if len(versions[name]) == 1:
                     first = "%s@RENAME@%d" % (name, rename_count[name])
@@ -128,6 +130,10 @@ def _addup_repetitive_outputs(op_descs):
                     versions[name][0] = first
                     rename_in(op_descs[:idx], name, first)
                     rename_in([p[0] for p in pending_sums], name, first)
+                    for prev_args, prev_idx in done:  # the first write may be this op's (mul(x, x))
+                        if prev_args[prev_idx] == name:
+                            prev_args[prev_idx] = first
+                done.append((args, arg_idx))
                 new = "%s@RENAME@%d" % (name, rename_count[name])
                 rename_count[name] += 1
                 args[arg_idx] = new
@@ -165,10 +171,10 @@ def _remove_no_grad_branch(op_descs, no_grad_set):
     return op_descs
 
 
-def _make_grad_descs(op, no_grad_set):
+def _make_grad_descs(op, no_grad_set, grad_blocks=()):
     """The grad op descs of one forward op, with single @EMPTY@ outputs dropped (Fluid's rule)."""
     descs = []
-    for core_desc in core.make_grad_ops(op.desc, set(no_grad_set)):
+    for core_desc in core.make_grad_ops(op.desc, set(no_grad_set), list(grad_blocks)):
         d = _OpDesc.from_core(core_desc)
         for slot in list(d.outputs):
             args = d.outputs[slot]
@@ -182,16 +188,27 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
     no_grad = no_grad_dict[block.idx]
     no_grad.add(EMPTY)
     grad_descs = []
+    program = block.program
     for op in reversed(ops):
+        grad_blocks = []
         if op.has_attr("sub_block"):
-            raise NotImplementedError("gradients of ops with sub-blocks (%s) arrive with StaticRNN" % op.type)
+            # The sub-block's backward goes into a new grad block whose forward_block_idx points back at it;
+            # every op of the sub-block is differentiated (its outputs are read by the op's grad).
+            sub_block = program.block(op.attr("sub_block"))
+            grad_block = program._create_block()
+            grad_block._set_forward_block_idx(sub_block.idx)
+            try:
+                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, grad_to_var, callbacks)
+            finally:
+                program._rollback()
+            grad_blocks.append(grad_block.idx)
         if not core.op_proto(op.type)["has_grad"]:
             if all(_grad_name(n) in no_grad for n in op.input_arg_names):
                 continue  # nothing upstream needs a gradient through this op
             raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
                                      "inputs stop_gradient=True or put them in no_grad_set"
                                      % (op.type, op.desc.creation_site() or "?"))
-        for d in _make_grad_descs(op, no_grad):
+        for d in _make_grad_descs(op, no_grad, grad_blocks):
             for name in d.output_arg_names():
                 if name != EMPTY:
                     grad_to_var[name] = _strip_grad_suffix(name)
@@ -215,13 +232,17 @@ def _materialise(block, d):
     """
     unwritten = [n for n in d.input_arg_names() if GRAD_SUFFIX in n]
     for name in d.output_arg_names() + unwritten:
-        if name == EMPTY or block.desc.find_var_recursive(name) is not None:
+        # Declared locally: in a grad block each step scope must get its own gradient variables, even
+        # when an enclosing block has one of the same name (a parameter's summed gradient).
+        if name == EMPTY or block.desc.find_var(name) is not None:
+            continue
+        if block.idx == 0 and block.desc.find_var_recursive(name) is not None:
             continue
         var = block.create_var(name=name)
-        fwd = block._find_var_recursive(_strip_grad_suffix(name))
-        var.desc.set_dtype(int(fwd.dtype) if fwd is not None else int(core.VarDesc.VarType.FP32))
+        fwd = block.desc.find_var_recursive(_strip_grad_suffix(name))  # also searches the forward block
+        var.desc.set_dtype(fwd.dtype() if fwd is not None else int(core.VarDesc.VarType.FP32))
         if fwd is not None:
-            var.desc.set_shape(list(fwd.shape))
+            var.desc.set_shape(list(fwd.shape()))
     if d.src is not None:
         desc = d.src
         for slot, args in d.inputs.items():

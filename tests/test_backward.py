@@ -125,3 +125,19 @@ def test_op_without_gradient_on_the_path_is_a_clear_error():
             pytest.skip("top_k has a gradient in this build")
         with pytest.raises(fluid.core.EnforceNotMet, match="top_k has no gradient"):
             fluid.gradients([loss], [x])
+
+
+def test_same_var_twice_in_one_op_gets_both_gradients():
+    # mul(x, x) is the only consumer: its grad op writes x@GRAD through X@GRAD and Y@GRAD
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(x, x))
+        g, = fluid.gradients([loss], [x])
+    sums = [op for op in main.global_block().ops if op.type == "sum" and op.output("Out") == ["x@GRAD"]]
+    assert len(sums) == 1 and len(sums[0].input("X")) == 2
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv = np.array([1.0, -2.0, 3.0])
+    r, = exe.run(main, feed={"x": xv}, fetch_list=[g])
+    np.testing.assert_allclose(r, 2 * xv)

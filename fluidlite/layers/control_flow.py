@@ -1,0 +1,194 @@
+"""StaticRNN (Fluid 1.x): a step block run once per step of its inputs' first dim by the `recurrent` op.
+
+    rnn = fluid.layers.StaticRNN()
+    with rnn.step():
+        x_t = rnn.step_input(emb)                              # emb: [seq_len, batch, D] -> x_t: [batch, D]
+        h_prev = rnn.memory(shape=[-1, 128], batch_ref=x_t)    # zeros [batch, 128] at step 0
+        h = fluid.layers.fc(input=[x_t, h_prev], size=128, act="tanh")
+        rnn.update_memory(h_prev, h)
+        rnn.step_output(h)
+    hidden = rnn()                                             # [seq_len, batch, 128]
+
+Misuse is caught while building: a step method outside ``step()``, a memory never updated, ``memory``
+without ``init`` or ``shape`` + ``batch_ref``, step inputs of different lengths.
+"""
+import contextlib
+
+from .. import core, unique_name
+from ..framework import Variable, VarType, default_main_program
+from ..layer_helper import LayerHelper
+
+__all__ = ["StaticRNN"]
+
+
+class _MemoryLink:
+    def __init__(self, init, pre_mem, mem=None):
+        self.init, self.pre_mem, self.mem = init, pre_mem, mem
+
+
+class StaticRNN:
+    BEFORE_RNN_BLOCK, IN_RNN_BLOCK, AFTER_RNN_BLOCK = 0, 1, 2
+
+    def __init__(self, name=None):
+        self.helper = LayerHelper("static_rnn", name=name)
+        self.memories = {}   # pre_mem name -> _MemoryLink
+        self.inputs = []     # inner step-input vars (named like their outer sequence vars)
+        self.outputs = []    # outer [seq_len, ...] output vars
+        self.status = StaticRNN.BEFORE_RNN_BLOCK
+        self.seq_len = None
+        self._block = None
+
+    # ------------------------------------------------------------------ building the step block
+    @contextlib.contextmanager
+    def step(self):
+        """The step block: everything built inside runs once per time step."""
+        if self.status != StaticRNN.BEFORE_RNN_BLOCK:
+            raise ValueError("StaticRNN.step() can be entered only once per StaticRNN")
+        program = default_main_program()
+        self._block = program._create_block()
+        self.status = StaticRNN.IN_RNN_BLOCK
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            if ok:
+                self.status = StaticRNN.AFTER_RNN_BLOCK
+                try:
+                    self._complete_op()
+                finally:
+                    program._rollback()
+            else:
+                program._rollback()
+
+    def _assert_in_rnn_block(self, method):
+        if self.status != StaticRNN.IN_RNN_BLOCK:
+            raise ValueError("StaticRNN.%s must be called inside `with rnn.step():`" % method)
+
+    def _parent_block(self):
+        program = default_main_program()
+        return program.block(program.current_block().parent_idx)
+
+    def step_input(self, x):
+        """The current step's slice of `x` ([seq_len, ...] -> [...])."""
+        self._assert_in_rnn_block("step_input")
+        if not isinstance(x, Variable):
+            raise TypeError("StaticRNN.step_input expects a Variable, got %s" % type(x).__name__)
+        if len(x.shape) < 1:
+            raise ValueError("StaticRNN.step_input: %s has no sequence dim" % x.name)
+        if self.seq_len is None:
+            self.seq_len = x.shape[0]
+        elif x.shape[0] != -1 and self.seq_len != -1 and x.shape[0] != self.seq_len:
+            raise ValueError("StaticRNN.step_input: all step inputs must have the same length; %s has %d steps, "
+                             "an earlier input has %d" % (x.name, x.shape[0], self.seq_len))
+        ipt = self.helper.create_variable(name=x.name, dtype=x.dtype, shape=list(x.shape[1:]), type=x.type)
+        self.inputs.append(ipt)
+        return ipt
+
+    def memory(self, init=None, shape=None, batch_ref=None, init_value=0.0, init_batch_dim_idx=0,
+               ref_batch_dim_idx=1):
+        """A value carried from step to step: `init` at step 0, or a constant of `shape` whose batch dim is
+        taken from `batch_ref` (a step input; its outer sequence var's dim `ref_batch_dim_idx`)."""
+        self._assert_in_rnn_block("memory")
+        if init is None:
+            if shape is None or batch_ref is None:
+                raise ValueError("StaticRNN.memory: without init, both shape and batch_ref are required")
+            if not isinstance(batch_ref, Variable):
+                raise TypeError("StaticRNN.memory: batch_ref must be a Variable")
+            parent = self._parent_block()
+            if parent._find_var_recursive(batch_ref.name) is None:
+                raise ValueError("StaticRNN.memory: batch_ref %s must be a step input (its sequence var is read "
+                                 "outside the step block)" % batch_ref.name)
+            boot = parent.create_var(name=unique_name.generate_with_ignorable_key(self.helper.name + "@memory_boot"),
+                                     shape=list(shape), dtype=batch_ref.dtype, persistable=False)
+            parent.append_op(type="fill_constant_batch_size_like", inputs={"Input": [batch_ref.name]},
+                             outputs={"Out": [boot]},
+                             attrs={"value": float(init_value), "shape": [int(s) for s in shape],
+                                    "dtype": int(boot.dtype), "input_dim_idx": ref_batch_dim_idx,
+                                    "output_dim_idx": init_batch_dim_idx})
+            boot.stop_gradient = True
+            return self.memory(init=boot)
+        if not isinstance(init, Variable):
+            raise TypeError("StaticRNN.memory: init must be a Variable, got %s" % type(init).__name__)
+        pre_mem = self.helper.create_variable(name=unique_name.generate_with_ignorable_key(self.helper.name + "@mem"),
+                                              dtype=init.dtype, shape=list(init.shape))
+        self.memories[pre_mem.name] = _MemoryLink(init=init, pre_mem=pre_mem)
+        return pre_mem
+
+    def update_memory(self, mem, var):
+        """Next step, `mem` holds this step's `var`."""
+        self._assert_in_rnn_block("update_memory")
+        if not isinstance(mem, Variable) or not isinstance(var, Variable):
+            raise TypeError("StaticRNN.update_memory expects two Variables")
+        if mem.name not in self.memories:
+            raise ValueError("StaticRNN.update_memory: %s is not a memory of this StaticRNN" % mem.name)
+        self.memories[mem.name].mem = var
+
+    def step_output(self, o):
+        """Collect `o` at every step into an outer [seq_len, ...] output."""
+        self._assert_in_rnn_block("step_output")
+        if not isinstance(o, Variable):
+            raise TypeError("StaticRNN.step_output expects a Variable, got %s" % type(o).__name__)
+        tmp = self.helper.create_variable_for_type_inference(dtype=o.dtype)
+        self.helper.append_op(type="rnn_memory_helper", inputs={"X": [o]}, outputs={"Out": [tmp]},
+                              attrs={"dtype": int(o.dtype)})
+        seq = self.seq_len if self.seq_len is not None else -1
+        out = self._parent_block().create_var(name=tmp.name, shape=[seq] + list(tmp.shape), dtype=tmp.dtype)
+        self.outputs.append(out)
+
+    def output(self, *outputs):
+        for o in outputs:
+            self.step_output(o)
+
+    def __call__(self, *args, **kwargs):
+        if self.status != StaticRNN.AFTER_RNN_BLOCK:
+            raise ValueError("StaticRNN outputs are available only after the `with rnn.step():` block")
+        if not self.outputs:
+            raise ValueError("this StaticRNN has no step outputs (call rnn.step_output inside the step block)")
+        return self.outputs[0] if len(self.outputs) == 1 else list(self.outputs)
+
+    # ------------------------------------------------------------------ the recurrent op
+    def _complete_op(self):
+        program = default_main_program()
+        block = program.current_block()
+        parent = self._parent_block()
+        if not self.inputs:
+            raise ValueError("a StaticRNN needs at least one step_input")
+        for name, link in self.memories.items():
+            if link.mem is None:
+                raise ValueError("StaticRNN memory %s (initialised from %s) is never updated: call "
+                                 "rnn.update_memory(mem, new_value) in the step block" % (name, link.init.name))
+        produced = {n for op in block.ops for n in op.output_arg_names}
+        produced.update(v.name for v in self.inputs)
+        produced.update(self.memories)
+        params = []
+        for op in block.ops:
+            for n in op.input_arg_names:
+                if n not in produced and n not in params:
+                    params.append(n)
+        parameters = []
+        for n in params:
+            v = parent._find_var_recursive(n)
+            if v is None:
+                raise ValueError("StaticRNN: the step block reads %s, which is neither computed in the step, a step "
+                                 "input, a memory, nor a variable of the enclosing block" % n)
+            parameters.append(v)
+        pre_memories, new_memories, boots = [], [], []
+        for name, link in self.memories.items():
+            new_mem = self.helper.create_variable_for_type_inference(dtype=link.mem.dtype)
+            block.append_op(type="rnn_memory_helper", inputs={"X": [link.mem]}, outputs={"Out": [new_mem]},
+                            attrs={"dtype": int(link.mem.dtype)})
+            pre_memories.append(name)
+            new_memories.append(new_mem.name)
+            boots.append(link.init)
+        step_scopes = parent.create_var(name=unique_name.generate_with_ignorable_key(self.helper.name + "@step_scopes"),
+                                        type=VarType.STEP_SCOPES)
+        inlinks = [parent._var_recursive(v.name) for v in self.inputs]
+        parent.append_op(type="recurrent",
+                         inputs={"inputs": inlinks, "initial_states": boots, "parameters": parameters},
+                         outputs={"outputs": self.outputs, "step_scopes": [step_scopes]},
+                         attrs={"has_states": bool(pre_memories), "ex_states": pre_memories,
+                                "states": new_memories, "sub_block": block, "reverse": False, "is_train": True})
+
+
+del core

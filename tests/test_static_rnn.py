@@ -1,0 +1,236 @@
+"""StaticRNN: forward and gradients equal the same network unrolled by hand, numeric gradients, memory
+init= vs shape=, misuse errors, step-scope reuse, and training to high accuracy."""
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+
+T, B, D, H = 4, 3, 5, 6
+
+
+def _cell(x_t, h_prev, act="tanh"):
+    return fluid.layers.fc(input=[x_t, h_prev], size=H, act=act,
+                           param_attr=[fluid.ParamAttr(name="w_x"), fluid.ParamAttr(name="w_h")],
+                           bias_attr=fluid.ParamAttr(name="b"))
+
+
+def _rnn_program(init_from_var=False, with_grads=True):
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[T, B, D], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        h0 = fluid.layers.data(name="h0", shape=[B, H], dtype="float64", append_batch_size=False)
+        h0.stop_gradient = False
+        rnn = fluid.layers.StaticRNN()
+        with rnn.step():
+            x_t = rnn.step_input(x)
+            h_prev = rnn.memory(init=h0) if init_from_var else rnn.memory(shape=[-1, H], batch_ref=x_t)
+            h = _cell(x_t, h_prev)
+            rnn.update_memory(h_prev, h)
+            rnn.step_output(h)
+        out = rnn()
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, out))
+        grads = fluid.gradients([loss], [x, h0] if init_from_var else [x]) if with_grads else []
+    return main, startup, out, loss, grads
+
+
+def _unrolled_program():
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        xs = []
+        for t in range(T):
+            x = fluid.layers.data(name="x%d" % t, shape=[B, D], dtype="float64", append_batch_size=False)
+            x.stop_gradient = False
+            xs.append(x)
+        h0 = fluid.layers.data(name="h0", shape=[B, H], dtype="float64", append_batch_size=False)
+        h0.stop_gradient = False
+        h, outs = h0, []
+        for t in range(T):
+            h = _cell(xs[t], h)
+            outs.append(h)
+        loss = fluid.layers.sums([fluid.layers.reduce_sum(fluid.layers.elementwise_mul(o, o)) for o in outs])
+        grads = fluid.gradients([loss], xs + [h0, main.global_block().var("w_x"), main.global_block().var("w_h"),
+                                              main.global_block().var("b")])
+    return main, startup, outs, loss, grads
+
+
+def _params(scope):
+    return {n: np.array(scope.find_var(n).get_tensor()) for n in ("w_x", "w_h", "b")}
+
+
+def test_forward_and_gradients_equal_unrolled_network():
+    rng = np.random.RandomState(0)
+    xv, h0v = rng.randn(T, B, D), rng.randn(B, H) * 0.5
+    main, startup, out, loss, (gx, gh0) = _rnn_program(init_from_var=True)
+    with fluid.program_guard(main, startup):
+        gparams = fluid.gradients([loss], [main.global_block().var(n) for n in ("w_x", "w_h", "b")])
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    r = exe.run(main, feed={"x": xv, "h0": h0v}, fetch_list=[out, loss, gx, gh0] + gparams, scope=scope)
+
+    umain, ustartup, uouts, uloss, ugrads = _unrolled_program()
+    uscope = fluid.Scope()
+    exe.run(ustartup, scope=uscope)
+    for n, v in _params(scope).items():  # same parameters
+        uscope.var(n).get_tensor().set(v)
+    feed = {"x%d" % t: xv[t] for t in range(T)}
+    feed["h0"] = h0v
+    u = exe.run(umain, feed=feed, fetch_list=uouts + [uloss] + ugrads, scope=uscope)
+    np.testing.assert_allclose(r[0], np.stack(u[:T]), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(r[1], u[T], rtol=1e-6)
+    np.testing.assert_allclose(r[2], np.stack(u[T + 1:2 * T + 1]), rtol=1e-6, atol=1e-12)  # x@GRAD per step
+    np.testing.assert_allclose(r[3], u[2 * T + 1], rtol=1e-6, atol=1e-12)                 # h0@GRAD
+    for got, want in zip(r[4:], u[2 * T + 2:]):                                           # parameter grads
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
+
+
+def test_recurrent_numeric_gradient():
+    rng = np.random.RandomState(1)
+    xv = rng.randn(T, B, D)
+    main, startup, out, loss, (gx,) = _rnn_program()
+    with fluid.program_guard(main, startup):
+        gw, = fluid.gradients([loss], [main.global_block().var("w_h")])
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    analytic_x, analytic_w = exe.run(main, feed={"x": xv}, fetch_list=[gx, gw], scope=scope)
+
+    def f():
+        return float(exe.run(main, feed={"x": xv}, fetch_list=[loss], scope=scope)[0][0])
+
+    eps = 1e-6
+    for idx in [(0, 0, 0), (2, 1, 3), (3, 2, 4)]:
+        orig = xv[idx]
+        xv[idx] = orig + eps
+        plus = f()
+        xv[idx] = orig - eps
+        minus = f()
+        xv[idx] = orig
+        assert abs((plus - minus) / (2 * eps) - analytic_x[idx]) < 1e-6 * max(1, abs(analytic_x[idx]))
+    w = scope.find_var("w_h").get_tensor()
+    wv = np.array(w)
+    for idx in [(0, 0), (3, 5), (5, 1)]:
+        orig = wv[idx]
+        wv[idx] = orig + eps
+        w.set(wv)
+        plus = f()
+        wv[idx] = orig - eps
+        w.set(wv)
+        minus = f()
+        wv[idx] = orig
+        w.set(wv)
+        assert abs((plus - minus) / (2 * eps) - analytic_w[idx]) < 1e-6 * max(1, abs(analytic_w[idx]))
+
+
+def test_memory_init_var_equals_shape_boot_with_zeros():
+    xv = np.random.RandomState(2).randn(T, B, D)
+    exe = fluid.Executor(fluid.CPUPlace())
+    results = []
+    for init_from_var in (False, True):
+        main, startup, out, loss, _ = _rnn_program(init_from_var=init_from_var)
+        scope = fluid.Scope()
+        exe.run(startup, scope=scope)
+        feed = {"x": xv}
+        if init_from_var:
+            feed["h0"] = np.zeros((B, H))
+        results.append(exe.run(main, feed=feed, fetch_list=[out], scope=scope)[0])
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+
+
+def test_step_scopes_are_reused_across_runs():
+    xv = np.random.RandomState(3).randn(T, B, D)
+    main, startup, out, loss, (gx,) = _rnn_program()
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    for _ in range(5):
+        exe.run(main, feed={"x": xv}, fetch_list=[loss, gx], scope=scope)
+    scopes = fluid.core.live_scopes()
+    mem = fluid.core.memory_stats()["bytes_in_use"]
+    for _ in range(100):
+        exe.run(main, feed={"x": xv}, fetch_list=[loss, gx], scope=scope)
+    assert fluid.core.live_scopes() == scopes
+    assert fluid.core.memory_stats()["bytes_in_use"] == mem
+
+
+def test_misuse_is_reported_at_build_time():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[T, B, D], dtype="float32", append_batch_size=False)
+        rnn = fluid.layers.StaticRNN()
+        with pytest.raises(ValueError, match="inside `with rnn.step\\(\\):`"):
+            rnn.step_input(x)
+        with pytest.raises(ValueError, match="never updated"):
+            with rnn.step():
+                x_t = rnn.step_input(x)
+                rnn.memory(shape=[-1, H], batch_ref=x_t)
+                rnn.step_output(x_t)
+        rnn2 = fluid.layers.StaticRNN()
+        with pytest.raises(ValueError, match="shape and batch_ref"):
+            with rnn2.step():
+                rnn2.step_input(x)
+                rnn2.memory(shape=[-1, H])
+        rnn3 = fluid.layers.StaticRNN()
+        y = fluid.layers.data(name="y", shape=[T + 1, B, D], dtype="float32", append_batch_size=False)
+        with pytest.raises(ValueError, match="same length"):
+            with rnn3.step():
+                rnn3.step_input(x)
+                rnn3.step_input(y)
+
+
+def test_profiler_shows_step_events_and_one_sum_per_parameter():
+    xv = np.random.RandomState(4).randn(T, B, D)
+    main, startup, out, loss, _ = _rnn_program(with_grads=False)
+    with fluid.program_guard(main, startup):
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed={"x": xv}, scope=scope)
+    with fluid.profiler.profiler("CPU", profile_path=None, print_report=False):
+        exe.run(main, feed={"x": xv}, scope=scope)
+    evs = fluid.profiler.events()
+    steps = [e for e in evs if e["name"] == "recurrent::step"]
+    assert len(steps) == T and all(evs[e["parent"]]["name"] == "recurrent" for e in steps)
+    grad_steps = [e for e in evs if e["name"] == "recurrent_grad::step"]
+    assert len(grad_steps) == T
+    # parameter gradients: one aggregation per parameter per run (3 parameters), nested in recurrent_grad
+    agg = [e for e in evs if e["name"] == "sum" and evs[e["parent"]]["name"] == "recurrent_grad"]
+    assert len(agg) == 3
+    assert fluid.profiler.scope_summary()["created"] == 0  # steady state: no scopes created
+
+
+def test_tanh_rnn_learns_a_sequence_task():
+    # label = sign of the sum over time of the first feature: needs memory across steps
+    rng = np.random.RandomState(5)
+    n, seq = 256, 6
+    xs = rng.randn(seq, n, 4).astype("float32")
+    labels = (xs[:, :, 0].sum(0) > 0).astype("int64").reshape(n, 1)
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 11
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[seq, -1, 4], dtype="float32", append_batch_size=False)
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        rnn = fluid.layers.StaticRNN()
+        with rnn.step():
+            x_t = rnn.step_input(x)
+            h_prev = rnn.memory(shape=[-1, 16], batch_ref=x_t)
+            h = fluid.layers.fc(input=[x_t, h_prev], size=16, act="tanh")
+            rnn.update_memory(h_prev, h)
+            rnn.step_output(h)
+        hidden = rnn()
+        last = fluid.layers.reshape(fluid.layers.split(hidden, num_or_sections=seq, dim=0)[-1], [-1, 16])
+        logits = fluid.layers.fc(input=last, size=2)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
+        acc = fluid.layers.accuracy(fluid.layers.softmax(logits), label)
+        fluid.optimizer.Adam(learning_rate=0.02).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    for epoch in range(60):
+        for i in range(0, n, 64):
+            exe.run(main, feed={"x": xs[:, i:i + 64], "label": labels[i:i + 64]}, scope=scope)
+    a = exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[acc], scope=scope)[0][0]
+    assert a > 0.9
