@@ -22,6 +22,10 @@ extern "C" char* scipy_openblas_get_config(void);
 namespace py = pybind11;
 using namespace fl;
 
+namespace fl {
+extern std::atomic<bool> g_recurrent_fluid_mode;  // kernels/recurrent.cc
+}
+
 namespace {
 
 // ------------------------------------------------------------------ numpy <-> Tensor
@@ -548,6 +552,9 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
 
+  m.def("set_recurrent_fluid_mode", [](bool on) { g_recurrent_fluid_mode.store(on); },
+        "run StaticRNN the way Fluid 1.x did (new step scopes each run, copied memories, a sum per parameter "
+        "per step) -- for before/after comparisons in the profiler");
   m.def("set_vlog_level", &SetVlogLevel);
   m.def("get_vlog_level", &GetVlogLevel);
   m.def("set_vmodule", &SetVmodule);

@@ -10,6 +10,7 @@
 //   [seq_len, ...] tensor;
 // - each parameter's gradient is computed per step in the step scope and added up ONCE per run with a
 //   single one-pass n-ary sum over all steps (one "sum" profiler event per parameter per run).
+#include <atomic>
 #include <cstring>
 
 #include "executor.h"
@@ -20,7 +21,14 @@
 
 namespace fl {
 
+// Fluid 1.x's strategy, kept as a switch so the profiler can show the difference
+// (fluid.core.set_recurrent_fluid_mode(True)): new step scopes every run, memories and outputs copied by
+// rnn_memory_helper, and parameter gradients added into the outer gradient after every step.
+std::atomic<bool> g_recurrent_fluid_mode{false};
+
 namespace {
+
+bool FluidMode() { return g_recurrent_fluid_mode.load(std::memory_order_relaxed); }
 
 constexpr const char* kStepEvent = "recurrent::step";
 constexpr const char* kGradStepEvent = "recurrent_grad::step";
@@ -123,6 +131,10 @@ void RunRecurrent(const ExecutionContext& ctx) {
   FL_VLOG(3) << "Static RNN input sequence length = " << seq_len;
 
   StepScopes& scopes = *ctx.OutputVar("step_scopes")->GetMutableStepScopes();
+  if (FluidMode()) {  // Fluid deletes the previous run's step scopes and makes new ones
+    for (Scope* s : scopes) ctx.scope().DeleteScope(s);
+    scopes.clear();
+  }
   while (static_cast<int64_t>(scopes.size()) < seq_len) scopes.push_back(&ctx.scope().NewScope());
   StepPlans& plans = ctx.State<StepPlans>();
 
@@ -141,7 +153,8 @@ void RunRecurrent(const ExecutionContext& ctx) {
       } else {
         const Tensor* prev = Local(*scopes[t - 1], states[j], "memory update")->GetTensor();
         FL_ENFORCE(prev && prev->IsInitialized(), "recurrent: memory '", states[j], "' was not computed at step ", t - 1);
-        ex->ShareDataWith(*prev);
+        if (FluidMode()) TensorCopy(*prev, ctx.place(), ex);
+        else ex->ShareDataWith(*prev);
       }
     }
     RunPreparedOps(ops, ctx.place());
@@ -232,6 +245,26 @@ void RunRecurrentGrad(const ExecutionContext& ctx) {
       else v->GetMutableTensor()->Clear();
     }
     RunPreparedOps(ops, place);
+    if (FluidMode()) {  // Fluid: one sum op per parameter per step into the outer gradient
+      for (size_t p = 0; p < param_names.size(); ++p) {
+        Tensor* outer = ctx.OutputOrNull("parameters@GRAD", static_cast<int>(p));
+        Variable* v = s.FindLocalVar(GradName(param_names[p]));
+        const Tensor* g = v ? v->GetTensor() : nullptr;
+        if (!outer || !g || !g->IsInitialized()) continue;
+        RecordEvent sum_ev("sum", "Operator");
+        if (t == seq_len - 1) {
+          TensorCopy(*g, place, outer);
+          continue;
+        }
+        VisitDType(g->dtype(), [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_floating_point_v<T>) {
+            std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
+            SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
+          }
+        });
+      }
+    }
     // Step-input gradients go to their slice of the outer gradient.
     for (size_t i = 0; i < in_names.size(); ++i) {
       Tensor* outer = ctx.OutputOrNull("inputs@GRAD", static_cast<int>(i));
@@ -263,7 +296,7 @@ void RunRecurrentGrad(const ExecutionContext& ctx) {
     else FillZerosLike(ctx.Input("initial_states", static_cast<int>(j)), place, outer);
   }
   // Parameter gradients: one n-ary sum over the steps per parameter.
-  for (size_t p = 0; p < param_names.size(); ++p) {
+  for (size_t p = 0; p < param_names.size() && !FluidMode(); ++p) {
     Tensor* outer = ctx.OutputOrNull("parameters@GRAD", static_cast<int>(p));
     if (!outer) continue;
     AggregateParamGrad(scopes, seq_len, GradName(param_names[p]), ctx.Input("parameters", static_cast<int>(p)), place,
@@ -340,7 +373,12 @@ FL_REGISTER_OP(rnn_memory_helper, op) {
       .SetRun([](const ExecutionContext& ctx) {
         const Tensor& x = ctx.Input("X");
         Tensor* out = ctx.Output("Out");
-        out->ShareDataWith(x);
+        if (FluidMode()) {
+          out->Clear();
+          TensorCopy(x, ctx.place(), out);
+        } else {
+          out->ShareDataWith(x);
+        }
         out->set_lod(x.lod());
       })
       .SetGradMaker([](GradOpMaker& g) {
@@ -362,8 +400,14 @@ FL_REGISTER_OP(rnn_memory_helper_grad, op) {
         Tensor* dx = ctx.OutputOrNull("X@GRAD");
         if (!dx) return;
         const Tensor* dout = ctx.HasInput("Out@GRAD") ? ctx.InputOrNull("Out@GRAD") : nullptr;
-        if (dout) dx->ShareDataWith(*dout);
-        else FillZerosLike(ctx.Input("X"), ctx.place(), dx);
+        if (dout && FluidMode()) {
+          dx->Clear();
+          TensorCopy(*dout, ctx.place(), dx);
+        } else if (dout) {
+          dx->ShareDataWith(*dout);
+        } else {
+          FillZerosLike(ctx.Input("X"), ctx.place(), dx);
+        }
       });
 }
 
