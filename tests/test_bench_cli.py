@@ -121,13 +121,31 @@ def test_compare_torch_paddle_numpy(tmp_path):
         assert e["rss_timed_growth_bytes"] >= 0
         assert e["rss_footprint"]["bytes"] > 0, e
     if not HAS_PADDLE:
-        assert fws["paddle"] == {"framework": "paddle", "status": "skipped", "reason": "not installed"}
+        assert fws["paddle"] == {"framework": "paddle", "status": "skipped", "reason": "not installed", "version": None}
         assert re.search(r"paddle +skipped: not installed", r.stdout), r.stdout
+    assert fws["torch"]["version"].startswith("2.")
     first = res["compare"]["agreement"]["first_step"]
     assert first["torch"] == pytest.approx(first["fluidlite"], rel=1e-4)
     for name in ("torch", "numpy"):
         assert re.search(r"^  %s +[\d.]+ \([\d.]+ - [\d.]+\) +[\d,.]+ +[\d.]+x" % name, r.stdout, re.M), r.stdout
     assert "first-step result agrees" in r.stdout
+    # docs/benchmarks.md is rendered from such a file
+    doc = json.loads(path.read_text())
+    text = _make_table().render(doc, "python -m fluidlite.bench --model mlp --compare torch,paddle,numpy")
+    row = re.search(r"^\| `mlp` \| 16 \| \d+ \| ([^|]+)\| ([^|]+)\| ([^|]+)\| ([^|]+)\| ([^|]+)\|", text, re.M)
+    assert row, text
+    assert row.group(3).strip() == ("not installed" if not HAS_PADDLE else row.group(3).strip())
+    assert "**%.2f×**" % fws["torch"]["fluidlite_speedup"] in text
+    assert "- PyTorch: %s" % fws["torch"]["version"] in text
+    assert "## Memory" in text and "## Program construction" in text and "OPENBLAS_CORETYPE" in text
+
+
+def _make_table():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_table", os.path.join(ROOT, "benchmarks", "make_table.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_compare_with_torch_missing():

@@ -2,7 +2,14 @@
 
 The runner is deliberately plain: build the model's programs, run the startup program, run ``warmup``
 untimed steps, then ``repeat`` timed repetitions of ``iterations`` steps each. Each repetition gives one
-ms/step figure; the summary reports their median and min-max. Models live in ``fluidlite.bench.models``.
+ms/step figure; the summary reports their median and min-max. Models live in ``fluidlite.bench.models``,
+reference implementations for ``--compare`` next to them (see ``fluidlite.bench.reference``).
+
+Also measured: program construction (time, and the Program/Block/Variable/Operator objects created,
+with ``append_backward`` separately; see ``_measure``), the allocator's peak tensor bytes, and the peak
+RSS growth during the timed steps. With ``compare``, references run interleaved with fluidlite (round
+robin over repetitions, so machine noise hits each alike) after their first step was checked against
+fluidlite's, and each framework's memory footprint is measured in a fresh subprocess (``_memprobe``).
 """
 import os
 import platform
@@ -275,9 +282,11 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
     result["memory"] = {"peak_tensor_bytes": mem["peak_bytes"], "rss_timed_growth_bytes": rss_timed[fl.name],
                         "rss_method": peak.method}
     if compare:
-        fws = [{"framework": "fluidlite", "status": "ok"}]
+        import fluidlite
+        fws = [{"framework": "fluidlite", "status": "ok", "version": fluidlite.__version__}]
         for fw, runner, reason in refs:
-            fws.append({"framework": fw, "status": "skipped" if runner is None else "ok", "reason": reason})
+            fws.append({"framework": fw, "status": "skipped" if runner is None else "ok", "reason": reason,
+                        "version": reference.version(fw) if runner is not None else None})
         med = result["ms_per_step"]["median"]
         for entry in fws:
             t = times.get(entry["framework"]) if entry["status"] == "ok" else None

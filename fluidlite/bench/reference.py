@@ -48,6 +48,13 @@ def availability(name):
     return None
 
 
+def version(name):
+    try:
+        return getattr(import_framework(name), "__version__", None)
+    except ImportError:
+        return None
+
+
 def factory(model_module, framework):
     """The model's ``reference_<framework>`` function, or None."""
     return getattr(model_module, "reference_" + framework, None)
