@@ -295,7 +295,7 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                 entry["repeat"] = len(t)
                 entry["fluidlite_speedup"] = entry["ms_per_step"]["median"] / med
                 entry["rss_timed_growth_bytes"] = rss_timed[entry["framework"]]
-        if footprint:
+        if footprint and not interrupted:  # after Ctrl-C, report what was measured and stop
             for entry in fws:
                 if entry["status"] == "ok":
                     entry["rss_footprint"] = measure_footprint(name, entry["framework"], cfg["batch_size"], seed,
