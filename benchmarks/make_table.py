@@ -52,6 +52,8 @@ def _time_cell(e):
         return "not run"
     if e["status"] != "ok":
         return e["reason"]
+    if "ms_per_step" not in e:
+        return "interrupted"
     ms = e["ms_per_step"]
     return "%s (%s–%s)" % (_ms(ms["median"]), _ms(ms["min"]), _ms(ms["max"]))
 
