@@ -2,7 +2,14 @@
 
 The runner is deliberately plain: build the model's programs, run the startup program, run ``warmup``
 untimed steps, then ``repeat`` timed repetitions of ``iterations`` steps each. Each repetition gives one
-ms/step figure; the summary reports their median and min-max. Models live in ``fluidlite.bench.models``.
+ms/step figure; the summary reports their median and min-max. Models live in ``fluidlite.bench.models``,
+reference implementations for ``--compare`` next to them (see ``fluidlite.bench.reference``).
+
+Also measured: program construction (time, and the Program/Block/Variable/Operator objects created,
+with ``append_backward`` separately; see ``_measure``), the allocator's peak tensor bytes, and the peak
+RSS growth during the timed steps. With ``compare``, references run interleaved with fluidlite (round
+robin over repetitions, so machine noise hits each alike) after their first step was checked against
+fluidlite's, and each framework's memory footprint is measured in a fresh subprocess (``_memprobe``).
 """
 import os
 import platform
@@ -13,9 +20,9 @@ import time
 
 import numpy as np
 
-from . import models
+from . import _measure, models, reference
 
-__all__ = ["run_model", "machine_info", "format_summary"]
+__all__ = ["run_model", "machine_info", "format_summary", "format_compare", "AgreementError", "measure_footprint"]
 
 
 def _place(device):
@@ -37,15 +44,121 @@ def gpu_unavailable_reason():
     return None
 
 
+class AgreementError(RuntimeError):
+    """A reference framework's first step disagrees with fluidlite's: the comparison would time a
+    different computation."""
+
+
+class _Fluidlite:
+    """fluidlite's side of a run: the model's programs built (construction counted), startup run."""
+    name = "fluidlite"
+
+    def __init__(self, mod, batch_size, seed, place):
+        import fluidlite as fluid
+        with _measure.count_construction() as construction:
+            t0 = time.perf_counter()
+            built = mod.build(batch_size, seed)
+            build_s = time.perf_counter() - t0
+        self.built, self.feed_dict, self.fetch_list = built, built.feed(), built.fetch_list
+        self.exe = fluid.Executor(place)
+        self.scope = fluid.Scope()
+        t0 = time.perf_counter()
+        self.exe.run(built.startup, scope=self.scope)
+        startup_s = time.perf_counter() - t0
+        ab = construction["append_backward"]
+        self.construction = {
+            "build_ms": build_s * 1e3,
+            "append_backward_ms": ab["s"] * 1e3,
+            "forward_and_optimizer_ms": (build_s - ab["s"]) * 1e3,
+            "append_backward_calls": ab["calls"],
+            "created": construction["created"],
+            "created_by_append_backward": ab["created"],
+            "in_programs": _measure.program_counts([built.main, built.startup]),
+            "startup_run_ms": startup_s * 1e3,
+        }
+
+    def params(self):
+        names = sorted(p.name for p in self.built.main.global_block().all_parameters())
+        return {n: np.array(self.scope.find_var(n).get_tensor()) for n in names}
+
+    def step(self):
+        return self.exe.run(self.built.main, feed=self.feed_dict, fetch_list=self.fetch_list, scope=self.scope)[0]
+
+
+def _first(value):
+    return np.asarray(value, dtype=np.float64).ravel()
+
+
+def _agree(ours, theirs, tol):
+    a, b = _first(ours), _first(theirs)
+    return a.shape == b.shape and bool(np.allclose(b, a, rtol=tol["rtol"], atol=tol["atol"]))
+
+
+def _show(value):
+    v = _first(value)
+    return ("%.7g" % v[0]) if v.size == 1 else "[%s%s] (%d values)" % (
+        ", ".join("%.7g" % x for x in v[:3]), ", ..." if v.size > 3 else "", v.size)
+
+
+def _references(mod, fl, frameworks, threads):
+    """[(name, runner or None, skip reason or None)] for the requested frameworks, in the order given."""
+    out = []
+    params = feed = None
+    perturb = os.environ.get(reference.PERTURB_ENV, "")
+    for fw in frameworks:
+        reason = reference.availability(fw)
+        make = reference.factory(mod, fw)
+        if reason is None and make is None:
+            reason = "no %s reference for this model" % fw
+        if reason is not None:
+            out.append((fw, None, reason))
+            continue
+        if params is None:
+            params, feed = fl.params(), {k: np.asarray(v) for k, v in fl.feed_dict.items()}
+        p, f = reference.perturbed(params, feed) if fw == perturb else (params, feed)
+        if fw == "torch":
+            reference.set_torch_threads(threads)
+        elif fw == "numpy":
+            reference.set_numpy_threads(threads)
+        out.append((fw, _Reference(fw, make(p, f)), None))
+    return out
+
+
+class _Reference:
+    """A reference implementation under its framework's name (``step`` is the implementation's)."""
+
+    def __init__(self, name, impl):
+        self.name, self.impl, self.step = name, impl, impl.step
+
+
+def _progress(total, desc, enabled):
+    """A tqdm bar on stderr (shown after 2 s, only on a terminal), or a no-op."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, delay=2.0, leave=False, dynamic_ncols=True)
+
+
 def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, threads=None, seed=0,
-              device="cpu"):
+              device="cpu", compare=(), profile=False, sorted_key=None, timeline=None, cprofile=None,
+              progress=True, footprint=None):
     """Benchmark model `name`; arguments left as None take the model's DEFAULTS. Returns a dict of figures.
 
+    compare: reference frameworks ("torch", "paddle", "numpy") timed interleaved with fluidlite after
+    their first step's result was checked against fluidlite's (AgreementError if it differs).
+    profile / timeline: fluidlite's profiler records the timed steps; the report goes to
+    result["profile"]["report"], the Chrome trace to `timeline`. cprofile: path of a pstats file covering
+    the model's whole run (construction, append_backward, startup, warm-up, timed steps).
+    footprint: measure each framework's peak RSS growth in a fresh subprocess (default: when comparing).
+
     A KeyboardInterrupt during the timed repetitions stops early: the figures then cover the completed
-    repetitions and ``interrupted`` is True (no completed repetition re-raises it).
+    repetitions and ``interrupted`` is True (no completed fluidlite repetition re-raises it).
     """
-    import fluidlite as fluid
     from fluidlite import core
+    from fluidlite import profiler as fl_profiler
 
     mod = models.load(name)
     cfg = dict(mod.DEFAULTS)
@@ -56,39 +169,100 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
     if threads is not None:
         core.set_num_threads(threads)
     place = _place(device)
+    compare = list(compare or ())
+    if footprint is None:
+        footprint = bool(compare)
 
-    np.random.seed(seed)
-    t0 = time.perf_counter()
-    built = mod.build(cfg["batch_size"], seed)
-    build_s = time.perf_counter() - t0
+    prof = None
+    if cprofile:
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+    try:
+        np.random.seed(seed)
+        fl = _Fluidlite(mod, cfg["batch_size"], seed, place)
+        refs = _references(mod, fl, compare, core.get_num_threads())
+        runners = [fl] + [r for _, r, _ in refs if r is not None]
 
-    exe = fluid.Executor(place)
-    scope = fluid.Scope()
-    per_step_s = []
-    interrupted = False
-    with fluid.scope_guard(scope):
-        exe.run(built.startup)
-        feed = built.feed()
-        core.reset_peak_memory(place)
-        for _ in range(cfg["warmup"]):
-            exe.run(built.main, feed=feed, fetch_list=built.fetch_list)
+        agreement = None
+        if len(runners) > 1:
+            tol = reference.tolerance(mod)
+            first = {fl.name: fl.step()}
+            for r in runners[1:]:
+                first[r.name] = r.step()
+            agreement = {"tolerance": tol, "first_step": {k: _first(v).tolist() for k, v in first.items()}}
+            bad = [r.name for r in runners[1:] if not _agree(first[fl.name], first[r.name], tol)]
+            if bad:
+                raise AgreementError("first-step result of %s differs from fluidlite's beyond rtol %g, atol %g "
+                                     "(%s): not the same computation, nothing was timed" % (
+                                         ", ".join(bad), tol["rtol"], tol["atol"],
+                                         "; ".join("%s %s" % (k, _show(v)) for k, v in first.items())))
+
+        total = len(runners) * (cfg["warmup"] + cfg["repeat"] * cfg["iterations"])
+        bar = _progress(total, name, progress)
+        times = {r.name: [] for r in runners}
+        rss_timed = {r.name: None for r in runners}
+        peak = _measure.PeakRSS()
+        interrupted = False
+        profiling = bool(profile or timeline)
         try:
-            for _ in range(cfg["repeat"]):
+            core.reset_peak_memory(place)
+            for r in runners:
+                for _ in range(cfg["warmup"]):
+                    r.step()
+                if bar is not None:
+                    bar.update(cfg["warmup"])
+            if profiling:
+                fl_profiler.start_profiler("CPU")
+            try:
                 n = cfg["iterations"]
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    exe.run(built.main, feed=feed, fetch_list=built.fetch_list)
-                per_step_s.append((time.perf_counter() - t0) / n)
-        except KeyboardInterrupt:
-            if not per_step_s:
-                raise
-            interrupted = True
+                for _ in range(cfg["repeat"]):
+                    for r in runners:
+                        step = r.step
+                        peak.start()
+                        t0 = time.perf_counter()
+                        for _ in range(n):
+                            step()
+                        dt = time.perf_counter() - t0
+                        grown = peak.stop()
+                        times[r.name].append(dt / n)
+                        if grown is not None:
+                            rss_timed[r.name] = max(grown, rss_timed[r.name] or 0)
+                        if bar is not None:
+                            bar.update(n)
+            except KeyboardInterrupt:
+                if not times[fl.name]:
+                    raise
+                interrupted = True
+        finally:
+            if bar is not None:
+                bar.close()
+            profile_doc = None
+            if profiling:
+                fl_profiler.stop_profiler(sorted_key, profile_path=None, print_report=False)
+                profile_doc = {"sorted_key": sorted_key, "timeline": timeline,
+                               "report": fl_profiler.report(sorted_key) if profile else None,
+                               "rows": fl_profiler.summary(sorted_key)}
+                if timeline:
+                    fl_profiler.export_chrome_trace(timeline)
+    finally:
+        if prof is not None:
+            prof.disable()
     mem = core.memory_stats(place)
 
-    ms = [s * 1e3 for s in per_step_s]
-    med_ms = statistics.median(ms)
-    num_ops = len(built.main.global_block().ops)
-    return {
+    cprofile_doc = None
+    if prof is not None:
+        cprofile_doc = _write_cprofile(prof, cprofile)
+
+    def figures(ms):
+        med_ms = statistics.median(ms)
+        return {"ms_per_step": {"median": med_ms, "min": min(ms), "max": max(ms), "all": ms},
+                "steps_per_s": {"median": 1e3 / med_ms, "min": 1e3 / max(ms), "max": 1e3 / min(ms)},
+                "samples_per_s": cfg["batch_size"] * 1e3 / med_ms}
+
+    ms = [s * 1e3 for s in times[fl.name]]
+    num_ops = len(fl.built.main.global_block().ops)
+    result = {
         "model": name,
         "description": mod.DESCRIPTION,
         "device": device,
@@ -99,14 +273,80 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
         "repeat": len(ms),
         "seed": seed,
         "ops_per_step": num_ops,
-        "build_s": build_s,
-        "ms_per_step": {"median": med_ms, "min": min(ms), "max": max(ms), "all": ms},
-        "steps_per_s": {"median": 1e3 / med_ms, "min": 1e3 / max(ms), "max": 1e3 / min(ms)},
-        "samples_per_s": cfg["batch_size"] * 1e3 / med_ms,
-        "us_per_op": med_ms * 1e3 / num_ops if num_ops else None,
-        "peak_tensor_bytes": mem["peak_bytes"],
-        "interrupted": interrupted,
+        "build_s": fl.construction["build_ms"] / 1e3,
+        "construction": fl.construction,
     }
+    result.update(figures(ms))
+    result["us_per_op"] = result["ms_per_step"]["median"] * 1e3 / num_ops if num_ops else None
+    result["peak_tensor_bytes"] = mem["peak_bytes"]
+    result["memory"] = {"peak_tensor_bytes": mem["peak_bytes"], "rss_timed_growth_bytes": rss_timed[fl.name],
+                        "rss_method": peak.method}
+    if compare:
+        import fluidlite
+        fws = [{"framework": "fluidlite", "status": "ok", "version": fluidlite.__version__}]
+        for fw, runner, reason in refs:
+            fws.append({"framework": fw, "status": "skipped" if runner is None else "ok", "reason": reason,
+                        "version": reference.version(fw) if runner is not None else None})
+        med = result["ms_per_step"]["median"]
+        for entry in fws:
+            t = times.get(entry["framework"]) if entry["status"] == "ok" else None
+            if t:
+                entry.update(figures([s * 1e3 for s in t]))
+                entry["repeat"] = len(t)
+                entry["fluidlite_speedup"] = entry["ms_per_step"]["median"] / med
+                entry["rss_timed_growth_bytes"] = rss_timed[entry["framework"]]
+        if footprint and not interrupted:  # after Ctrl-C, report what was measured and stop
+            for entry in fws:
+                if entry["status"] == "ok":
+                    entry["rss_footprint"] = measure_footprint(name, entry["framework"], cfg["batch_size"], seed,
+                                                               core.get_num_threads())
+        result["compare"] = {"frameworks": fws, "agreement": agreement}
+    if profile_doc is not None:
+        result["profile"] = profile_doc
+    if cprofile_doc is not None:
+        result["cprofile"] = cprofile_doc
+    result["interrupted"] = interrupted
+    return result
+
+
+FOOTPRINT_STEPS = 5
+
+
+def measure_footprint(model, framework, batch_size, seed, threads, steps=FOOTPRINT_STEPS, timeout=300):
+    """Peak RSS growth of building `model` in `framework` and running `steps` steps, measured in a fresh
+    subprocess (``python -m fluidlite.bench._memprobe``) so no other framework's memory is in the figure.
+    Returns {"bytes", "method", "steps"} or {"error"}."""
+    cmd = [sys.executable, "-m", "fluidlite.bench._memprobe", model, framework, str(batch_size), str(seed),
+           str(threads), str(steps)]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": "%s: %s" % (type(e).__name__, e)}
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if r.returncode != 0 or not lines:
+        tail = (r.stderr.strip().splitlines() or ["exit code %d" % r.returncode])[-1]
+        return {"error": tail}
+    import json
+    return json.loads(lines[-1])
+
+
+CPROFILE_TOP = 15
+
+
+def _write_cprofile(prof, path):
+    import io
+    import pstats
+    prof.dump_stats(path)
+    buf = io.StringIO()
+    stats = pstats.Stats(path, stream=buf)
+    stats.sort_stats("cumulative").print_stats(CPROFILE_TOP)
+    top = []
+    for (filename, line, func), (cc, nc, tt, ct, _) in sorted(stats.stats.items(), key=lambda kv: -kv[1][3])[:CPROFILE_TOP]:
+        top.append({"function": "%s:%d(%s)" % (filename, line, func), "calls": nc, "tottime_s": tt, "cumtime_s": ct})
+    return {"path": path, "text": buf.getvalue(), "top": top}
 
 
 def _cpu_model():
@@ -179,15 +419,19 @@ def _fmt(x):
     return "%.3g" % x
 
 
-def format_summary(result, machine):
-    """A short human-readable block for one model's result."""
-    ms, sps = result["ms_per_step"], result["steps_per_s"]
+def machine_line(machine):
     blas = machine["blas"]
     blas_name = " ".join(blas.get("config", "").split()[:2]) or blas.get("library", "BLAS")
-    lines = [
-        "fluidlite %s on %s (%d cores), %s (%s), numpy %s, python %s" % (
-            machine["fluidlite"], machine["cpu_model"], machine["cpu_usable"], blas_name,
-            blas.get("corename", "?"), machine["numpy"], machine["python"]),
+    return "fluidlite %s on %s (%d cores), %s (%s), numpy %s, python %s" % (
+        machine["fluidlite"], machine["cpu_model"], machine["cpu_usable"], blas_name,
+        blas.get("corename", "?"), machine["numpy"], machine["python"])
+
+
+def format_summary(result, machine=None):
+    """A short human-readable block for one model's result (headed by the machine line if given)."""
+    ms, sps = result["ms_per_step"], result["steps_per_s"]
+    lines = [machine_line(machine)] if machine else []
+    lines += [
         "model       %s: %s" % (result["model"], result["description"]),
         "device      %s" % result["device"],
         "batch size  %d" % result["batch_size"],
@@ -200,7 +444,70 @@ def format_summary(result, machine):
     ]
     if result["us_per_op"] is not None:
         lines.append(MICRO + "s/op       %s  (%d ops per step)" % (_fmt(result["us_per_op"]), result["ops_per_step"]))
-    lines.append("peak memory %s bytes in tensors" % "{:,}".format(result["peak_tensor_bytes"]))
+    c = result["construction"]
+    cr, ab = c["created"], c["created_by_append_backward"]
+    lines.append("build       %s ms: %d programs, %d blocks, %d variables, %d operators created" % (
+        _fmt(c["build_ms"]), cr["programs"], cr["blocks"], cr["variables"], cr["operators"]))
+    lines.append("            append_backward %s ms (%d variables, %d operators of those); forward + optimizer %s ms;"
+                 " startup run %s ms" % (_fmt(c["append_backward_ms"]), ab["variables"], ab["operators"],
+                                         _fmt(c["forward_and_optimizer_ms"]), _fmt(c["startup_run_ms"])))
+    m = result["memory"]
+    lines.append("memory      peak %s in tensors (allocator); peak RSS growth during the timed steps %s" % (
+        _bytes(m["peak_tensor_bytes"]), _bytes(m["rss_timed_growth_bytes"])))
+    if result.get("compare"):
+        lines.append(format_compare(result))
+    if result.get("cprofile"):
+        lines.append("cprofile    %s (top %d by cumulative time above)" % (result["cprofile"]["path"], CPROFILE_TOP))
+    if result.get("profile") and result["profile"]["timeline"]:
+        lines.append("timeline    %s (open in https://ui.perfetto.dev or chrome://tracing)" % result["profile"]["timeline"])
     if result["interrupted"]:
         lines.append("(interrupted: figures cover the completed repetitions only)")
+    return "\n".join(lines)
+
+
+def _bytes(n):
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return "%.1f %s" % (n / size, unit)
+    return "%d B" % n
+
+
+def format_compare(result):
+    """The side-by-side table of a --compare run."""
+    comp = result["compare"]
+    agreement = comp["agreement"]
+    lines = []
+    if agreement:
+        tol = agreement["tolerance"]
+        lines.append("compare     same weights and batch; first-step result agrees within rtol %g, atol %g: %s" % (
+            tol["rtol"], tol["atol"], ", ".join("%s %s" % (k, _show(v)) for k, v in agreement["first_step"].items())))
+    else:
+        lines.append("compare     (no reference framework available)")
+    fp = any("rss_footprint" in e for e in comp["frameworks"])
+    header = "  %-10s %-30s %10s %10s %18s" % ("framework", "ms/step median (min - max)", "steps/s", "speedup",
+                                                 "RSS growth timed")
+    if fp:
+        header += " %16s" % "RSS footprint"
+    lines += [header]
+    for e in comp["frameworks"]:
+        if e["status"] != "ok":
+            lines.append("  %-10s skipped: %s" % (e["framework"], e["reason"]))
+            continue
+        if "ms_per_step" not in e:
+            lines.append("  %-10s (interrupted before a timed repetition)" % e["framework"])
+            continue
+        ms = e["ms_per_step"]
+        line = "  %-10s %-30s %10s %9.2fx %18s" % (
+            e["framework"], "%s (%s - %s)" % (_fmt(ms["median"]), _fmt(ms["min"]), _fmt(ms["max"])),
+            _fmt(e["steps_per_s"]["median"]), e["fluidlite_speedup"], _bytes(e["rss_timed_growth_bytes"]))
+        if fp:
+            f = e.get("rss_footprint") or {}
+            line += " %16s" % (_bytes(f["bytes"]) if f.get("bytes") is not None else "error")
+        lines.append(line.rstrip())
+    lines.append("            speedup = framework ms/step / fluidlite ms/step (> 1: fluidlite is faster); "
+                 "RSS footprint: peak RSS growth of building the model and running %d steps in a fresh process"
+                 % FOOTPRINT_STEPS if fp else
+                 "            speedup = framework ms/step / fluidlite ms/step (> 1: fluidlite is faster)")
     return "\n".join(lines)

@@ -1,18 +1,32 @@
 """Command line of ``python -m fluidlite.bench`` (see ``--help``)."""
 import argparse
 import json
+import os
 import sys
 
-from . import format_summary, gpu_unavailable_reason, machine_info, models, run_model
+from . import (AgreementError, format_summary, gpu_unavailable_reason, machine_info, models, reference,
+               run_model)
 
 PROG = "python -m fluidlite.bench"
-DEFAULT_MODEL = "overhead"
+DEFAULT_MODEL = "mlp"
+SORTED_KEYS = ("calls", "total", "max", "min", "ave")
+SCHEMA = 2
 
 EPILOG = """\
 examples:
-  python -m fluidlite.bench                               # default model, default settings
+  python -m fluidlite.bench                                  # the MLP training step, default settings
   python -m fluidlite.bench --model overhead --iterations 500 --repeat 10
-  python -m fluidlite.bench --threads 1 --json result.json
+  python -m fluidlite.bench --model all --threads 1 --json result.json
+  python -m fluidlite.bench --model mlp --compare torch,numpy,paddle
+  python -m fluidlite.bench --model mlp --profile --sorted_key total --timeline /tmp/mlp.json
+  python -m fluidlite.bench --model fit_a_line --cprofile /tmp/fit.pstats
+  python -m fluidlite.bench --model overhead --iterations 1 --repeat 1 --warmup 0 --glog_v 3
+
+  --compare checks that each reference's first step gives fluidlite's result (exit code 1 if not), then
+  times them interleaved in this process; a framework that is not installed is reported as skipped.
+  With --model all, --timeline and --cprofile write one file per model (PATH with .MODEL before its
+  extension). Exit codes: 0 done, 1 a model failed or disagreed with a reference, 2 bad arguments,
+  130 interrupted (Ctrl-C; what was measured is printed).
 
 models:
 """
@@ -26,6 +40,7 @@ def _model_lines():
         except Exception as e:  # a broken model must not break --help
             desc = "(cannot load: %s)" % e
         lines.append("  %-12s %s" % (name, desc))
+    lines.append("  %-12s every model above, one after the other" % "all")
     return "\n".join(lines)
 
 
@@ -49,55 +64,132 @@ def _int_at_least(lo):
     return parse
 
 
+def _framework_list(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in reference.FRAMEWORKS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of %s, got %r"
+                                         % (",".join(reference.FRAMEWORKS), text))
+    return list(dict.fromkeys(names))
+_framework_list.__name__ = "framework list"
+
+
 def build_parser():
     p = _Parser(prog=PROG, description="Time a fluidlite model's step and print a summary "
-                "(steps/s, ms/step median and min-max over repetitions after warm-up, samples/s).",
+                "(steps/s, ms/step median and min-max over repetitions after warm-up, samples/s, "
+                "construction time and object counts, memory).",
                 epilog=EPILOG + _model_lines(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=DEFAULT_MODEL, choices=list(models.MODELS),
-                   help="model to run (default: %(default)s)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=list(models.MODELS) + ["all"],
+                   help="model to run, or all (default: %(default)s)")
     p.add_argument("--batch_size", type=_int_at_least(1), help="samples per step (default: the model's)")
     p.add_argument("--iterations", type=_int_at_least(1), help="timed steps per repetition (default: the model's)")
     p.add_argument("--warmup", type=_int_at_least(0), help="untimed steps before timing (default: the model's)")
     p.add_argument("--repeat", type=_int_at_least(1), help="timed repetitions (default: the model's)")
-    p.add_argument("--threads", type=_int_at_least(1), help="BLAS threads (default: leave as is)")
+    p.add_argument("--threads", type=_int_at_least(1), help="BLAS threads, also for torch (default: leave as is)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed (default: %(default)s)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="device (default: %(default)s)")
+    p.add_argument("--compare", type=_framework_list, metavar="FW[,FW...]",
+                   help="also time the same model in these reference frameworks (%s)" % ",".join(reference.FRAMEWORKS))
+    p.add_argument("--profile", action="store_true", help="print fluidlite's Profiling Report for the timed steps")
+    p.add_argument("--sorted_key", choices=SORTED_KEYS, help="sort the report by this column (with --profile)")
+    p.add_argument("--timeline", metavar="PATH", help="write the timed steps' Chrome trace (Perfetto) to PATH")
+    p.add_argument("--glog_v", type=_int_at_least(0), metavar="N", help="GLOG verbose level while running (stderr)")
+    p.add_argument("--cprofile", metavar="PATH",
+                   help="write a cProfile (pstats) file of the Python side to PATH and print its top entries")
     p.add_argument("--json", metavar="PATH", help="also write every figure and machine information to PATH")
+    p.add_argument("--no_progress", action="store_true", help="no progress bar (it is off anyway when stderr is "
+                   "not a terminal)")
     return p
 
 
+def _per_model(path, name, many):
+    if not path or not many:
+        return path
+    stem, ext = os.path.splitext(path)
+    return "%s.%s%s" % (stem, name, ext)
+
+
+def _check_writable(parser, flag, path):
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        parser.error("%s %s: directory %s does not exist" % (flag, path, directory))
+    if not os.access(directory, os.W_OK):
+        parser.error("%s %s: directory %s is not writable" % (flag, path, directory))
+
+
+def _fail(message, code):
+    print("%s: error: %s" % (PROG, " ".join(str(message).split())), file=sys.stderr)
+    return code
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.sorted_key and not args.profile:
+        parser.error("--sorted_key needs --profile")
+    for flag in ("timeline", "cprofile", "json"):
+        if getattr(args, flag):
+            _check_writable(parser, "--" + flag, getattr(args, flag))
     if args.device == "gpu":
         reason = gpu_unavailable_reason()
         if reason:
-            print("%s: error: --device gpu: %s" % (PROG, reason), file=sys.stderr)
-            return 2
+            return _fail("--device gpu: %s" % reason, 2)
+        if args.compare:
+            return _fail("--compare runs the references on the CPU: use it with --device cpu", 2)
+    if args.glog_v is not None:
+        import fluidlite
+        fluidlite.set_vlog_level(args.glog_v)
+
+    names = list(models.MODELS) if args.model == "all" else [args.model]
+    many = len(names) > 1
     machine = machine_info()
-    try:
-        result = run_model(args.model, batch_size=args.batch_size, iterations=args.iterations,
-                           warmup=args.warmup, repeat=args.repeat, threads=args.threads, seed=args.seed,
-                           device=args.device)
-    except KeyboardInterrupt:
-        print("%s: interrupted before any timed repetition finished" % PROG, file=sys.stderr)
-        return 130
-    except Exception as e:  # one line, not a traceback: the model or executor failed
-        print("%s: error: model %s failed: %s: %s" % (PROG, args.model, type(e).__name__,
-                                                      " ".join(str(e).split())), file=sys.stderr)
-        return 1
-    print(format_summary(result, machine))
-    if args.json:
-        doc = {"schema": 1, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
-               "results": [result]}
+    results, code, shown_header = [], 0, False
+    for name in names:
+        try:
+            result = run_model(name, batch_size=args.batch_size, iterations=args.iterations, warmup=args.warmup,
+                               repeat=args.repeat, threads=args.threads, seed=args.seed, device=args.device,
+                               compare=args.compare, profile=args.profile, sorted_key=args.sorted_key,
+                               timeline=_per_model(args.timeline, name, many),
+                               cprofile=_per_model(args.cprofile, name, many), progress=not args.no_progress)
+        except KeyboardInterrupt:
+            print("%s: interrupted before a timed repetition of %s finished" % (PROG, name), file=sys.stderr)
+            code = 130
+            break
+        except AgreementError as e:
+            print("%s: error: AGREEMENT CHECK FAILED for model %s: %s" % (PROG, name, e), file=sys.stderr)
+            code = 1
+            break
+        except Exception as e:  # one line, not a traceback: the model or executor failed
+            code = _fail("model %s failed: %s: %s" % (name, type(e).__name__, e), 1)
+            break
+        results.append(result)
+        if result.get("profile") and result["profile"]["report"]:
+            sys.stdout.write(result["profile"]["report"])
+        if result.get("cprofile"):
+            sys.stdout.write(result["cprofile"]["text"])
+        if shown_header:
+            print()
+        print(format_summary(result, machine if not shown_header else None))
+        sys.stdout.flush()
+        shown_header = True
+        if result["interrupted"]:
+            code = 130
+            break
+    if args.json and results:
+        doc = {"schema": SCHEMA, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
+               "exit_code": code, "results": results}
         try:
             with open(args.json, "w") as f:
                 json.dump(doc, f, indent=2)
                 f.write("\n")
         except OSError as e:
-            print("%s: error: --json %s: %s" % (PROG, args.json, e.strerror or e), file=sys.stderr)
-            return 2
-    return 130 if result["interrupted"] else 0
+            return _fail("--json %s: %s" % (args.json, e.strerror or e), 2)
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -7,6 +7,12 @@ adding one module, nothing else lists them. A model module defines:
 - ``DEFAULTS``: dict with ``batch_size``, ``iterations``, ``warmup``, ``repeat`` (used when the flag is not given).
 - ``build(batch_size, seed) -> Built``: the programs and how to feed and fetch them.
 
+Optional, for ``--compare``: ``reference_numpy(params, feed)``, ``reference_torch(params, feed)`` (and
+``reference_paddle``) returning an object whose ``step()`` runs the same step in that framework from
+fluidlite's initial weights and returns what fluidlite's first fetch returns; ``TOLERANCE`` for the
+first-step agreement check. See ``fluidlite.bench.reference``. A model without a reference for a
+framework is reported as skipped for it. ``python -m fluidlite.bench --model all`` runs every model here.
+
 ``Built.feed()`` returns the feed dict; the runner calls it once and reuses the batch for every step, so
 what is timed is the executor, not data generation. ``Built.fetch_list`` is what each step fetches.
 """

@@ -7,9 +7,11 @@ import numpy as np
 import fluidlite as fluid
 
 from . import Built
+from ..reference import NumpyDense, TorchDense
 
 DESCRIPTION = "Fluid's fit_a_line: fc(13 -> 1), square error, mean, SGD step"
 DEFAULTS = {"batch_size": 20, "iterations": 2000, "warmup": 100, "repeat": 5}
+LEARNING_RATE = 0.001
 
 
 def build(batch_size, seed):
@@ -20,8 +22,16 @@ def build(batch_size, seed):
         y = fluid.layers.data(name="y", shape=[1], dtype="float32")
         y_predict = fluid.layers.fc(input=x, size=1, act=None)
         avg_cost = fluid.layers.mean(fluid.layers.square_error_cost(input=y_predict, label=y))
-        fluid.optimizer.SGD(learning_rate=0.001).minimize(avg_cost)
+        fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(avg_cost)
     rng = np.random.RandomState(seed)
     xs = rng.rand(batch_size, 13).astype("float32")
     ys = rng.rand(batch_size, 1).astype("float32")
     return Built(main, startup, lambda: {"x": xs, "y": ys}, [avg_cost])
+
+
+def reference_numpy(params, feed):
+    return NumpyDense(params, feed["x"], feed["y"], "mse", LEARNING_RATE)
+
+
+def reference_torch(params, feed):
+    return TorchDense(params, feed["x"], feed["y"], "mse", LEARNING_RATE)

@@ -7,10 +7,12 @@ import numpy as np
 import fluidlite as fluid
 
 from . import Built
+from ..reference import NumpyDense, TorchDense
 
 DESCRIPTION = "MLP 784-512-512-10 (relu), softmax cross-entropy, SGD step"
 DEFAULTS = {"batch_size": 64, "iterations": 50, "warmup": 10, "repeat": 5}
 SIZES = (784, 512, 512, 10)
+LEARNING_RATE = 0.01
 
 
 def build(batch_size, seed):
@@ -24,8 +26,16 @@ def build(batch_size, seed):
             h = fluid.layers.fc(input=h, size=size, act="relu")
         logits = fluid.layers.fc(input=h, size=SIZES[-1])
         loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
-        fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
+        fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(loss)
     rng = np.random.RandomState(seed)
     images = rng.rand(batch_size, SIZES[0]).astype("float32")
     labels = rng.randint(0, SIZES[-1], size=(batch_size, 1)).astype("int64")
     return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
+
+
+def reference_numpy(params, feed):
+    return NumpyDense(params, feed["img"], feed["label"], "softmax_ce", LEARNING_RATE)
+
+
+def reference_torch(params, feed):
+    return TorchDense(params, feed["img"], feed["label"], "softmax_ce", LEARNING_RATE)

@@ -14,7 +14,10 @@ DESCRIPTION = "%d chained scale ops on a [batch_size] float32 tensor (per-op exe
 DEFAULTS = {"batch_size": 16, "iterations": 1000, "warmup": 50, "repeat": 5}
 
 
-def build_chain(num_ops, size, scale=1.0001, bias=0.001):
+SCALE, BIAS = 1.0001, 0.001
+
+
+def build_chain(num_ops, size, scale=SCALE, bias=BIAS):
     """Programs computing x -> scale*x + bias applied `num_ops` times, x a [size] float32 data var."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
@@ -30,3 +33,39 @@ def build(batch_size, seed):
     main.random_seed = startup.random_seed = seed
     x = np.random.RandomState(seed).rand(batch_size).astype("float32")
     return Built(main, startup, lambda: {"x": x}, [out])
+
+
+class _NumpyChain:
+    """numpy: ``x = x * s + b`` NUM_OPS times (two numpy calls per op)."""
+
+    def __init__(self, x):
+        self.x, self.s, self.b = x, np.float32(SCALE), np.float32(BIAS)
+
+    def step(self):
+        h = self.x
+        for _ in range(NUM_OPS):
+            h = h * self.s + self.b
+        return h
+
+
+class _TorchChain:
+    """PyTorch eager under no_grad: ``h = h * s + b`` NUM_OPS times."""
+
+    def __init__(self, x):
+        import torch
+        self.torch, self.x = torch, torch.from_numpy(x)
+
+    def step(self):
+        with self.torch.no_grad():
+            h = self.x
+            for _ in range(NUM_OPS):
+                h = h * SCALE + BIAS
+        return h.numpy()
+
+
+def reference_numpy(params, feed):
+    return _NumpyChain(feed["x"])
+
+
+def reference_torch(params, feed):
+    return _TorchChain(feed["x"])
