@@ -39,24 +39,26 @@ const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   return *program->Block(static_cast<size_t>(ctx.Attr<BlockRef>("sub_block").idx));
 }
 
-// The step block prepared and bound once per step scope; rebuilt only for new or replaced scopes.
+// The step block prepared and bound once per step scope; rebuilt only for new or replaced scopes
+// (compared by the scope's unique id: a new scope may reuse a deleted one's address).
 struct StepPlans {
-  std::vector<Scope*> scopes;
+  std::vector<uint64_t> scopes;
   std::vector<std::vector<std::unique_ptr<PreparedOp>>> ops;
 
   std::vector<std::unique_ptr<PreparedOp>>& For(size_t i, Scope* scope, const BlockDesc& block) {
     if (scopes.size() <= i) {
-      scopes.resize(i + 1, nullptr);
+      scopes.resize(i + 1, 0);
       ops.resize(i + 1);
     }
-    if (scopes[i] != scope) {
+    if (scopes[i] != scope->uid()) {
+      RecordEvent ev("recurrent::prepare_step", "Recurrent");
       CreateBlockVariables(block, scope, scope);
       ops[i].clear();
       for (auto& op : block.AllOps()) {
         ops[i].push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
         ops[i].back()->Bind(*scope);
       }
-      scopes[i] = scope;
+      scopes[i] = scope->uid();
     }
     return ops[i];
   }
