@@ -1,0 +1,288 @@
+// conv2d (and depthwise_conv2d, the type Fluid picks when groups == channels): NCHW convolution with
+// stride, padding, dilation and groups, as im2col + GEMM. Small images are batched: the column matrices
+// of several images sit side by side so one wide GEMM replaces many thin ones. Depthwise convolutions
+// (one input channel per group) skip the GEMM for a direct loop over output rows.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "helpers/blas.h"
+#include "helpers/im2col.h"
+#include "helpers/scratch.h"
+#include "op_context.h"
+
+namespace fl {
+
+namespace {
+
+// The conv attributes, read once (from an InferShapeContext or an ExecutionContext).
+struct ConvAttrs {
+  std::vector<int32_t> strides, paddings, dilations;
+  int32_t groups;
+  std::string data_format;
+
+  template <typename Ctx>
+  static ConvAttrs From(const Ctx& ctx) {
+    return {ctx.template Attr<std::vector<int32_t>>("strides"), ctx.template Attr<std::vector<int32_t>>("paddings"),
+            ctx.template Attr<std::vector<int32_t>>("dilations"), ctx.template Attr<int32_t>("groups"),
+            ctx.template Attr<std::string>("data_format")};
+  }
+};
+
+std::string Ints(const std::vector<int32_t>& v) { return DDim(std::vector<int64_t>(v.begin(), v.end())).ToString(); }
+
+void CheckAttrs(const std::string& op, const ConvAttrs& a) {
+  FL_ENFORCE(a.data_format == "NCHW" || a.data_format == "AnyLayout", op, ": data_format '", a.data_format,
+             "' is not supported; only NCHW (or AnyLayout) is implemented");
+  FL_ENFORCE(a.strides.size() == 2, op, ": strides ", Ints(a.strides), " must have 2 elements");
+  FL_ENFORCE(a.paddings.size() == 2, op, ": paddings ", Ints(a.paddings), " must have 2 elements");
+  FL_ENFORCE(a.dilations.size() == 2, op, ": dilations ", Ints(a.dilations), " must have 2 elements");
+  FL_ENFORCE(a.strides[0] >= 1 && a.strides[1] >= 1, op, ": strides ", Ints(a.strides), " must be >= 1");
+  FL_ENFORCE(a.dilations[0] >= 1 && a.dilations[1] >= 1, op, ": dilations ", Ints(a.dilations), " must be >= 1");
+  FL_ENFORCE(a.paddings[0] >= 0 && a.paddings[1] >= 0, op, ": paddings ", Ints(a.paddings), " must be >= 0");
+  FL_ENFORCE(a.groups >= 1, op, ": groups = ", a.groups, " must be >= 1");
+}
+
+void ConvInferShape(InferShapeContext& ctx) {
+  const std::string& op = ctx.Type();
+  const ConvAttrs a = ConvAttrs::From(ctx);
+  CheckAttrs(op, a);
+  const DDim in = ctx.InputDim("Input"), filter = ctx.InputDim("Filter");
+  FL_ENFORCE(in.size() == 4, op, ": ", ctx.Describe("Input"), " must be 4-D [N, C, H, W]");
+  FL_ENFORCE(filter.size() == 4, op, ": ", ctx.Describe("Filter"), " must be 4-D [M, C/groups, kh, kw]");
+  FL_ENFORCE(ctx.InputDType("Input") == ctx.InputDType("Filter"), op, ": ", ctx.Describe("Input"), " is ",
+             DTypeName(ctx.InputDType("Input")), " but ", ctx.Describe("Filter"), " is ",
+             DTypeName(ctx.InputDType("Filter")));
+  const int64_t c = in[1], m = filter[0], g = a.groups;
+  FL_ENFORCE(c < 0 || c % g == 0, op, ": ", c, " input channels of ", ctx.Describe("Input"),
+             " are not divisible by groups = ", g);
+  FL_ENFORCE(m < 0 || m % g == 0, op, ": ", m, " output channels of ", ctx.Describe("Filter"),
+             " are not divisible by groups = ", g);
+  FL_ENFORCE(c < 0 || filter[1] < 0 || filter[1] * g == c, op, ": ", ctx.Describe("Filter"), " has ", filter[1],
+             " channels but ", ctx.Describe("Input"), " with groups = ", g, " needs C/groups = ", c / g);
+  DDim out{in[0], m, -1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t size = in[2 + i], k = filter[2 + i];
+    FL_ENFORCE(k != 0, op, ": ", ctx.Describe("Filter"), " has an empty kernel");
+    if (size < 0 || k < 0) continue;
+    const int64_t o = ConvOutSize(size, k, a.strides[i], a.paddings[i], a.dilations[i]);
+    FL_ENFORCE(o >= 1, op, ": the ", k, "-wide kernel (dilation ", a.dilations[i], ") of ", ctx.Describe("Filter"),
+               " is larger than ", i == 0 ? "height" : "width", " ", size, " + 2 * padding ", a.paddings[i],
+               " of ", ctx.Describe("Input"));
+    out[2 + i] = o;
+  }
+  ctx.SetOutput("Output", out, ctx.InputDType("Input"));
+}
+
+// Everything a kernel needs: per-image geometry (all C channels) plus batch, output channels, groups.
+struct ConvShape {
+  ConvGeometry geom;
+  int64_t batch, out_channels, groups;
+
+  int64_t ColRowsPerGroup() const { return geom.ColRows() / groups; }
+  int64_t OutPerGroup() const { return out_channels / groups; }
+  // One input channel per group (Fluid's depthwise_conv2d, incl. a channel multiplier).
+  bool Depthwise() const { return groups == geom.channels && groups > 1; }
+};
+
+ConvShape MakeShape(const ExecutionContext& ctx, const DDim& in, const DDim& filter) {
+  const ConvAttrs a = ConvAttrs::From(ctx);
+  ConvShape s;
+  s.geom = {in[1], in[2], in[3], filter[2], filter[3], a.strides[0], a.strides[1], a.paddings[0],
+            a.paddings[1], a.dilations[0], a.dilations[1], 0, 0};
+  s.geom.out_h = ConvOutSize(in[2], filter[2], a.strides[0], a.paddings[0], a.dilations[0]);
+  s.geom.out_w = ConvOutSize(in[3], filter[3], a.strides[1], a.paddings[1], a.dilations[1]);
+  s.batch = in[0];
+  s.out_channels = filter[0];
+  s.groups = a.groups;
+  return s;
+}
+
+// How many images share one column matrix: enough columns for an efficient GEMM, within a cache-sized
+// buffer.
+int64_t ImagesPerChunk(const ConvShape& s, size_t elem) {
+  const int64_t p = s.geom.OutSize();
+  static const int64_t kTargetCols = getenv("FL_CONV_COLS") ? atoll(getenv("FL_CONV_COLS")) : 2048;
+  static const int64_t kMaxColBytes = getenv("FL_CONV_BYTES") ? atoll(getenv("FL_CONV_BYTES")) : (8 << 20);
+  int64_t nb = (kTargetCols + p - 1) / p;
+  nb = std::min(nb, kMaxColBytes / std::max<int64_t>(1, s.geom.ColRows() * p * static_cast<int64_t>(elem)));
+  return std::max<int64_t>(1, std::min(nb, s.batch));
+}
+
+// [M, n, P] (the GEMM's side-by-side layout) <-> [n, M, P] (NCHW): contiguous runs of P.
+template <typename T>
+void ToImages(const T* wide, int64_t m, int64_t n, int64_t p, T* images) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < m; ++r) std::memcpy(images + (i * m + r) * p, wide + (r * n + i) * p, p * sizeof(T));
+}
+template <typename T>
+void ToWide(const T* images, int64_t m, int64_t n, int64_t p, T* wide) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < m; ++r) std::memcpy(wide + (r * n + i) * p, images + (i * m + r) * p, p * sizeof(T));
+}
+
+// The GEMM path. For a chunk of n images with ld = n*P columns and group g:
+//   out'_g [Mg, ld] = W_g [Mg, Kg] @ col_g [Kg, ld]
+//   dW_g [Mg, Kg] += dout'_g [Mg, ld] @ col_g^T
+//   dcol_g [Kg, ld] = W_g^T @ dout'_g, then col2im per image.
+template <typename T>
+class GemmConv {
+ public:
+  explicit GemmConv(const ConvShape& s)
+      : s_(s), p_(s.geom.OutSize()), k_(s.geom.ColRows()), kg_(s.ColRowsPerGroup()), mg_(s.OutPerGroup()),
+        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))) {}
+
+  void Forward(const T* x, const T* w, T* out) const {
+    const int64_t m = s_.out_channels;
+    for (int64_t b0 = 0; b0 < s_.batch; b0 += nb_) {
+      const int64_t n = std::min(nb_, s_.batch - b0), ld = n * p_;
+      const T* col = Columns(x + b0 * image_, n);
+      T* dst = n == 1 ? out + b0 * m * p_ : Scratch<T>(1, m * ld);
+      for (int64_t g = 0; g < s_.groups; ++g)
+        blas::Gemm<T>(false, false, mg_, ld, kg_, T(1), w + g * mg_ * kg_, kg_, col + g * kg_ * ld, ld, T(0),
+                      dst + g * mg_ * ld, ld);
+      if (n > 1) ToImages(dst, m, n, p_, out + b0 * m * p_);
+    }
+  }
+
+  // dx and dw may each be null (not wanted).
+  void Backward(const T* x, const T* w, const T* dout, T* dx, T* dw) const {
+    const int64_t m = s_.out_channels;
+    if (dw && s_.batch == 0) std::fill(dw, dw + m * kg_, T(0));
+    for (int64_t b0 = 0; b0 < s_.batch; b0 += nb_) {
+      const int64_t n = std::min(nb_, s_.batch - b0), ld = n * p_;
+      const T* dwide = dout + b0 * m * p_;
+      if (n > 1) {
+        T* t = Scratch<T>(1, m * ld);
+        ToWide(dwide, m, n, p_, t);
+        dwide = t;
+      }
+      if (dw) {
+        const T* col = Columns(x + b0 * image_, n);
+        for (int64_t g = 0; g < s_.groups; ++g)
+          blas::Gemm<T>(false, true, mg_, kg_, ld, T(1), dwide + g * mg_ * ld, ld, col + g * kg_ * ld, ld,
+                        b0 == 0 ? T(0) : T(1), dw + g * mg_ * kg_, kg_);
+      }
+      if (dx) {
+        T* dxb = dx + b0 * image_;
+        const bool direct = n == 1 && s_.geom.IsPointwise();
+        T* dcol = direct ? dxb : Scratch<T>(0, k_ * ld);
+        for (int64_t g = 0; g < s_.groups; ++g)
+          blas::Gemm<T>(true, false, kg_, ld, mg_, T(1), w + g * mg_ * kg_, kg_, dwide + g * mg_ * ld, ld, T(0),
+                        dcol + g * kg_ * ld, ld);
+        if (!direct)
+          for (int64_t i = 0; i < n; ++i) Col2Im(s_.geom, dcol + i * p_, ld, dxb + i * image_);
+      }
+    }
+  }
+
+ private:
+  // The column matrix [K, n*P] of n consecutive images (the images themselves for one pointwise image).
+  const T* Columns(const T* x, int64_t n) const {
+    if (n == 1 && s_.geom.IsPointwise()) return x;
+    T* col = Scratch<T>(0, k_ * n * p_);
+    for (int64_t i = 0; i < n; ++i) Im2Col(s_.geom, x + i * image_, col + i * p_, n * p_);
+    return col;
+  }
+
+  const ConvShape& s_;
+  const int64_t p_, k_, kg_, mg_, image_, nb_;
+};
+
+template <typename T>
+void ConvForwardKernel(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
+  Tensor* out = ctx.Output("Output");
+  out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
+  GemmConv<T>(s).Forward(in.data<T>(), filter.data<T>(), out->mutable_data<T>(ctx.place()));
+}
+
+template <typename T>
+void ConvGradKernel(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const Tensor& dout = ctx.Input("Output@GRAD");
+  const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
+  const DDim out_dims{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
+  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ",
+             dout.dims(), " does not match the output dims ", out_dims);
+  T* dx = nullptr;
+  T* dw = nullptr;
+  if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
+    t->Resize(in.dims());
+    dx = t->mutable_data<T>(ctx.place());
+  }
+  if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
+    t->Resize(filter.dims());
+    dw = t->mutable_data<T>(ctx.place());
+  }
+  if (!dx && !dw) return;
+  GemmConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+}
+
+void RegisterConv(OpBuilder& op, const std::string& type) {
+  op.Doc(type + ": 2-D convolution of NCHW Input [N, C, H, W] with Filter [M, C/groups, kh, kw] giving Output "
+                "[N, M, Ho, Wo], Ho = (H + 2*pad - (dilation*(kh-1) + 1)) / stride + 1 (likewise Wo). Channels "
+                "split into `groups` independent convolutions.")
+      .Input("Input", "input images [N, C, H, W]")
+      .Input("Filter", "filters [M, C/groups, kh, kw]")
+      .Output("Output", "output images [N, M, Ho, Wo]")
+      .Attr("strides", std::vector<int32_t>{1, 1}, "[stride_h, stride_w]")
+      .Attr("paddings", std::vector<int32_t>{0, 0}, "zero padding [pad_h, pad_w] on both sides")
+      .Attr("dilations", std::vector<int32_t>{1, 1}, "kernel dilation [dilation_h, dilation_w]")
+      .Attr<int32_t>("groups", 1, "number of channel groups (C and M divisible by it)")
+      .Attr<bool>("use_cudnn", false, "accepted for Fluid compatibility; CPU kernels ignore it")
+      .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
+      .Attr("data_format", "AnyLayout", "NCHW (or AnyLayout, meaning NCHW); no other layout is supported")
+      .SetInferShape(ConvInferShape)
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        ConvForwardKernel<typename decltype(tag)::type>(ctx);
+      })
+      .SetGradMaker([](GradOpMaker& g) {
+        // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
+        OpDesc& op = g.NewOp(g.Forward().type() + "_grad");
+        op.SetInput("Input", g.Input("Input"));
+        op.SetInput("Filter", g.Input("Filter"));
+        op.SetInput("Output@GRAD", g.OutputGrad("Output"));
+        op.SetOutput("Input@GRAD", g.InputGrad("Input"));
+        op.SetOutput("Filter@GRAD", g.InputGrad("Filter"));
+      });
+}
+
+void RegisterConvGrad(OpBuilder& op, const std::string& type) {
+  op.Doc(type + ": gradients of the convolution; Input@GRAD and Filter@GRAD are each optional.")
+      .Input("Input", "forward Input")
+      .Input("Filter", "forward Filter")
+      .DispensableInput("Output", "forward Output (accepted for Fluid programs; unused)")
+      .Input("Output@GRAD", "gradient of Output")
+      .DispensableOutput("Input@GRAD", "gradient of Input")
+      .DispensableOutput("Filter@GRAD", "gradient of Filter")
+      .Attr("strides", std::vector<int32_t>{1, 1}, "as in the forward op")
+      .Attr("paddings", std::vector<int32_t>{0, 0}, "as in the forward op")
+      .Attr("dilations", std::vector<int32_t>{1, 1}, "as in the forward op")
+      .Attr<int32_t>("groups", 1, "as in the forward op")
+      .Attr<bool>("use_cudnn", false, "as in the forward op")
+      .Attr<bool>("use_mkldnn", false, "as in the forward op")
+      .Attr("data_format", "AnyLayout", "as in the forward op")
+      .KernelDTypeFrom("Output@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("Input@GRAD")) ctx.SetOutput("Input@GRAD", ctx.InputDim("Input"), ctx.InputDType("Input"));
+        if (ctx.HasOutput("Filter@GRAD"))
+          ctx.SetOutput("Filter@GRAD", ctx.InputDim("Filter"), ctx.InputDType("Filter"));
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        ConvGradKernel<typename decltype(tag)::type>(ctx);
+      });
+}
+
+}  // namespace
+
+FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
+FL_REGISTER_OP(conv2d_grad, op) { RegisterConvGrad(op, "conv2d_grad"); }
+FL_REGISTER_OP(depthwise_conv2d, op) { RegisterConv(op, "depthwise_conv2d"); }
+FL_REGISTER_OP(depthwise_conv2d_grad, op) { RegisterConvGrad(op, "depthwise_conv2d_grad"); }
+
+}  // namespace fl

@@ -1,0 +1,284 @@
+"""conv2d / depthwise_conv2d: forward against a numpy reference, gradients, the layer, and shape errors."""
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+from op_test import OpTest
+
+
+def conv_ref(x, w, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1):
+    """Direct convolution over the zero-padded input: one einsum per kernel tap and group."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    ho = (h + 2 * pad[0] - (dil[0] * (kh - 1) + 1)) // stride[0] + 1
+    wo = (wd + 2 * pad[1] - (dil[1] * (kw - 1) + 1)) // stride[1] + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    out = np.zeros((n, m, ho, wo), dtype=np.float64)
+    mg = m // groups
+    for g in range(groups):
+        xg = xp[:, g * cg:(g + 1) * cg].astype(np.float64)
+        wg = w[g * mg:(g + 1) * mg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                r0, c0 = i * dil[0], j * dil[1]
+                patch = xg[:, :, r0:r0 + stride[0] * (ho - 1) + 1:stride[0], c0:c0 + stride[1] * (wo - 1) + 1:stride[1]]
+                out[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, wg[:, :, i, j])
+    return out.astype(x.dtype)
+
+
+# (name, input shape, filter shape, stride, padding, dilation, groups)
+CASES = [
+    ("basic3x3", (2, 3, 7, 7), (4, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),
+    ("pad1", (1, 3, 6, 6), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ("stride2_pad1", (3, 2, 9, 8), (4, 2, 3, 3), (2, 2), (1, 1), (1, 1), 1),
+    ("pad2_5x5", (2, 2, 8, 8), (3, 2, 5, 5), (1, 1), (2, 2), (1, 1), 1),
+    ("dilation2", (2, 3, 10, 9), (4, 3, 3, 3), (1, 1), (1, 1), (2, 2), 1),
+    ("groups2", (3, 4, 6, 7), (6, 2, 3, 3), (1, 1), (1, 1), (1, 1), 2),
+    ("depthwise", (2, 4, 7, 7), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),
+    ("depthwise_mult2_s2", (3, 3, 9, 8), (6, 1, 3, 3), (2, 2), (1, 1), (1, 1), 3),
+    ("pointwise", (3, 5, 4, 6), (7, 5, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ("pointwise_stride2", (2, 4, 7, 6), (3, 4, 1, 1), (2, 2), (0, 0), (1, 1), 1),
+    ("nonsquare", (1, 2, 5, 11), (3, 2, 2, 4), (1, 2), (1, 0), (2, 1), 1),
+    ("kernel_eq_input", (3, 2, 4, 5), (3, 2, 4, 5), (1, 1), (0, 0), (1, 1), 1),
+    ("pad_only_fit", (2, 1, 2, 2), (2, 1, 4, 4), (1, 1), (1, 1), (1, 1), 1),
+    ("stride3_big", (3, 3, 12, 13), (8, 3, 4, 3), (3, 2), (2, 1), (1, 2), 1),
+]
+
+
+def _attrs(stride, pad, dil, groups):
+    return {"strides": list(stride), "paddings": list(pad), "dilations": list(dil), "groups": groups}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_forward(case, dtype):
+    _, xs, ws, stride, pad, dil, groups = case
+    rng = np.random.RandomState(len(case[0]))
+    x = rng.uniform(-1, 1, xs).astype(dtype)
+    w = rng.uniform(-1, 1, ws).astype(dtype)
+    out = conv_ref(x, w, stride, pad, dil, groups)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for op_type in ["conv2d", "depthwise_conv2d"] if groups == xs[1] else ["conv2d"]:
+        OpTest(op_type, {"Input": x, "Filter": w}, {"Output": out}, _attrs(stride, pad, dil, groups)).check_output(
+            atol=tol, rtol=tol)
+
+
+def test_forward_batched_chunks():
+    """A batch large enough to be split into several side-by-side GEMM chunks (and a ragged last chunk)."""
+    rng = np.random.RandomState(0)
+    x = rng.uniform(-1, 1, (37, 3, 6, 5)).astype("float32")
+    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype("float32")
+    OpTest("conv2d", {"Input": x, "Filter": w}, {"Output": conv_ref(x, w, pad=(1, 1))},
+           _attrs((1, 1), (1, 1), (1, 1), 1)).check_output(atol=1e-5, rtol=1e-5)
+
+
+def test_data_format_nchw_accepted():
+    rng = np.random.RandomState(1)
+    x = rng.uniform(-1, 1, (2, 2, 5, 5))
+    w = rng.uniform(-1, 1, (3, 2, 3, 3))
+    attrs = dict(_attrs((1, 1), (0, 0), (1, 1), 1), data_format="NCHW")
+    OpTest("conv2d", {"Input": x, "Filter": w}, {"Output": conv_ref(x, w)}, attrs).check_output()
+
+
+# ------------------------------------------------------------------ gradients
+
+GRAD_CASES = [c for c in CASES if c[0] in ("basic3x3", "stride2_pad1", "dilation2", "groups2", "depthwise",
+                                           "depthwise_mult2_s2", "pointwise", "pointwise_stride2", "nonsquare",
+                                           "pad_only_fit")]
+
+
+def _small(xs):
+    return (min(xs[0], 2),) + tuple(xs[1:])
+
+
+@pytest.mark.parametrize("case", GRAD_CASES[:4], ids=[c[0] for c in GRAD_CASES[:4]])
+def test_check_grad(case):
+    """OpTest's central differences through the executor (loss = mean(Output))."""
+    _, xs, ws, stride, pad, dil, groups = case
+    rng = np.random.RandomState(2)
+    x = rng.uniform(-1, 1, _small(xs))
+    w = rng.uniform(-1, 1, ws)
+    t = OpTest("conv2d", {"Input": x, "Filter": w}, {"Output": conv_ref(x, w, stride, pad, dil, groups)},
+               _attrs(stride, pad, dil, groups))
+    t.check_grad(["Input", "Filter"], "Output", max_relative_error=1e-6)
+
+
+def _weighted_grads(op_type, x, w, attrs, r, need=("Input", "Filter")):
+    """fluid.gradients of sum(Output * r) w.r.t. the inputs in `need` (others get no grad)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=list(x.shape), dtype="float64", append_batch_size=False)
+        wv = fluid.layers.data("w", shape=list(w.shape), dtype="float64", append_batch_size=False)
+        rv = fluid.layers.data("r", shape=list(r.shape), dtype="float64", append_batch_size=False)
+        xv.stop_gradient = "Input" not in need
+        wv.stop_gradient = "Filter" not in need
+        out = main.global_block().create_var(name="out", dtype="float64")
+        main.global_block().append_op(type=op_type, inputs={"Input": [xv], "Filter": [wv]},
+                                      outputs={"Output": [out]}, attrs=attrs)
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, rv))
+        targets = [v for v, s in ((xv, "Input"), (wv, "Filter")) if s in need]
+        grads = fluid.gradients([loss], targets)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    return exe.run(main, feed={"x": x, "w": w, "r": r}, fetch_list=grads)
+
+
+def _numeric(f, a, delta=1e-3):
+    """Central differences of the scalar f at a (exact up to rounding: f is linear in a)."""
+    g = np.zeros_like(a)
+    flat, gflat = a.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        orig = flat[i]
+        flat[i] = orig + delta
+        plus = f()
+        flat[i] = orig - delta
+        minus = f()
+        flat[i] = orig
+        gflat[i] = (plus - minus) / (2 * delta)
+    return g
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_grad_weighted(case):
+    """Gradients of sum(Output * R) for a random R (so every output element has its own weight), checked
+    against central differences of the numpy reference."""
+    _, xs, ws, stride, pad, dil, groups = case
+    rng = np.random.RandomState(3)
+    x = rng.uniform(-1, 1, _small(xs))
+    w = rng.uniform(-1, 1, ws)
+    r = rng.uniform(-1, 1, conv_ref(x, w, stride, pad, dil, groups).shape)
+    want_x = _numeric(lambda: (conv_ref(x, w, stride, pad, dil, groups) * r).sum(), x)
+    want_w = _numeric(lambda: (conv_ref(x, w, stride, pad, dil, groups) * r).sum(), w)
+    attrs = _attrs(stride, pad, dil, groups)
+    for op_type in ["conv2d", "depthwise_conv2d"] if groups == xs[1] else ["conv2d"]:
+        gx, gw = _weighted_grads(op_type, x, w, attrs, r)
+        np.testing.assert_allclose(gx, want_x, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(gw, want_w, rtol=1e-7, atol=1e-9)
+        # Each gradient alone (the other output slot is @EMPTY@ or absent).
+        np.testing.assert_allclose(_weighted_grads(op_type, x, w, attrs, r, need=("Input",))[0], want_x,
+                                   rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(_weighted_grads(op_type, x, w, attrs, r, need=("Filter",))[0], want_w,
+                                   rtol=1e-7, atol=1e-9)
+
+
+def test_grad_batched_chunks_float32():
+    """float32 gradients over a batch split into several chunks, against float64 numpy (the adjoint of
+    the reference, by linearity: dX = sum over taps of R scattered back; computed here by autodiff of
+    conv_ref's einsums written out)."""
+    rng = np.random.RandomState(4)
+    x = rng.uniform(-1, 1, (37, 3, 6, 5))
+    w = rng.uniform(-1, 1, (4, 3, 3, 3))
+    r = rng.uniform(-1, 1, (37, 4, 6, 5))
+    # The filter gradient of sum(conv(x, w) * r) is the correlation of the padded x with r.
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want_w = np.zeros_like(w)
+    want_xp = np.zeros_like(xp)
+    for i in range(3):
+        for j in range(3):
+            want_w[:, :, i, j] = np.einsum("nchw,nmhw->mc", xp[:, :, i:i + 6, j:j + 5], r)
+            want_xp[:, :, i:i + 6, j:j + 5] += np.einsum("nmhw,mc->nchw", r, w[:, :, i, j])
+    gx, gw = _weighted_grads("conv2d", x, w, _attrs((1, 1), (1, 1), (1, 1), 1), r)
+    np.testing.assert_allclose(gx, want_xp[:, :, 1:-1, 1:-1], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gw, want_w, rtol=1e-9, atol=1e-9)
+
+
+# ------------------------------------------------------------------ layer
+
+
+def test_layer_params_and_shapes():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("img", shape=[3, 12, 10], dtype="float32")
+        y = fluid.layers.conv2d(x, num_filters=8, filter_size=(3, 5), stride=2, padding=(1, 2), act="relu")
+        z = fluid.layers.conv2d(y, num_filters=8, filter_size=3, groups=8, padding=1, use_cudnn=False,
+                                bias_attr=False)
+    params = {p.name: p.shape for p in main.global_block().all_parameters()}
+    assert params == {"conv2d_0.w_0": (8, 3, 3, 5), "conv2d_0.b_0": (8,), "depthwise_conv2d_0.w_0": (8, 1, 3, 3)}
+    assert tuple(y.shape) == (-1, 8, 6, 5) and tuple(z.shape) == (-1, 8, 6, 5)
+    types = [op.type for op in main.global_block().ops]
+    assert types == ["conv2d", "elementwise_add", "relu", "depthwise_conv2d"]
+    add = main.global_block().ops[1]
+    assert add.attr("axis") == 1
+    conv = main.global_block().ops[0]
+    assert conv.attr("strides") == [2, 2] and conv.attr("paddings") == [1, 2] and conv.attr("groups") == 1
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    w = np.array(fluid.global_scope().find_var("conv2d_0.w_0").get_tensor())
+    std = (2.0 / (3 * 5 * 3)) ** 0.5
+    assert abs(w.std() - std) < 0.25 * std and abs(w.mean()) < 0.3 * std
+    out = exe.run(main, feed={"img": np.ones((2, 3, 12, 10), "float32")}, fetch_list=[z])[0]
+    assert out.shape == (2, 8, 6, 5)
+
+
+def test_layer_trains():
+    rng = np.random.RandomState(5)
+    xs = rng.uniform(-1, 1, (16, 2, 8, 8)).astype("float32")
+    target = conv_ref(xs, rng.uniform(-0.5, 0.5, (3, 2, 3, 3)).astype("float32"), pad=(1, 1))
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[2, 8, 8], dtype="float32")
+        t = fluid.layers.data("t", shape=[3, 8, 8], dtype="float32")
+        h = fluid.layers.conv2d(x, num_filters=4, filter_size=3, padding=1, act="relu")
+        y = fluid.layers.conv2d(h, num_filters=3, filter_size=3, padding=1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(y, t))
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = [float(exe.run(main, feed={"x": xs, "t": target}, fetch_list=[loss])[0].reshape(-1)[0])
+              for _ in range(40)]
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+# ------------------------------------------------------------------ errors at build time
+
+
+def _build(xshape, wshape, **attrs):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        block = main.global_block()
+        x = block.create_var(name="img", shape=xshape, dtype="float32")
+        w = block.create_var(name="filt", shape=wshape, dtype="float32")
+        out = block.create_var(name="out", dtype="float32")
+        block.append_op(type="conv2d", inputs={"Input": [x], "Filter": [w]}, outputs={"Output": [out]},
+                        attrs=attrs)
+    return out
+
+
+def test_unknown_batch_and_size_inferred():
+    assert tuple(_build([-1, 3, 9, 9], [4, 3, 3, 3], strides=[2, 2], paddings=[1, 1]).shape) == (-1, 4, 5, 5)
+    assert tuple(_build([-1, 3, -1, 9], [4, 3, 3, 3]).shape) == (-1, 4, -1, 7)
+
+
+@pytest.mark.parametrize("xshape,wshape,attrs,match", [
+    ([2, 3, 8], [4, 3, 3, 3], {}, r"conv2d: Input 'img' \[2, 3, 8\] must be 4-D"),
+    ([2, 3, 8, 8], [4, 3, 3], {}, r"conv2d: Filter 'filt' \[4, 3, 3\] must be 4-D"),
+    ([2, 3, 8, 8], [4, 1, 3, 3], {"groups": 2},
+     r"conv2d: 3 input channels of Input 'img' \[2, 3, 8, 8\] are not divisible by groups = 2"),
+    ([2, 4, 8, 8], [3, 2, 3, 3], {"groups": 2},
+     r"conv2d: 3 output channels of Filter 'filt' \[3, 2, 3, 3\] are not divisible by groups = 2"),
+    ([2, 4, 8, 8], [4, 3, 3, 3], {},
+     r"conv2d: Filter 'filt' \[4, 3, 3, 3\] has 3 channels but Input 'img' \[2, 4, 8, 8\] .*needs C/groups = 4"),
+    ([2, 3, 4, 8], [4, 3, 5, 3], {},
+     r"conv2d: the 5-wide kernel .*Filter 'filt' \[4, 3, 5, 3\] is larger than height 4 \+ 2 \* padding 0 of "
+     r"Input 'img' \[2, 3, 4, 8\]"),
+    ([-1, 3, 8, 4], [4, 3, 3, 3], {"dilations": [1, 2]},
+     r"conv2d: the 3-wide kernel \(dilation 2\) .* larger than width 4"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"strides": [0, 1]}, r"conv2d: strides \[0, 1\] must be >= 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"dilations": [1, -1]}, r"conv2d: dilations \[1, -1\] must be >= 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"paddings": [1]}, r"conv2d: paddings \[1\] must have 2 elements"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"data_format": "NHWC"}, r"conv2d: data_format 'NHWC' is not supported"),
+])
+def test_shape_errors(xshape, wshape, attrs, match):
+    with pytest.raises(fluid.core.EnforceNotMet, match=match):
+        _build(xshape, wshape, **attrs)
+
+
+def test_layer_errors():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("x", shape=[3, 8, 8], dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"conv2d: 3 input channels of Input 'x' \[-1, 3, 8, 8\]"):
+            fluid.layers.conv2d(x, num_filters=4, filter_size=3, groups=2)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"conv2d: the 9-wide kernel .* larger than height 8"):
+            fluid.layers.conv2d(x, num_filters=4, filter_size=9)
+        with pytest.raises(ValueError, match="conv2d: stride must be an int or a pair"):
+            fluid.layers.conv2d(x, num_filters=4, filter_size=3, stride=(1, 2, 3))
