@@ -134,7 +134,7 @@ void InferBatchNorm(InferShapeContext& ctx) {
   const DDim x = ctx.InputDim("X");
   const std::string& layout = ctx.Attr<std::string>("data_layout");
   FL_ENFORCE(layout == "NCHW" || layout == "NHWC" || layout == "AnyLayout", "batch_norm: data_layout '", layout,
-             "' is not NCHW or NHWC (X ", ctx.Describe("X"), ")");
+             "' is not NCHW or NHWC for ", ctx.Describe("X"));
   FL_ENFORCE(x.size() >= 2 && x.size() <= 5, "batch_norm: ", ctx.Describe("X"), " must have rank 2 to 5, got ",
              x.size());
   const int64_t C = IsNHWC(layout) ? x[x.size() - 1] : x[1];
@@ -146,9 +146,9 @@ void InferBatchNorm(InferShapeContext& ctx) {
                DTypeName(ctx.InputDType(slot)), " but X has ", DTypeName(ctx.InputDType("X")));
   }
   const float momentum = ctx.Attr<float>("momentum"), eps = ctx.Attr<float>("epsilon");
-  FL_ENFORCE(eps >= 0.0f, "batch_norm: epsilon ", eps, " must be >= 0 (X ", ctx.Describe("X"), ")");
-  FL_ENFORCE(momentum >= 0.0f && momentum <= 1.0f, "batch_norm: momentum ", momentum, " must be in [0, 1] (X ",
-             ctx.Describe("X"), ")");
+  FL_ENFORCE(eps >= 0.0f, "batch_norm: epsilon ", eps, " must be >= 0 for ", ctx.Describe("X"));
+  FL_ENFORCE(momentum >= 0.0f && momentum <= 1.0f, "batch_norm: momentum ", momentum, " must be in [0, 1] for ",
+             ctx.Describe("X"));
   const DType dt = ctx.InputDType("X");
   ctx.SetOutput("Y", x, dt);
   ctx.ShareLoD("X", "Y");
