@@ -1,0 +1,116 @@
+// dropout (Fluid 1.x): in training each element is kept with probability 1 - dropout_prob; Mask (X's
+// dtype, like Fluid 1.x) is 1 where kept, 0 where dropped.
+//   downgrade_in_infer: train Out = X * Mask,             test Out = X * (1 - dropout_prob)
+//   upscale_in_train:   train Out = X * Mask / (1 - p),   test Out = X
+// Randomness: fix_seed draws from a fresh engine seeded with `seed` (reproducible, also for seed 0);
+// otherwise from the process-wide engine of helpers/random.h, so successive runs differ. An element is
+// dropped when a raw 32-bit draw is below dropout_prob * 2^32 (one engine call per element).
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "helpers/elementwise_loop.h"
+#include "helpers/random.h"
+
+namespace fl {
+
+namespace {
+
+bool Upscale(const std::string& impl) { return impl == "upscale_in_train"; }
+
+template <typename T>
+void FillMask(std::mt19937& e, T* mask, int64_t n, uint64_t threshold) {
+  for (int64_t i = 0; i < n; ++i) mask[i] = static_cast<uint64_t>(e()) < threshold ? T(0) : T(1);
+}
+
+void InferDropout(InferShapeContext& ctx) {
+  const float p = ctx.Attr<float>("dropout_prob");
+  FL_ENFORCE(p >= 0.0f && p <= 1.0f, "dropout: dropout_prob ", p, " must be in [0, 1] for ", ctx.Describe("X"));
+  const std::string& impl = ctx.Attr<std::string>("dropout_implementation");
+  FL_ENFORCE(impl == "downgrade_in_infer" || impl == "upscale_in_train", "dropout: dropout_implementation '", impl,
+             "' is not 'downgrade_in_infer' or 'upscale_in_train' for ", ctx.Describe("X"));
+  SameShapeAsInput(ctx, "X", "Out");
+  if (ctx.HasOutput("Mask")) ctx.SetOutput("Mask", ctx.InputDim("X"), ctx.InputDType("X"));
+}
+
+void AddDropoutAttrs(OpBuilder& op) {
+  op.Attr<float>("dropout_prob", 0.5f, "probability of dropping an element")
+      .Attr<bool>("is_test", false, "inference: no mask, Out = X * (1 - p) (downgrade) or X (upscale)")
+      .Attr<bool>("fix_seed", false, "draw from an engine seeded with `seed` on every run (reproducible)")
+      .Attr<int32_t>("seed", 0, "the seed used when fix_seed")
+      .Attr("dropout_implementation", "downgrade_in_infer", "'downgrade_in_infer' or 'upscale_in_train'");
+}
+
+}  // namespace
+
+FL_REGISTER_OP(dropout, op) {
+  op.Doc("Out = X with elements zeroed at random (probability dropout_prob), scaled per dropout_implementation.")
+      .Input("X", "input tensor")
+      .Output("Out", "output, X's shape")
+      .DispensableOutput("Mask", "1 where kept, 0 where dropped (X's dtype; training only)");
+  AddDropoutAttrs(op);
+  op.SetInferShape(InferDropout)
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const float p = ctx.Attr<float>("dropout_prob");
+        const bool upscale = Upscale(ctx.Attr<std::string>("dropout_implementation"));
+        if (ctx.Attr<bool>("is_test")) {
+          const T s = upscale ? T(1) : static_cast<T>(1.0f - p);
+          UnaryMap<T>(ctx, [s](T x) { return x * s; });
+          return;
+        }
+        const Tensor& x = ctx.Input("X");
+        const int64_t n = x.numel();
+        Tensor* mask_t = ctx.OutputOrNull("Mask");
+        Tensor scratch;
+        if (!mask_t) mask_t = &scratch;
+        T* mask = mask_t->mutable_data<T>(x.dims(), ctx.place());
+        const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p) * 4294967296.0);
+        if (ctx.Attr<bool>("fix_seed")) {
+          std::mt19937 e(static_cast<uint32_t>(ctx.Attr<int32_t>("seed")));
+          FillMask(e, mask, n, threshold);
+        } else {
+          WithRandomEngine(0, [&](std::mt19937& e) { FillMask(e, mask, n, threshold); });
+        }
+        const T s = upscale ? (p < 1.0f ? static_cast<T>(1.0 / (1.0 - p)) : T(0)) : T(1);
+        const T* xp = x.data<T>();
+        T* out = ctx.Output("Out")->mutable_data<T>(x.dims(), ctx.place());
+        for (int64_t i = 0; i < n; ++i) out[i] = xp[i] * mask[i] * s;
+      })
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("dropout_grad");
+        op.SetInput("Mask", g.Output("Mask"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(dropout_grad, op) {
+  op.Doc("X@GRAD = Out@GRAD * Mask (divided by 1 - dropout_prob for upscale_in_train); Out@GRAD * (1 - p) or "
+         "Out@GRAD when is_test.")
+      .DispensableInput("Mask", "forward Mask (training)")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X");
+  AddDropoutAttrs(op);
+  op.KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) SameShapeAsInput(ctx, "Out@GRAD", "X@GRAD");
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        if (!ctx.HasOutput("X@GRAD")) return;
+        const float p = ctx.Attr<float>("dropout_prob");
+        const bool upscale = Upscale(ctx.Attr<std::string>("dropout_implementation"));
+        if (ctx.Attr<bool>("is_test")) {
+          const T s = upscale ? T(1) : static_cast<T>(1.0f - p);
+          UnaryMap<T>(ctx, [s](T g) { return g * s; }, "Out@GRAD", "X@GRAD");
+          return;
+        }
+        FL_ENFORCE(ctx.InputOrNull("Mask"), "dropout_grad: Mask '", ctx.HasInput("Mask") ? ctx.InputName("Mask") : "",
+                   "' was not computed (training-mode dropout must run first)");
+        const T s = upscale ? (p < 1.0f ? static_cast<T>(1.0 / (1.0 - p)) : T(0)) : T(1);
+        BinaryMapSameShape<T>(ctx, "Out@GRAD", "Mask", "X@GRAD", [s](T g, T m) { return g * m * s; });
+      });
+}
+
+}  // namespace fl

@@ -1,0 +1,278 @@
+// pool2d: max or average pooling over the H, W dims of an NCHW tensor, and its grad (Fluid 1.x).
+//
+// Windows follow Fluid's CPU functor: window (oh, ow) covers rows [oh*sh - ph, oh*sh - ph + kh) clipped
+// to [0, H) (columns likewise); avg divides by the clipped window size when `exclusive`, else by kh*kw
+// (even where ceil_mode lets a window run past the padded input). A window that is empty after clipping
+// (only possible with ceil_mode or padding >= kernel) gives 0 and no gradient.
+//
+// Each output row is computed in two vectorisable steps: the window's input rows are reduced into one
+// padded row buffer (contiguous), then the columns are reduced with a fixed stride (no bounds checks:
+// the buffer's padding holds the reduction's identity). Max-pool's grad routes each output gradient to
+// the first input equal to the output in window (row-major) order, like Fluid, by rescanning the
+// window; recording the argmax in the forward would need an extra output and measured no faster here.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "op_context.h"
+
+namespace fl {
+
+namespace {
+
+int64_t PoolOutSize(int64_t in, int64_t k, int64_t pad, int64_t stride, bool ceil_mode) {
+  if (in < 0) return -1;
+  return ceil_mode ? (in - k + 2 * pad + stride - 1) / stride + 1 : (in - k + 2 * pad) / stride + 1;
+}
+
+// Pooling parameters resolved against X's dims (global pooling applied).
+struct PoolGeom {
+  bool is_max = true, exclusive = true;
+  int64_t H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+
+template <typename Ctx>
+PoolGeom ResolvePool(const Ctx& ctx, const DDim& x, const std::string& xdesc) {
+  const std::string& type = ctx.template Attr<std::string>("pooling_type");
+  FL_ENFORCE(type == "max" || type == "avg", "pool2d: pooling_type '", type, "' is not 'max' or 'avg' for ",
+             xdesc);
+  const std::string& layout = ctx.template Attr<std::string>("data_format");
+  FL_ENFORCE(layout == "NCHW" || layout == "AnyLayout", "pool2d: data_format '", layout,
+             "' is not supported (NCHW only) for ", xdesc);
+  FL_ENFORCE(x.size() == 4, "pool2d: ", xdesc, " must have rank 4 (NCHW), got rank ", x.size());
+  const auto& ksize = ctx.template Attr<std::vector<int32_t>>("ksize");
+  const auto& strides = ctx.template Attr<std::vector<int32_t>>("strides");
+  const auto& paddings = ctx.template Attr<std::vector<int32_t>>("paddings");
+  const bool global = ctx.template Attr<bool>("global_pooling");
+  PoolGeom g;
+  g.is_max = type == "max";
+  g.exclusive = ctx.template Attr<bool>("exclusive");
+  g.H = x[2];
+  g.W = x[3];
+  if (global) {
+    g.kh = g.H;
+    g.kw = g.W;
+    g.OH = g.OW = 1;
+    return g;
+  }
+  FL_ENFORCE(ksize.size() == 2, "pool2d: ksize ", DDim(std::vector<int64_t>(ksize.begin(), ksize.end())),
+             " must have 2 values for ", xdesc);
+  FL_ENFORCE(strides.size() == 2, "pool2d: strides ", DDim(std::vector<int64_t>(strides.begin(), strides.end())),
+             " must have 2 values for ", xdesc);
+  FL_ENFORCE(paddings.size() == 2, "pool2d: paddings ",
+             DDim(std::vector<int64_t>(paddings.begin(), paddings.end())), " must have 2 values for ", xdesc);
+  g.kh = ksize[0], g.kw = ksize[1], g.sh = strides[0], g.sw = strides[1], g.ph = paddings[0], g.pw = paddings[1];
+  FL_ENFORCE(g.kh > 0 && g.kw > 0, "pool2d: ksize [", g.kh, ", ", g.kw, "] must be positive for ", xdesc);
+  FL_ENFORCE(g.sh > 0 && g.sw > 0, "pool2d: strides [", g.sh, ", ", g.sw, "] must be positive for ", xdesc);
+  FL_ENFORCE(g.ph >= 0 && g.pw >= 0, "pool2d: paddings [", g.ph, ", ", g.pw, "] must be >= 0 for ", xdesc);
+  FL_ENFORCE(g.H < 0 || g.kh <= g.H + 2 * g.ph, "pool2d: kernel height ", g.kh,
+             " is larger than the padded input height ", g.H + 2 * g.ph, " for ", xdesc, " with paddings [", g.ph,
+             ", ", g.pw, "]");
+  FL_ENFORCE(g.W < 0 || g.kw <= g.W + 2 * g.pw, "pool2d: kernel width ", g.kw,
+             " is larger than the padded input width ", g.W + 2 * g.pw, " for ", xdesc, " with paddings [", g.ph,
+             ", ", g.pw, "]");
+  const bool ceil_mode = ctx.template Attr<bool>("ceil_mode");
+  g.OH = PoolOutSize(g.H, g.kh, g.ph, g.sh, ceil_mode);
+  g.OW = PoolOutSize(g.W, g.kw, g.pw, g.sw, ceil_mode);
+  return g;
+}
+
+void InferPool(InferShapeContext& ctx) {
+  const DDim x = ctx.InputDim("X");
+  const PoolGeom g = ResolvePool(ctx, x, ctx.Describe("X"));
+  ctx.SetOutput("Out", DDim{x[0], x[1], g.OH, g.OW}, ctx.InputDType("X"));
+}
+
+// Per-plane index tables: clipped row ranges, and the padded column buffer layout.
+template <typename T>
+struct PoolPlan {
+  std::vector<int64_t> hs, he;  // clipped row range of window row oh
+  std::vector<T> inv_w;         // avg: 1 / (column divisor) per ow (0 for an empty window)
+  std::vector<T> inv_h;         // avg: 1 / (row divisor) per oh
+  std::vector<int64_t> empty_cols;  // ow whose column range is empty after clipping
+  int64_t buf_w = 0;            // padded row length: column j of the buffer is input column j - pw
+
+  explicit PoolPlan(const PoolGeom& g) : hs(g.OH), he(g.OH), inv_w(g.OW), inv_h(g.OH) {
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t s = oh * g.sh - g.ph;
+      hs[oh] = std::max<int64_t>(s, 0);
+      he[oh] = std::min<int64_t>(s + g.kh, g.H);
+      const int64_t n = g.exclusive ? he[oh] - hs[oh] : g.kh;
+      inv_h[oh] = he[oh] > hs[oh] ? T(1) / T(n) : T(0);
+    }
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const int64_t s = ow * g.sw - g.pw;
+      const int64_t ws = std::max<int64_t>(s, 0), we = std::min<int64_t>(s + g.kw, g.W);
+      const int64_t n = g.exclusive ? we - ws : g.kw;
+      inv_w[ow] = we > ws ? T(1) / T(n) : T(0);
+      if (we <= ws) empty_cols.push_back(ow);
+    }
+    buf_w = std::max<int64_t>((g.OW - 1) * g.sw + g.kw, g.pw + g.W);
+  }
+};
+
+template <typename T>
+void PoolForward(const PoolGeom& g, const T* x, T* out, int64_t planes) {
+  const PoolPlan<T> plan(g);
+  const T ident = g.is_max ? -std::numeric_limits<T>::infinity() : T(0);
+  std::vector<T> buf(plan.buf_w, ident);
+  T* b = buf.data();
+  T* bw = b + g.pw;  // input column w lives at bw[w]
+  const int64_t H = g.H, W = g.W, OW = g.OW, sw = g.sw, kw = g.kw;
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    T* op = out + p * g.OH * OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh, op += OW) {
+      const int64_t hs = plan.hs[oh], he = plan.he[oh];
+      if (he <= hs) {
+        std::fill(op, op + OW, T(0));
+        continue;
+      }
+      std::copy(xp + hs * W, xp + (hs + 1) * W, bw);
+      for (int64_t h = hs + 1; h < he; ++h) {
+        const T* xr = xp + h * W;
+        if (g.is_max) {
+          for (int64_t w = 0; w < W; ++w) bw[w] = std::max(bw[w], xr[w]);
+        } else {
+          for (int64_t w = 0; w < W; ++w) bw[w] += xr[w];
+        }
+      }
+      for (int64_t ow = 0; ow < OW; ++ow) op[ow] = b[ow * sw];
+      for (int64_t k = 1; k < kw; ++k) {
+        const T* bk = b + k;
+        if (g.is_max) {
+          for (int64_t ow = 0; ow < OW; ++ow) op[ow] = std::max(op[ow], bk[ow * sw]);
+        } else {
+          for (int64_t ow = 0; ow < OW; ++ow) op[ow] += bk[ow * sw];
+        }
+      }
+      if (!g.is_max) {
+        const T ih = plan.inv_h[oh];
+        const T* iw = plan.inv_w.data();
+        for (int64_t ow = 0; ow < OW; ++ow) op[ow] *= ih * iw[ow];
+      }
+      for (int64_t ow : plan.empty_cols) op[ow] = T(0);
+    }
+  }
+}
+
+template <typename T>
+void PoolBackward(const PoolGeom& g, const T* x, const T* out, const T* dout, T* dx, int64_t planes) {
+  const PoolPlan<T> plan(g);
+  const int64_t H = g.H, W = g.W, OW = g.OW, sw = g.sw, kw = g.kw;
+  std::fill(dx, dx + planes * H * W, T(0));
+  std::vector<T> dbuf(plan.buf_w, T(0)), xbuf(plan.buf_w, -std::numeric_limits<T>::infinity()), gs(OW);
+  std::vector<uint8_t> found(OW);
+  T* db = dbuf.data();
+  T* xb = xbuf.data();
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    T* dxp = dx + p * H * W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t hs = plan.hs[oh], he = plan.he[oh];
+      if (he <= hs) continue;
+      const T* g_row = dout + (p * g.OH + oh) * OW;
+      if (g.is_max) {
+        const T* o_row = out + (p * g.OH + oh) * OW;
+        std::fill(found.begin(), found.end(), uint8_t(0));
+        for (int64_t ow : plan.empty_cols) found[ow] = 1;
+        for (int64_t h = hs; h < he; ++h) {
+          std::copy(xp + h * W, xp + (h + 1) * W, xb + g.pw);
+          std::fill(db, db + plan.buf_w, T(0));
+          for (int64_t k = 0; k < kw; ++k) {
+            const T* xk = xb + k;
+            T* dk = db + k;
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const bool hit = !found[ow] && xk[ow * sw] == o_row[ow];
+              dk[ow * sw] += hit ? g_row[ow] : T(0);
+              found[ow] |= hit;
+            }
+          }
+          T* dr = dxp + h * W;
+          for (int64_t w = 0; w < W; ++w) dr[w] += db[g.pw + w];
+        }
+      } else {
+        const T ih = plan.inv_h[oh];
+        for (int64_t ow = 0; ow < OW; ++ow) gs[ow] = g_row[ow] * ih * plan.inv_w[ow];
+        std::fill(db, db + plan.buf_w, T(0));
+        for (int64_t k = 0; k < kw; ++k) {
+          T* dk = db + k;
+          for (int64_t ow = 0; ow < OW; ++ow) dk[ow * sw] += gs[ow];
+        }
+        for (int64_t h = hs; h < he; ++h) {
+          T* dr = dxp + h * W;
+          for (int64_t w = 0; w < W; ++w) dr[w] += db[g.pw + w];
+        }
+      }
+    }
+  }
+}
+
+void AddPoolAttrs(OpBuilder& op) {
+  op.Attr("pooling_type", "max", "'max' or 'avg'")
+      .Attr<std::vector<int32_t>>("ksize", {}, "window size [kh, kw] (ignored with global_pooling)")
+      .Attr<bool>("global_pooling", false, "pool over the whole H, W (ksize = [H, W], paddings = 0)")
+      .Attr<std::vector<int32_t>>("strides", {1, 1}, "window strides [sh, sw]")
+      .Attr<std::vector<int32_t>>("paddings", {0, 0}, "zero padding [ph, pw] on both sides")
+      .Attr<bool>("exclusive", true, "avg: divide by the window size without padding (else kh*kw)")
+      .Attr<bool>("ceil_mode", false, "output size rounds up: (H - kh + 2ph + sh - 1) / sh + 1")
+      .Attr<bool>("use_cudnn", false, "accepted for compatibility (no effect on CPU)")
+      .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
+      .Attr("data_format", "NCHW", "layout of X: NCHW (AnyLayout is taken as NCHW)");
+}
+
+}  // namespace
+
+FL_REGISTER_OP(pool2d, op) {
+  op.Doc("Out = max or average of X over sliding kh x kw windows of H, W (NCHW).")
+      .Input("X", "input tensor [N, C, H, W]")
+      .Output("Out", "pooled tensor [N, C, OH, OW]");
+  AddPoolAttrs(op);
+  op.SetInferShape(InferPool)
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& x = ctx.Input("X");
+        const PoolGeom g = ResolvePool(ctx, x.dims(), Str("X '", ctx.InputName("X"), "' ", x.dims()));
+        Tensor* out = ctx.Output("Out");
+        out->Resize(DDim{x.dims()[0], x.dims()[1], g.OH, g.OW});
+        PoolForward<T>(g, x.data<T>(), out->mutable_data<T>(ctx.place()), x.dims()[0] * x.dims()[1]);
+      })
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("pool2d_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Out", g.Output("Out"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(pool2d_grad, op) {
+  op.Doc("X@GRAD of pool2d: max routes each output gradient to the first maximum of its window, avg spreads it.")
+      .Input("X", "forward input")
+      .Input("Out", "forward output")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X");
+  AddPoolAttrs(op);
+  op.SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor* dx = ctx.OutputOrNull("X@GRAD");
+        if (!dx) return;
+        const Tensor& x = ctx.Input("X");
+        const Tensor& out = ctx.Input("Out");
+        const Tensor& dout = ctx.Input("Out@GRAD");
+        const PoolGeom g = ResolvePool(ctx, x.dims(), Str("X '", ctx.InputName("X"), "' ", x.dims()));
+        const DDim odims{x.dims()[0], x.dims()[1], g.OH, g.OW};
+        FL_ENFORCE(dout.dims() == odims && out.dims() == odims, "pool2d_grad: Out ", out.dims(), " and Out@GRAD '",
+                   ctx.InputName("Out@GRAD"), "' ", dout.dims(), " must be ", odims, " for X ", x.dims());
+        dx->Resize(x.dims());
+        PoolBackward<T>(g, x.data<T>(), out.data<T>(), dout.data<T>(), dx->mutable_data<T>(ctx.place()),
+                        x.dims()[0] * x.dims()[1]);
+      });
+}
+
+}  // namespace fl
