@@ -55,27 +55,8 @@ DDim ReshapeDims(const DDim& x, const std::vector<int32_t>& shape, const std::st
 }
 
 // Both kernels only re-point a tensor at another's buffer: any dtype, any place.
-const auto kReshape = [](const ExecutionContext& ctx, auto) {
-  const Tensor& x = ctx.Input("X");
-  Tensor* out = ctx.Output("Out");
-  const DDim dims = out->dims();  // set by the runtime InferShape
-  out->ShareDataWith(x);
-  out->Resize(dims);
-};
-
-const auto kReshapeGrad = [](const ExecutionContext& ctx, auto) {
-  Tensor* dx = ctx.OutputOrNull("X@GRAD");
-  if (!dx) return;
-  const Tensor& dout = ctx.Input("Out@GRAD");
-  const Tensor* xshape = ctx.InputVar("XShape")->GetTensor();
-  FL_ENFORCE(xshape && xshape->dims().size() >= 1, "reshape2_grad: XShape '", ctx.InputName("XShape"),
-             "' holds no shape (did reshape2 run?)");
-  const DDim dims = DimsFromXShape(xshape->dims());
-  FL_ENFORCE(dims.numel() == dout.numel(), "reshape2_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
-             dout.dims(), " does not have the ", dims.numel(), " elements of X ", dims);
-  dx->ShareDataWith(dout);
-  dx->Resize(dims);
-};
+const auto kReshape = [](const ExecutionContext& ctx, auto) { ShareXAsOut(ctx); };
+const auto kReshapeGrad = [](const ExecutionContext& ctx, auto) { ShareOutGradAsXGrad(ctx); };
 
 }  // namespace
 
@@ -109,11 +90,7 @@ FL_REGISTER_OP(reshape2_grad, op) {
       .DispensableOutput("X@GRAD", "gradient of X")
       .Attr<std::vector<int32_t>>("shape", {}, "as in reshape2")
       .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        // XShape has dims but no data, so only the compile-time pass reads it; the kernel does at run time.
-        if (ctx.IsRuntime() || !ctx.HasOutput("X@GRAD")) return;
-        ctx.SetOutput("X@GRAD", DimsFromXShape(ctx.InputDim("XShape")), ctx.InputDType("Out@GRAD"));
-      })
+      .SetInferShape(InferXGradFromXShape)
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kReshapeGrad)
       .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kReshapeGrad);
 }

@@ -10,6 +10,7 @@ __all__ = [
     "elementwise_max", "elementwise_min", "reduce_sum", "reduce_mean", "reduce_max", "mean", "softmax",
     "cross_entropy", "softmax_with_cross_entropy", "square_error_cost", "split", "reshape", "transpose", "topk",
     "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "clip",
+    "embedding", "slice", "gather", "stack", "unstack", "squeeze", "unsqueeze", "lstm_unit",
 ]
 
 
@@ -239,3 +240,111 @@ not_equal = _compare("not_equal")
 
 def clip(x, min, max, name=None):
     return _simple("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)
+
+
+def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None, param_attr=None,
+              dtype="float32"):
+    """Looks up rows of a [vocab, width] table (``embedding_N.w_0``) for int64 ids whose last dim is 1.
+
+    Ids equal to ``padding_idx`` (negative: counted from vocab; None: no padding) give zero rows and no
+    gradient. The gradient is always a dense tensor (``is_sparse`` is accepted for compatibility).
+    """
+    _check_var("embedding", "input", input)
+    if len(size) != 2:
+        raise ValueError("embedding: size must be [vocab, width], got %s" % (size,))
+    helper = LayerHelper("embedding", param_attr=param_attr)
+    remote_prefetch = is_sparse and not is_distributed
+    w = helper.create_parameter(attr=helper.param_attr, shape=size, dtype=dtype, is_bias=False)
+    out = helper.create_variable_for_type_inference(dtype)
+    padding_idx = -1 if padding_idx is None else padding_idx if padding_idx >= 0 else size[0] + padding_idx
+    helper.append_op(type="lookup_table", inputs={"Ids": [input], "W": [w]}, outputs={"Out": [out]},
+                     attrs={"is_sparse": is_sparse, "is_distributed": is_distributed,
+                            "remote_prefetch": remote_prefetch, "padding_idx": int(padding_idx)})
+    return out
+
+
+def slice(input, axes, starts, ends):
+    """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp."""
+    _check_var("slice", "input", input)
+    return _simple("slice", {"Input": [input]}, {"axes": [int(a) for a in axes], "starts": [int(s) for s in starts],
+                                                  "ends": [int(e) for e in ends]})
+
+
+def gather(input, index):
+    """The rows of ``input`` (along dim 0) named by the int32/int64 ``index`` [N] (or [N, 1])."""
+    _check_var("gather", "input", input)
+    _check_var("gather", "index", index)
+    return _simple("gather", {"X": [input], "Index": [index]})
+
+
+def stack(x, axis=0):
+    """Stacks equally shaped tensors along a new axis ``axis``."""
+    if isinstance(x, Variable):
+        x = [x]
+    for v in x:
+        _check_var("stack", "x", v)
+    return _simple("stack", {"X": list(x)}, {"axis": 0 if axis is None else int(axis)}, out_slot="Y")
+
+
+def unstack(x, axis=0, num=None):
+    """Splits ``x`` along ``axis`` into ``num`` (default x.shape[axis]) tensors with that axis removed."""
+    _check_var("unstack", "x", x)
+    if num is None:
+        if axis is None or not -len(x.shape) <= axis < len(x.shape) or x.shape[axis] < 0:
+            raise ValueError("unstack: cannot infer num from %s of shape %s at axis %s; pass num"
+                             % (x.name, x.shape, axis))
+        num = x.shape[axis]
+    helper = LayerHelper("unstack")
+    outs = [helper.create_variable_for_type_inference(x.dtype) for _ in range(num)]
+    helper.append_op(type="unstack", inputs={"X": [x]}, outputs={"Y": outs}, attrs={"axis": int(axis),
+                                                                                   "num": int(num)})
+    return outs
+
+
+def _xshape_op(op_type, layer, input, attrs, name):
+    helper = LayerHelper(layer, name=name)
+    out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    x_shape = helper.create_variable_for_type_inference(dtype=input.dtype)
+    helper.append_op(type=op_type, inputs={"X": [input]}, outputs={"Out": [out], "XShape": [x_shape]}, attrs=attrs)
+    return out
+
+
+def squeeze(input, axes, name=None):
+    """Removes the size-1 dims listed in ``axes`` (all size-1 dims if empty); no copy."""
+    _check_var("squeeze", "input", input)
+    return _xshape_op("squeeze2", "squeeze", input, {"axes": [int(a) for a in axes]}, name)
+
+
+def unsqueeze(input, axes, name=None):
+    """Inserts size-1 dims at ``axes`` (applied in order); no copy."""
+    _check_var("unsqueeze", "input", input)
+    return _xshape_op("unsqueeze2", "unsqueeze", input, {"axes": [int(a) for a in axes]}, name)
+
+
+def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None, bias_attr=None, name=None):
+    """One LSTM step (Fluid's lstm_unit): fc(concat([x_t, hidden_t_prev]), 4 * D) gives the gates (i, f, o, g),
+    then C = sigmoid(f + forget_bias) * cell_t_prev + sigmoid(i) * tanh(g), H = sigmoid(o) * tanh(C).
+
+    Returns (hidden, cell), each [N, D].
+    """
+    from .tensor import concat
+    for arg, v in (("x_t", x_t), ("hidden_t_prev", hidden_t_prev), ("cell_t_prev", cell_t_prev)):
+        _check_var("lstm_unit", arg, v)
+        if len(v.shape) != 2:
+            raise ValueError("lstm_unit: %s %s must have rank 2, got shape %s" % (arg, v.name, v.shape))
+    batches = {v.shape[0] for v in (x_t, hidden_t_prev, cell_t_prev) if v.shape[0] >= 0}
+    if len(batches) > 1:
+        raise ValueError("lstm_unit: x_t %s, hidden_t_prev %s and cell_t_prev %s must have one batch size"
+                         % (x_t.shape, hidden_t_prev.shape, cell_t_prev.shape))
+    size = cell_t_prev.shape[1]
+    if hidden_t_prev.shape[1] != size:
+        raise ValueError("lstm_unit: hidden_t_prev %s and cell_t_prev %s must have the same width"
+                         % (hidden_t_prev.shape, cell_t_prev.shape))
+    helper = LayerHelper("lstm_unit", name=name)
+    concat_out = concat(input=[x_t, hidden_t_prev], axis=1)
+    fc_out = fc(input=concat_out, size=4 * size, param_attr=param_attr, bias_attr=bias_attr)
+    c = helper.create_variable_for_type_inference(x_t.dtype)
+    h = helper.create_variable_for_type_inference(x_t.dtype)
+    helper.append_op(type="lstm_unit", inputs={"X": [fc_out], "C_prev": [cell_t_prev]}, outputs={"C": [c], "H": [h]},
+                     attrs={"forget_bias": float(forget_bias)})
+    return h, c

@@ -1,0 +1,95 @@
+// gather: Out = X[Index] along dim 0 (Index int32 or int64, [N] or [N, 1]); the grad scatter-adds
+// Out@GRAD rows into a zeroed X@GRAD, so repeated indices accumulate.
+#include "helpers/rows.h"
+
+namespace fl {
+
+namespace {
+
+void CheckIndexDims(const DDim& idx, const std::string& desc) {
+  FL_ENFORCE(idx.size() == 1 || (idx.size() == 2 && (idx[1] == 1 || idx[1] < 0)), "gather: ", desc,
+             " must be [N] or [N, 1]");
+}
+
+const auto kGather = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& index = ctx.Input("Index");
+  Tensor* out = ctx.Output("Out");
+  const int64_t rows = x.dims()[0], width = x.dims().Product(1, x.rank()), n = index.numel();
+  T* dst = out->mutable_data<T>(ctx.place());
+  VisitIndexDType(index.dtype(), "gather: Index", [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I* idx = index.data<I>();
+    CheckRowIndices(idx, n, rows, kNoSkip, Str("gather: Index '", ctx.InputName("Index"), "'"),
+                    Str("X '", ctx.InputName("X"), "' ", x.dims()));
+    GatherRows(x.data<T>(), width, idx, n, kNoSkip, dst);
+  });
+};
+
+const auto kGatherGrad = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  Tensor* dx = ctx.OutputOrNull("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& index = ctx.Input("Index");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  const int64_t rows = x.dims()[0], width = x.dims().Product(1, x.rank()), n = index.numel();
+  FL_ENFORCE(dout.numel() == n * width, "gather_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
+             " does not match ", n, " rows of X ", x.dims());
+  dx->Resize(x.dims());
+  T* d = dx->mutable_data<T>(ctx.place());
+  std::memset(d, 0, static_cast<size_t>(x.numel()) * sizeof(T));
+  VisitIndexDType(index.dtype(), "gather_grad: Index", [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I* idx = index.data<I>();
+    CheckRowIndices(idx, n, rows, kNoSkip, Str("gather_grad: Index '", ctx.InputName("Index"), "'"),
+                    Str("X '", ctx.InputName("X"), "' ", x.dims()));
+    ScatterAddRows(dout.data<T>(), width, idx, n, kNoSkip, d);
+  });
+};
+
+}  // namespace
+
+FL_REGISTER_OP(gather, op) {
+  op.Doc("Out = X[Index]: the rows of X (along dim 0) that Index names, in Index's order.")
+      .Input("X", "the tensor to gather rows from, rank >= 1")
+      .Input("Index", "int32 or int64 row indices, [N] or [N, 1], each in [0, X.dims[0])")
+      .Output("Out", "[N] + X.dims[1:]")
+      .KernelDTypeFrom("X")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim x = ctx.InputDim("X");
+        const DDim idx = ctx.InputDim("Index");
+        FL_ENFORCE(x.size() >= 1, "gather: ", ctx.Describe("X"), " must have rank >= 1");
+        CheckIndexDims(idx, ctx.Describe("Index"));
+        const DType it = ctx.InputDType("Index");
+        FL_ENFORCE(it == DType::INT32 || it == DType::INT64, "gather: ", ctx.Describe("Index"),
+                   " must be int32 or int64, got ", DTypeName(it));
+        DDim out{idx[0]};
+        for (int i = 1; i < x.size(); ++i) out.push_back(x[i]);
+        ctx.SetOutput("Out", out, ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double, int32_t, int64_t>(kGather)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("gather_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Index", g.Input("Index"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(gather_grad, op) {
+  op.Doc("Gradient of gather: X@GRAD = zeros, then X@GRAD[Index[i]] += Out@GRAD[i].")
+      .Input("X", "forward X (only the dims are read)")
+      .Input("Index", "forward Index")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double>(kGatherGrad);
+}
+
+}  // namespace fl

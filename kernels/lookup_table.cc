@@ -1,0 +1,108 @@
+// lookup_table (fluid.layers.embedding): Out[..., :] = W[Ids[..., 0], :]; rows whose id is padding_idx
+// are zeros and get no gradient. The grad is a dense W@GRAD: zeroed once, then the Out@GRAD rows are
+// added into the rows their ids name.
+#include "helpers/rows.h"
+
+namespace fl {
+
+namespace {
+
+// Out dims: Ids dims with the trailing 1 replaced by W's width (Fluid's rule: Ids' last dim is 1).
+DDim LookupDims(InferShapeContext& ctx) {
+  const DDim w = ctx.InputDim("W");
+  const DDim ids = ctx.InputDim("Ids");
+  FL_ENFORCE(w.size() == 2, "lookup_table: ", ctx.Describe("W"), " must have rank 2 [vocab, width]");
+  FL_ENFORCE(ids.size() >= 1 && (ids[ids.size() - 1] == 1 || ids[ids.size() - 1] < 0), "lookup_table: ",
+             ctx.Describe("Ids"), " must have last dim 1 (e.g. [N, 1] or [seq, batch, 1])");
+  FL_ENFORCE(ctx.InputDType("Ids") == DType::INT64, "lookup_table: ", ctx.Describe("Ids"), " must be int64, got ",
+             DTypeName(ctx.InputDType("Ids")));
+  const int64_t pad = ctx.Attr<int64_t>("padding_idx");
+  FL_ENFORCE(pad == -1 || (pad >= 0 && (w[0] < 0 || pad < w[0])), "lookup_table: padding_idx ", pad,
+             " is out of range [0, ", w[0], ") of ", ctx.Describe("W"), " (-1: no padding)");
+  DDim out(ids.data(), ids.size() - 1);
+  out.push_back(w[1]);
+  return out;
+}
+
+int64_t SkipId(int64_t padding_idx) { return padding_idx == -1 ? kNoSkip : padding_idx; }
+
+std::string IdsWhat(const ExecutionContext& ctx, const char* op) {
+  return Str(op, ": Ids '", ctx.InputName("Ids"), "'");
+}
+
+const auto kLookup = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  const Tensor& w = ctx.Input("W");
+  const Tensor& ids = ctx.Input("Ids");
+  Tensor* out = ctx.Output("Out");
+  const int64_t n = ids.numel(), rows = w.dims()[0], width = w.dims()[1];
+  const int64_t skip = SkipId(ctx.Attr<int64_t>("padding_idx"));
+  const int64_t* id = ids.data<int64_t>();
+  CheckRowIndices(id, n, rows, skip, IdsWhat(ctx, "lookup_table"), Str("W '", ctx.InputName("W"), "' ", w.dims()));
+  GatherRows(w.data<T>(), width, id, n, skip, out->mutable_data<T>(ctx.place()));
+};
+
+const auto kLookupGrad = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  Tensor* dw = ctx.OutputOrNull("W@GRAD");
+  if (!dw) return;
+  const Tensor& w = ctx.Input("W");
+  const Tensor& ids = ctx.Input("Ids");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  const int64_t n = ids.numel(), rows = w.dims()[0], width = w.dims()[1];
+  FL_ENFORCE(dout.numel() == n * width, "lookup_table_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
+             dout.dims(), " does not match Ids ", ids.dims(), " x width ", width);
+  const int64_t skip = SkipId(ctx.Attr<int64_t>("padding_idx"));
+  const int64_t* id = ids.data<int64_t>();
+  CheckRowIndices(id, n, rows, skip, IdsWhat(ctx, "lookup_table_grad"),
+                  Str("W '", ctx.InputName("W"), "' ", w.dims()));
+  dw->Resize(w.dims());
+  T* d = dw->mutable_data<T>(ctx.place());
+  std::memset(d, 0, static_cast<size_t>(w.numel()) * sizeof(T));
+  ScatterAddRows(dout.data<T>(), width, id, n, skip, d);
+};
+
+}  // namespace
+
+FL_REGISTER_OP(lookup_table, op) {
+  op.Doc("Embedding lookup: Out[..., :] = W[Ids[..., 0], :]; ids equal to padding_idx give zero rows.")
+      .Input("W", "the table [vocab, width]")
+      .Input("Ids", "int64 ids, last dim 1, each in [0, vocab)")
+      .Output("Out", "Ids' dims with the trailing 1 replaced by width")
+      .Attr<bool>("is_sparse", false, "Fluid's SelectedRows gradient; fluidlite always computes a dense W@GRAD")
+      .Attr<bool>("is_distributed", false, "distributed table (accepted for compatibility; no effect)")
+      .Attr<int64_t>("padding_idx", -1, "id whose rows output zeros and get no gradient (-1: none)")
+      .Attr<bool>("remote_prefetch", false, "prefetch from a parameter server (accepted; no effect)")
+      .KernelDTypeFrom("W")
+      .SetInferShape([](InferShapeContext& ctx) {
+        ctx.SetOutput("Out", LookupDims(ctx), ctx.InputDType("W"));
+        ctx.ShareLoD("Ids", "Out");
+      })
+      .CPUKernel<float, double>(kLookup)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("lookup_table_grad");
+        op.SetInput("W", g.Input("W"));
+        op.SetInput("Ids", g.Input("Ids"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("W@GRAD", g.InputGrad("W"));
+      });
+}
+
+FL_REGISTER_OP(lookup_table_grad, op) {
+  op.Doc("Gradient of lookup_table: W@GRAD (dense) = zeros, then W@GRAD[Ids[i]] += Out@GRAD[i] except padding ids.")
+      .Input("W", "forward W (only the dims are read)")
+      .Input("Ids", "forward Ids")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("W@GRAD", "gradient of W, dense [vocab, width]")
+      .Attr<bool>("is_sparse", false, "as in lookup_table")
+      .Attr<bool>("is_distributed", false, "as in lookup_table")
+      .Attr<int64_t>("padding_idx", -1, "as in lookup_table")
+      .Attr<bool>("remote_prefetch", false, "as in lookup_table")
+      .KernelDTypeFrom("W")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("W@GRAD")) ctx.SetOutput("W@GRAD", ctx.InputDim("W"), ctx.InputDType("W"));
+      })
+      .CPUKernel<float, double>(kLookupGrad);
+}
+
+}  // namespace fl

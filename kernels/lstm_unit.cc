@@ -1,0 +1,160 @@
+// lstm_unit: one LSTM cell step on precomputed gate inputs (Fluid's lstm_unit_op). X [N, 4D] holds the
+// pre-activations in the order (i, f, o, g):
+//   i = sigmoid(X_i), f = sigmoid(X_f + forget_bias), o = sigmoid(X_o), g = tanh(X_g)
+//   C = f * C_prev + i * g,  H = o * tanh(C)
+// Fusing the 4 activations and 5 elementwise ops into one pass over [N, D] is the point; the grad
+// recomputes the gates from X and C_prev instead of keeping them alive.
+#include <vector>
+
+#include "helpers/vec_act.h"
+#include "op_context.h"
+
+namespace fl {
+
+namespace {
+
+void LstmUnitInferShape(InferShapeContext& ctx) {
+  const DDim x = ctx.InputDim("X");
+  const DDim c = ctx.InputDim("C_prev");
+  FL_ENFORCE(x.size() == 2, "lstm_unit: ", ctx.Describe("X"), " must have rank 2 [N, 4 * D]");
+  FL_ENFORCE(c.size() == 2, "lstm_unit: ", ctx.Describe("C_prev"), " must have rank 2 [N, D]");
+  FL_ENFORCE(x[0] < 0 || c[0] < 0 || x[0] == c[0], "lstm_unit: ", ctx.Describe("X"), " and ", ctx.Describe("C_prev"),
+             " must have the same batch size");
+  FL_ENFORCE(x[1] < 0 || c[1] < 0 || x[1] == 4 * c[1], "lstm_unit: ", ctx.Describe("X"), " must have width 4 * D = ",
+             4 * c[1], " for ", ctx.Describe("C_prev"));
+  FL_ENFORCE(x[1] < 0 || x[1] % 4 == 0, "lstm_unit: ", ctx.Describe("X"), " width must be a multiple of 4");
+  const DDim out{x[0] >= 0 ? x[0] : c[0], c[1] >= 0 ? c[1] : (x[1] >= 0 ? x[1] / 4 : -1)};
+  ctx.SetOutput("C", out, ctx.InputDType("X"));
+  ctx.SetOutput("H", out, ctx.InputDType("X"));
+}
+
+const auto kLstmUnit = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  const Tensor& xt = ctx.Input("X");
+  const Tensor& cpt = ctx.Input("C_prev");
+  const int64_t n = cpt.dims()[0], d = cpt.dims()[1];
+  const T fb = static_cast<T>(ctx.Attr<float>("forget_bias"));
+  const T* x = xt.data<T>();
+  const T* cp = cpt.data<T>();
+  T* c = ctx.Alloc<T>("C");
+  T* h = ctx.Alloc<T>("H");
+  for (int64_t r = 0; r < n; ++r) {
+    const T* xi = x + r * 4 * d;
+    const T* xf = xi + d;
+    const T* xo = xi + 2 * d;
+    const T* xg = xi + 3 * d;
+    const T* cpr = cp + r * d;
+    T* cr = c + r * d;
+    T* hr = h + r * d;
+    for (int64_t j = 0; j < d; ++j) {
+      const T cv = VecSigmoid(xf[j] + fb) * cpr[j] + VecSigmoid(xi[j]) * VecTanh(xg[j]);
+      cr[j] = cv;
+      hr[j] = VecSigmoid(xo[j]) * VecTanh(cv);
+    }
+  }
+};
+
+const auto kLstmUnitGrad = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  Tensor* dxt = ctx.OutputOrNull("X@GRAD");
+  Tensor* dcpt = ctx.OutputOrNull("C_prev@GRAD");
+  if (!dxt && !dcpt) return;
+  const Tensor& xt = ctx.Input("X");
+  const Tensor& cpt = ctx.Input("C_prev");
+  const int64_t n = cpt.dims()[0], d = cpt.dims()[1];
+  const T fb = static_cast<T>(ctx.Attr<float>("forget_bias"));
+  // A missing output gradient (that output feeds nothing) reads as a row of zeros.
+  const Tensor* dht = ctx.InputOrNull("H@GRAD");
+  const Tensor* dct = ctx.InputOrNull("C@GRAD");
+  for (const Tensor* g : {dht, dct})
+    FL_ENFORCE(!g || g->numel() == n * d, "lstm_unit_grad: ", g == dht ? "H@GRAD" : "C@GRAD", " ", g->dims(),
+               " does not match C_prev '", ctx.InputName("C_prev"), "' ", cpt.dims());
+  std::vector<T> zeros((dht && dct) ? 0 : d, T(0));
+  const T* x = xt.data<T>();
+  const T* cp = cpt.data<T>();
+  const T* dh = dht ? dht->data<T>() : nullptr;
+  const T* dc = dct ? dct->data<T>() : nullptr;
+  std::vector<T> scratch;  // stands in for an output nobody needs
+  T* dx = nullptr;
+  T* dcp = nullptr;
+  if (dxt) {
+    dxt->Resize(xt.dims());
+    dx = dxt->mutable_data<T>(ctx.place());
+  } else {
+    scratch.resize(4 * d);
+  }
+  if (dcpt) {
+    dcpt->Resize(cpt.dims());
+    dcp = dcpt->mutable_data<T>(ctx.place());
+  } else {
+    scratch.resize(scratch.size() + d);
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const T* xi = x + r * 4 * d;
+    const T* xf = xi + d;
+    const T* xo = xi + 2 * d;
+    const T* xg = xi + 3 * d;
+    const T* cpr = cp + r * d;
+    const T* dhr = dh ? dh + r * d : zeros.data();
+    const T* dcr = dc ? dc + r * d : zeros.data();
+    T* dxi = dx ? dx + r * 4 * d : scratch.data();
+    T* dxf = dxi + d;
+    T* dxo = dxi + 2 * d;
+    T* dxg = dxi + 3 * d;
+    T* dcpr = dcp ? dcp + r * d : scratch.data() + (dx ? 0 : 4 * d);
+    for (int64_t j = 0; j < d; ++j) {
+      const T i = VecSigmoid(xi[j]), f = VecSigmoid(xf[j] + fb), o = VecSigmoid(xo[j]), g = VecTanh(xg[j]);
+      const T tc = VecTanh(f * cpr[j] + i * g);
+      const T dcs = dcr[j] + dhr[j] * o * (T(1) - tc * tc);  // total gradient reaching C
+      dxi[j] = dcs * g * i * (T(1) - i);
+      dxf[j] = dcs * cpr[j] * f * (T(1) - f);
+      dxo[j] = dhr[j] * tc * o * (T(1) - o);
+      dxg[j] = dcs * i * (T(1) - g * g);
+      dcpr[j] = dcs * f;
+    }
+  }
+};
+
+}  // namespace
+
+FL_REGISTER_OP(lstm_unit, op) {
+  op.Doc("One LSTM step on gate pre-activations X = [i, f, o, g] (each [N, D]): C = sigmoid(f + forget_bias) * "
+         "C_prev + sigmoid(i) * tanh(g), H = sigmoid(o) * tanh(C).")
+      .Input("X", "gate pre-activations [N, 4 * D], order (i, f, o, g)")
+      .Input("C_prev", "previous cell state [N, D]")
+      .Output("C", "new cell state [N, D]")
+      .Output("H", "new hidden state [N, D]")
+      .Attr<float>("forget_bias", 0.0f, "added to the forget gate pre-activation")
+      .SetInferShape(LstmUnitInferShape)
+      .CPUKernel<float, double>(kLstmUnit)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("lstm_unit_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("C_prev", g.Input("C_prev"));
+        op.SetInput("C@GRAD", g.OutputGrad("C"));
+        op.SetInput("H@GRAD", g.OutputGrad("H"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+        op.SetOutput("C_prev@GRAD", g.InputGrad("C_prev"));
+      });
+}
+
+FL_REGISTER_OP(lstm_unit_grad, op) {
+  op.Doc("Gradient of lstm_unit: X@GRAD and C_prev@GRAD from C@GRAD and H@GRAD (either may be missing: zeros); "
+         "the gates are recomputed from X and C_prev.")
+      .Input("X", "forward X")
+      .Input("C_prev", "forward C_prev")
+      .DispensableInput("C@GRAD", "gradient of C")
+      .DispensableInput("H@GRAD", "gradient of H")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .DispensableOutput("C_prev@GRAD", "gradient of C_prev")
+      .Attr<float>("forget_bias", 0.0f, "as in lstm_unit")
+      .KernelDTypeFrom("X")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+        if (ctx.HasOutput("C_prev@GRAD"))
+          ctx.SetOutput("C_prev@GRAD", ctx.InputDim("C_prev"), ctx.InputDType("C_prev"));
+      })
+      .CPUKernel<float, double>(kLstmUnitGrad);
+}
+
+}  // namespace fl

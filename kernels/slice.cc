@@ -1,0 +1,167 @@
+// slice: Out = Input[starts:ends] along `axes`, with Fluid's clamping (negative bounds count from the end,
+// then both are clamped to [0, dim]); decrease_axis drops those (size-1) axes. The grad writes Out@GRAD
+// back into a zeroed Input@GRAD.
+#include <cstring>
+
+#include "helpers/concat_split.h"
+
+namespace fl {
+
+namespace {
+
+struct SlicePlan {
+  DDim box;                      // the sliced region's dims, same rank as Input
+  std::vector<int64_t> start;    // its offset in Input, per dim
+  DDim out;                      // box with decrease_axis removed
+};
+
+SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vector<int32_t>& starts,
+               const std::vector<int32_t>& ends, const std::vector<int32_t>& decrease, const std::string& op,
+               const std::string& indesc) {
+  const auto list = [](const std::vector<int32_t>& v) { return DDim(std::vector<int64_t>(v.begin(), v.end())); };
+  FL_ENFORCE(starts.size() == axes.size() && ends.size() == axes.size(), op, ": axes ", list(axes), ", starts ",
+             list(starts), " and ends ", list(ends), " must have the same length");
+  SlicePlan p;
+  p.box = in;
+  p.start.assign(in.size(), 0);
+  std::vector<bool> seen(in.size(), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int a = NormalizeAxis(axes[i], in.size(), op, Str(indesc, " (axes ", list(axes), ")"));
+    FL_ENFORCE(!seen[a], op, ": axes ", list(axes), " names axis ", a, " twice");
+    seen[a] = true;
+    const int64_t dim = in[a];
+    if (dim < 0) {
+      p.box[a] = -1;  // unknown until run time
+      continue;
+    }
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    s = std::min(std::max<int64_t>(s, 0), dim);
+    e = std::min(std::max<int64_t>(e, 0), dim);
+    FL_ENFORCE(e > s, op, ": ", indesc, " axis ", a, " with start ", starts[i], " and end ", ends[i],
+               " selects nothing (clamped to [", s, ", ", e, "))");
+    p.box[a] = e - s;
+    p.start[a] = s;
+  }
+  std::vector<bool> drop(in.size(), false);
+  for (int32_t d : decrease) {
+    const int a = NormalizeAxis(d, in.size(), op, Str(indesc, " (decrease_axis ", list(decrease), ")"));
+    FL_ENFORCE(p.box[a] == 1 || p.box[a] < 0, op, ": decrease_axis ", list(decrease), " drops axis ", a,
+               " of ", indesc, " but the slice has size ", p.box[a], " there (must be 1)");
+    drop[a] = true;
+  }
+  for (int i = 0; i < in.size(); ++i)
+    if (!drop[i]) p.out.push_back(p.box[i]);
+  if (p.out.size() == 0) p.out.push_back(1);  // Fluid keeps a [1] when every axis is dropped
+  return p;
+}
+
+template <typename Ctx>
+SlicePlan Plan(const Ctx& ctx, const DDim& in, const std::string& indesc) {
+  return Plan(in, ctx.template Attr<std::vector<int32_t>>("axes"), ctx.template Attr<std::vector<int32_t>>("starts"),
+              ctx.template Attr<std::vector<int32_t>>("ends"),
+              ctx.template Attr<std::vector<int32_t>>("decrease_axis"), ctx.Type(), indesc);
+}
+
+// Copies the box [start, start + box) of a dense tensor of dims `full` to a dense box-shaped buffer
+// (kToBox) or back. Trailing dims the box spans whole merge into one contiguous run per memcpy.
+template <bool kToBox>
+void BoxCopy(const DDim& full, const std::vector<int64_t>& start, const DDim& box, size_t elem, const char* src,
+             char* dst) {
+  const int rank = full.size();
+  int k = rank - 1;
+  while (k >= 0 && box[k] == full[k]) --k;
+  if (k < 0) {
+    std::memcpy(dst, src, static_cast<size_t>(full.numel()) * elem);
+    return;
+  }
+  std::vector<int64_t> stride(rank);  // bytes
+  int64_t s = static_cast<int64_t>(elem);
+  for (int i = rank - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= full[i];
+  }
+  const int64_t run = box[k] * stride[k];
+  int64_t off = 0;
+  for (int i = 0; i <= k; ++i) off += start[i] * stride[i];
+  const int64_t outer = box.Product(0, k);
+  std::vector<int64_t> idx(k, 0);
+  for (int64_t o = 0; o < outer; ++o) {
+    if (kToBox) std::memcpy(dst + o * run, src + off, run);
+    else std::memcpy(dst + off, src + o * run, run);
+    for (int i = k - 1; i >= 0; --i) {  // odometer over the outer box dims
+      off += stride[i];
+      if (++idx[i] < box[i]) break;
+      off -= box[i] * stride[i];
+      idx[i] = 0;
+    }
+  }
+}
+
+const auto kSlice = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  const Tensor& in = ctx.Input("Input");
+  const SlicePlan p = Plan(ctx, in.dims(), "Input");
+  Tensor* out = ctx.Output("Out");
+  out->Resize(p.out);
+  BoxCopy<true>(in.dims(), p.start, p.box, sizeof(T), reinterpret_cast<const char*>(in.data<T>()),
+                reinterpret_cast<char*>(out->mutable_data<T>(ctx.place())));
+};
+
+const auto kSliceGrad = [](const ExecutionContext& ctx, auto tag) {
+  using T = typename decltype(tag)::type;
+  Tensor* din = ctx.OutputOrNull("Input@GRAD");
+  if (!din) return;
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  const SlicePlan p = Plan(ctx, in.dims(), "Input");
+  FL_ENFORCE(dout.dims() == p.out, "slice_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
+             " does not match the slice ", p.out);
+  din->Resize(in.dims());
+  char* d = reinterpret_cast<char*>(din->mutable_data<T>(ctx.place()));
+  std::memset(d, 0, static_cast<size_t>(in.numel()) * sizeof(T));
+  BoxCopy<false>(in.dims(), p.start, p.box, sizeof(T), reinterpret_cast<const char*>(dout.data<T>()), d);
+};
+
+}  // namespace
+
+FL_REGISTER_OP(slice, op) {
+  op.Doc("Out = Input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end and are clamped "
+         "to [0, dim]. decrease_axis drops those size-1 axes.")
+      .Input("Input", "the tensor to slice")
+      .Output("Out", "the slice")
+      .Attr<std::vector<int32_t>>("axes", {}, "the axes to slice")
+      .Attr<std::vector<int32_t>>("starts", {}, "start of each slice (inclusive; negative counts from the end)")
+      .Attr<std::vector<int32_t>>("ends", {}, "end of each slice (exclusive; negative counts from the end)")
+      .Attr<std::vector<int32_t>>("decrease_axis", {}, "axes (each of size 1 after slicing) to drop from Out")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
+        ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));
+      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSlice)
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("slice_grad");
+        op.SetInput("Input", g.Input("Input"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("Input@GRAD", g.InputGrad("Input"));
+      });
+}
+
+FL_REGISTER_OP(slice_grad, op) {
+  op.Doc("Gradient of slice: Input@GRAD = zeros with Out@GRAD written into the sliced region.")
+      .Input("Input", "forward Input (only the dims are read)")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("Input@GRAD", "gradient of Input")
+      .Attr<std::vector<int32_t>>("axes", {}, "as in slice")
+      .Attr<std::vector<int32_t>>("starts", {}, "as in slice")
+      .Attr<std::vector<int32_t>>("ends", {}, "as in slice")
+      .Attr<std::vector<int32_t>>("decrease_axis", {}, "as in slice")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("Input@GRAD"))
+          ctx.SetOutput("Input@GRAD", ctx.InputDim("Input"), ctx.InputDType("Input"));
+      })
+      .CPUKernel<float, double, int32_t, int64_t>(kSliceGrad);
+}
+
+}  // namespace fl
