@@ -164,7 +164,8 @@ void PoolBackward(const PoolGeom& g, const T* x, const T* out, const T* dout, T*
   const int64_t H = g.H, W = g.W, OW = g.OW, sw = g.sw, kw = g.kw;
   std::fill(dx, dx + planes * H * W, T(0));
   std::vector<T> dbuf(plan.buf_w, T(0)), xbuf(plan.buf_w, -std::numeric_limits<T>::infinity()), gs(OW);
-  std::vector<uint8_t> found(OW);
+  std::vector<int32_t> sel_j(OW), sel_h(OW);
+  const bool direct = g.pw == 0 && (OW - 1) * sw + kw <= W;
   T* db = dbuf.data();
   T* xb = xbuf.data();
   for (int64_t p = 0; p < planes; ++p) {
@@ -175,23 +176,29 @@ void PoolBackward(const PoolGeom& g, const T* x, const T* out, const T* dout, T*
       if (he <= hs) continue;
       const T* g_row = dout + (p * g.OH + oh) * OW;
       if (g.is_max) {
+        // Branch-free first-match search across the row: sel_h / sel_j record the window element (input
+        // row, buffer column) of the first input equal to the output; then one scatter per output.
         const T* o_row = out + (p * g.OH + oh) * OW;
-        std::fill(found.begin(), found.end(), uint8_t(0));
-        for (int64_t ow : plan.empty_cols) found[ow] = 1;
+        std::fill(sel_j.begin(), sel_j.end(), int32_t(-1));
+        int32_t* sj = sel_j.data();
+        int32_t* sh = sel_h.data();
         for (int64_t h = hs; h < he; ++h) {
-          std::copy(xp + h * W, xp + (h + 1) * W, xb + g.pw);
-          std::fill(db, db + plan.buf_w, T(0));
+          const T* row = xp + h * W;  // read in place when no window column falls outside the input
+          if (!direct) std::copy(row, row + W, xb + g.pw);
+          const T* base = direct ? row : xb;
+          const int32_t hh = static_cast<int32_t>(h);
           for (int64_t k = 0; k < kw; ++k) {
-            const T* xk = xb + k;
-            T* dk = db + k;
+            const T* xk = base + k;
             for (int64_t ow = 0; ow < OW; ++ow) {
-              const bool hit = !found[ow] && xk[ow * sw] == o_row[ow];
-              dk[ow * sw] += hit ? g_row[ow] : T(0);
-              found[ow] |= hit;
+              const bool hit = (sj[ow] < 0) & (xk[ow * sw] == o_row[ow]);
+              sj[ow] = hit ? static_cast<int32_t>(ow * sw + k) : sj[ow];
+              sh[ow] = hit ? hh : sh[ow];
             }
           }
-          T* dr = dxp + h * W;
-          for (int64_t w = 0; w < W; ++w) dr[w] += db[g.pw + w];
+        }
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t col = sj[ow] - g.pw;  // a padding column only matches an all -inf window
+          if (sj[ow] >= 0 && col >= 0 && col < W) dxp[sh[ow] * W + col] += g_row[ow];
         }
       } else {
         const T ih = plan.inv_h[oh];

@@ -244,3 +244,19 @@ def test_batch_norm_build_errors():
                                                        "Variance": vs["v"]},
                             outputs={"Y": outs["Y"], "MeanOut": outs["MO"], "VarianceOut": outs["VO"]},
                             attrs={"data_layout": "NDHWC"})
+
+
+def test_batch_norm_in_place_writes_input():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[2, 3, 3])
+        h = fluid.layers.scale(x, scale=2.0)
+        y = fluid.layers.batch_norm(h, in_place=True)
+    assert y.name == h.name
+    xv = rng.uniform(-1, 1, (4, 2, 3, 3)).astype("float32")
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    got, = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    want = bn_train_ref(2 * xv.astype("float64"), np.ones(2), np.zeros(2), np.zeros(2), np.ones(2), 0.9, 1e-5,
+                        "NCHW")[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
