@@ -28,6 +28,46 @@ void LstmUnitInferShape(InferShapeContext& ctx) {
   ctx.SetOutput("H", out, ctx.InputDType("X"));
 }
 
+// One row: x = [i | f | o | g] pre-activations (4 * d), c_prev (d) -> c, h (d). Plain pointer loops
+// over contiguous rows so GCC vectorises them (VecSigmoid / VecTanh are branch-free arithmetic).
+template <typename T>
+void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d, T* __restrict c,
+                 T* __restrict h) {
+  const T* xi = x;
+  const T* xf = x + d;
+  const T* xo = x + 2 * d;
+  const T* xg = x + 3 * d;
+  for (int64_t j = 0; j < d; ++j) {
+    const T cv = VecSigmoid(xf[j] + fb) * cp[j] + VecSigmoid(xi[j]) * VecTanh(xg[j]);
+    c[j] = cv;
+    h[j] = VecSigmoid(xo[j]) * VecTanh(cv);
+  }
+}
+
+// One row of the grad: recomputes the gates, then dX (4 * d) and dC_prev (d) from dH and dC.
+template <typename T>
+void CellBackward(const T* __restrict x, const T* __restrict cp, const T* __restrict dh, const T* __restrict dc, T fb,
+                  int64_t d, T* __restrict dx, T* __restrict dcp) {
+  const T* xi = x;
+  const T* xf = x + d;
+  const T* xo = x + 2 * d;
+  const T* xg = x + 3 * d;
+  T* dxi = dx;
+  T* dxf = dx + d;
+  T* dxo = dx + 2 * d;
+  T* dxg = dx + 3 * d;
+  for (int64_t j = 0; j < d; ++j) {
+    const T i = VecSigmoid(xi[j]), f = VecSigmoid(xf[j] + fb), o = VecSigmoid(xo[j]), g = VecTanh(xg[j]);
+    const T tc = VecTanh(f * cp[j] + i * g);
+    const T dcs = dc[j] + dh[j] * o * (T(1) - tc * tc);  // total gradient reaching C
+    dxi[j] = dcs * g * i * (T(1) - i);
+    dxf[j] = dcs * cp[j] * f * (T(1) - f);
+    dxo[j] = dh[j] * tc * o * (T(1) - o);
+    dxg[j] = dcs * i * (T(1) - g * g);
+    dcp[j] = dcs * f;
+  }
+}
+
 const auto kLstmUnit = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
   const Tensor& xt = ctx.Input("X");
@@ -38,20 +78,7 @@ const auto kLstmUnit = [](const ExecutionContext& ctx, auto tag) {
   const T* cp = cpt.data<T>();
   T* c = ctx.Alloc<T>("C");
   T* h = ctx.Alloc<T>("H");
-  for (int64_t r = 0; r < n; ++r) {
-    const T* xi = x + r * 4 * d;
-    const T* xf = xi + d;
-    const T* xo = xi + 2 * d;
-    const T* xg = xi + 3 * d;
-    const T* cpr = cp + r * d;
-    T* cr = c + r * d;
-    T* hr = h + r * d;
-    for (int64_t j = 0; j < d; ++j) {
-      const T cv = VecSigmoid(xf[j] + fb) * cpr[j] + VecSigmoid(xi[j]) * VecTanh(xg[j]);
-      cr[j] = cv;
-      hr[j] = VecSigmoid(xo[j]) * VecTanh(cv);
-    }
-  }
+  for (int64_t r = 0; r < n; ++r) CellForward(x + r * 4 * d, cp + r * d, fb, d, c + r * d, h + r * d);
 };
 
 const auto kLstmUnitGrad = [](const ExecutionContext& ctx, auto tag) {
@@ -90,28 +117,10 @@ const auto kLstmUnitGrad = [](const ExecutionContext& ctx, auto tag) {
     scratch.resize(scratch.size() + d);
   }
   for (int64_t r = 0; r < n; ++r) {
-    const T* xi = x + r * 4 * d;
-    const T* xf = xi + d;
-    const T* xo = xi + 2 * d;
-    const T* xg = xi + 3 * d;
-    const T* cpr = cp + r * d;
-    const T* dhr = dh ? dh + r * d : zeros.data();
-    const T* dcr = dc ? dc + r * d : zeros.data();
-    T* dxi = dx ? dx + r * 4 * d : scratch.data();
-    T* dxf = dxi + d;
-    T* dxo = dxi + 2 * d;
-    T* dxg = dxi + 3 * d;
+    T* dxr = dx ? dx + r * 4 * d : scratch.data();
     T* dcpr = dcp ? dcp + r * d : scratch.data() + (dx ? 0 : 4 * d);
-    for (int64_t j = 0; j < d; ++j) {
-      const T i = VecSigmoid(xi[j]), f = VecSigmoid(xf[j] + fb), o = VecSigmoid(xo[j]), g = VecTanh(xg[j]);
-      const T tc = VecTanh(f * cpr[j] + i * g);
-      const T dcs = dcr[j] + dhr[j] * o * (T(1) - tc * tc);  // total gradient reaching C
-      dxi[j] = dcs * g * i * (T(1) - i);
-      dxf[j] = dcs * cpr[j] * f * (T(1) - f);
-      dxo[j] = dhr[j] * tc * o * (T(1) - o);
-      dxg[j] = dcs * i * (T(1) - g * g);
-      dcpr[j] = dcs * f;
-    }
+    CellBackward(x + r * 4 * d, cp + r * d, dh ? dh + r * d : zeros.data(), dc ? dc + r * d : zeros.data(), fb, d,
+                 dxr, dcpr);
   }
 };
 
