@@ -215,6 +215,7 @@ def test_layer_trains():
     xs = rng.uniform(-1, 1, (16, 2, 8, 8)).astype("float32")
     target = conv_ref(xs, rng.uniform(-0.5, 0.5, (3, 2, 3, 3)).astype("float32"), pad=(1, 1))
     main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 5  # deterministic initial weights: the bound below is then not a matter of luck
     with fluid.program_guard(main, startup):
         x = fluid.layers.data("x", shape=[2, 8, 8], dtype="float32")
         t = fluid.layers.data("t", shape=[3, 8, 8], dtype="float32")

@@ -1,6 +1,7 @@
 """Bad input: every error is a Python exception naming the op type, the slot/variable, the expected and
 actual shape/dtype and the user's file:line where the op was created; the executor stays usable, and
 nothing segfaults or hangs."""
+import gc
 import os
 import subprocess
 import sys
@@ -314,6 +315,7 @@ def test_runtime_error_inside_a_sub_scope_leaves_no_scope_behind(exe):
         v = main.global_block().create_var(name="v", shape=[2], dtype="float32")
         o = fluid.layers.scale(v)
     scope = fluid.Scope()
+    gc.collect()  # live_scopes is process-wide: finalise earlier tests' garbage first
     live = core.live_scopes()
     for _ in range(20):
         with pytest.raises(core.EnforceNotMet):

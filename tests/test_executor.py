@@ -127,6 +127,7 @@ def test_kid_scope_is_reused_and_recreated_after_drop_kids():
     assert scope.find_local_var(y.name) is None and scope.find_local_var("x") is None
     assert scope.find_local_var("counter") is not None
     n = core.num_prepared()
+    gc.collect()  # live_scopes is process-wide: finalise earlier tests' garbage first
     live = core.live_scopes()
     scope.drop_kids()
     assert scope.num_kids() == 0 and core.live_scopes() == live - 1
@@ -261,6 +262,7 @@ def test_scope_api():
     assert s.local_var_names() == ["a", "b"]
     s.erase_vars(["b"])
     assert s.find_var("b") is None
+    gc.collect()
     live = core.live_scopes()
     s.drop_kids()
     assert s.num_kids() == 0 and core.live_scopes() == live - 2

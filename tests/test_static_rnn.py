@@ -1,5 +1,7 @@
 """StaticRNN: forward and gradients equal the same network unrolled by hand, numeric gradients, memory
 init= vs shape=, misuse errors, step-scope reuse, and training to high accuracy."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -148,10 +150,12 @@ def test_step_scopes_are_reused_across_runs():
     exe.run(startup, scope=scope)
     for _ in range(5):
         exe.run(main, feed={"x": xv}, fetch_list=[loss, gx], scope=scope)
+    gc.collect()  # the counters are process-wide: let earlier tests' garbage go first
     scopes = fluid.core.live_scopes()
     mem = fluid.core.memory_stats()["bytes_in_use"]
     for _ in range(100):
         exe.run(main, feed={"x": xv}, fetch_list=[loss, gx], scope=scope)
+    gc.collect()
     assert fluid.core.live_scopes() == scopes
     assert fluid.core.memory_stats()["bytes_in_use"] == mem
 
