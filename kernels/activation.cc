@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "helpers/elementwise_loop.h"
+#include "helpers/vec_act.h"  // sigmoid/tanh/exp that vectorise (std::exp/std::tanh keep loops scalar)
 
 namespace fl {
 
@@ -27,19 +28,19 @@ struct ReluAct {
 struct SigmoidAct {
   static constexpr const char* kFormula = "1 / (1 + exp(-X))";
   static constexpr GradFrom kGradFrom = GradFrom::Out;
-  template <typename T> static T Fwd(T x) { return T(1) / (T(1) + std::exp(-x)); }
+  template <typename T> static T Fwd(T x) { return VecSigmoid(x); }
   template <typename T> static T Grad(T out, T g) { return g * out * (T(1) - out); }
 };
 struct TanhAct {
   static constexpr const char* kFormula = "tanh(X)";
   static constexpr GradFrom kGradFrom = GradFrom::Out;
-  template <typename T> static T Fwd(T x) { return std::tanh(x); }
+  template <typename T> static T Fwd(T x) { return VecTanh(x); }
   template <typename T> static T Grad(T out, T g) { return g * (T(1) - out * out); }
 };
 struct ExpAct {
   static constexpr const char* kFormula = "exp(X)";
   static constexpr GradFrom kGradFrom = GradFrom::Out;
-  template <typename T> static T Fwd(T x) { return std::exp(x); }
+  template <typename T> static T Fwd(T x) { return VecExp(x); }
   template <typename T> static T Grad(T out, T g) { return g * out; }
 };
 struct LogAct {
