@@ -9,6 +9,7 @@
 
 #include "helpers/blas.h"
 #include "helpers/im2col.h"
+#include "helpers/parallel.h"
 #include "helpers/scratch.h"
 #include "op_context.h"
 
@@ -122,6 +123,26 @@ void ToWide(const T* images, int64_t m, int64_t n, int64_t p, T* wide) {
     for (int64_t r = 0; r < m; ++r) std::memcpy(wide + (r * n + i) * p, images + (i * m + r) * p, p * sizeof(T));
 }
 
+// f(image, first channel, end channel) over slices of the n*C (image, channel) pairs, split across the
+// thread pool: im2col and col2im run outside BLAS, so they would otherwise use one core.
+template <typename F>
+void ForChannelSlices(const ConvGeometry& g, int64_t n, F f) {
+  const int64_t c = g.channels, work = g.kernel_h * g.kernel_w * g.OutSize();
+  ParallelFor(n * c, std::max<int64_t>(1, (int64_t(1) << 15) / work), [&](int64_t b, int64_t e) {
+    while (b < e) {
+      const int64_t i = b / c, c0 = b % c, c1 = std::min(c, c0 + (e - b));
+      f(i, c0, c1);
+      b += c1 - c0;
+    }
+  });
+}
+
+// The geometry of channels [c0, c1) of an image.
+ConvGeometry Channels(ConvGeometry g, int64_t c0, int64_t c1) {
+  g.channels = c1 - c0;
+  return g;
+}
+
 // The GEMM path. For a chunk of n images with ld = n*P columns and group g:
 //   out'_g [Mg, ld] = W_g [Mg, Kg] @ col_g [Kg, ld]
 //   dW_g [Mg, Kg] += dout'_g [Mg, ld] @ col_g^T
@@ -171,8 +192,13 @@ class GemmConv {
         for (int64_t g = 0; g < s_.groups; ++g)
           blas::Gemm<T>(true, false, kg_, ld, mg_, T(1), w + g * mg_ * kg_, kg_, dwide + g * mg_ * ld, ld, T(0),
                         dcol + g * kg_ * ld, ld);
-        if (!direct)
-          for (int64_t i = 0; i < n; ++i) Col2Im(s_.geom, dcol + i * p_, ld, dxb + i * image_);
+        if (!direct) {
+          const ConvGeometry& g = s_.geom;
+          const int64_t hw = g.height * g.width, rows = g.kernel_h * g.kernel_w;
+          ForChannelSlices(g, n, [&](int64_t i, int64_t c0, int64_t c1) {
+            Col2Im(Channels(g, c0, c1), dcol + c0 * rows * ld + i * p_, ld, dxb + i * image_ + c0 * hw);
+          });
+        }
       }
     }
   }
@@ -182,12 +208,139 @@ class GemmConv {
   const T* Columns(const T* x, int64_t n) const {
     if (n == 1 && s_.geom.IsPointwise()) return x;
     T* col = Scratch<T>(0, k_ * n * p_);
-    for (int64_t i = 0; i < n; ++i) Im2Col(s_.geom, x + i * image_, col + i * p_, n * p_);
+    const ConvGeometry& g = s_.geom;
+    const int64_t hw = g.height * g.width, rows = g.kernel_h * g.kernel_w, ld = n * p_;
+    ForChannelSlices(g, n, [&](int64_t i, int64_t c0, int64_t c1) {
+      Im2Col(Channels(g, c0, c1), x + i * image_ + c0 * hw, col + c0 * rows * ld + i * p_, ld);
+    });
     return col;
   }
 
   const ConvShape& s_;
   const int64_t p_, k_, kg_, mg_, image_, nb_;
+};
+
+// Depthwise convolution (one input channel per group, `mult` output channels per input channel) as
+// direct loops: for every output row and kernel tap, one contiguous run of output columns whose input
+// lies inside the image (the padding is skipped, never read), so no column matrix is built.
+template <typename T>
+class DepthwiseConv {
+ public:
+  explicit DepthwiseConv(const ConvShape& s) : s_(s), g_(s.geom), mult_(s.out_channels / s.geom.channels) {
+    hlo_.resize(g_.kernel_h);
+    hhi_.resize(g_.kernel_h);
+    wlo_.resize(g_.kernel_w);
+    whi_.resize(g_.kernel_w);
+    for (int64_t ki = 0; ki < g_.kernel_h; ++ki)
+      ValidRange(g_.out_h, g_.height, g_.stride_h, ki * g_.dilation_h - g_.pad_h, &hlo_[ki], &hhi_[ki]);
+    for (int64_t kj = 0; kj < g_.kernel_w; ++kj)
+      ValidRange(g_.out_w, g_.width, g_.stride_w, kj * g_.dilation_w - g_.pad_w, &wlo_[kj], &whi_[kj]);
+  }
+
+  void Forward(const T* x, const T* w, T* out) const {
+    const int64_t sw = g_.stride_w, p = g_.OutSize(), hw = g_.height * g_.width, m_all = s_.out_channels;
+    ParallelFor(s_.batch * m_all, Grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const int64_t m = plane % m_all;
+        const T* in = x + (plane / m_all * g_.channels + m / mult_) * hw;
+        T* o = out + plane * p;
+        std::fill(o, o + p, T(0));
+        const T* wm = w + m * Taps();
+        Runs([&](int64_t tap, int64_t in_off, int64_t ho, int64_t wlo, int64_t n) {
+          const T wv = wm[tap];
+          const T* src = in + in_off;
+          T* d = o + ho * g_.out_w + wlo;
+          if (sw == 1) {
+            for (int64_t i = 0; i < n; ++i) d[i] += wv * src[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i) d[i] += wv * src[i * sw];
+          }
+        });
+      }
+    });
+  }
+
+  void Backward(const T* x, const T* w, const T* dout, T* dx, T* dw) const {
+    const int64_t sw = g_.stride_w, p = g_.OutSize(), hw = g_.height * g_.width, c = g_.channels;
+    const int64_t taps = Taps(), ow = g_.out_w;
+    if (dx) {
+      // By input plane, so the planes of its `mult` output channels add into it from one thread.
+      ParallelFor(s_.batch * c, Grain() / mult_, [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          T* gin = dx + plane * hw;
+          std::fill(gin, gin + hw, T(0));
+          for (int64_t m = plane % c * mult_; m < (plane % c + 1) * mult_; ++m) {
+            const T* go = dout + (plane / c * s_.out_channels + m) * p;
+            const T* wm = w + m * taps;
+            Runs([&](int64_t tap, int64_t in_off, int64_t ho, int64_t wlo, int64_t n) {
+              const T wv = wm[tap];
+              T* dst = gin + in_off;
+              const T* src = go + ho * ow + wlo;
+              if (sw == 1) {
+                for (int64_t i = 0; i < n; ++i) dst[i] += wv * src[i];
+              } else {
+                for (int64_t i = 0; i < n; ++i) dst[i * sw] += wv * src[i];
+              }
+            });
+          }
+        }
+      });
+    }
+    if (dw) {
+      // Per tap, products are summed elementwise into a row of partial sums (vectorisable), reduced once.
+      ParallelFor(s_.out_channels, Grain() / std::max<int64_t>(1, s_.batch), [&](int64_t begin, int64_t end) {
+        T* acc = Scratch<T>(0, taps * ow);
+        for (int64_t m = begin; m < end; ++m) {
+          std::fill(acc, acc + taps * ow, T(0));
+          for (int64_t b = 0; b < s_.batch; ++b) {
+            const T* in = x + (b * c + m / mult_) * hw;
+            const T* go = dout + (b * s_.out_channels + m) * p;
+            Runs([&](int64_t tap, int64_t in_off, int64_t ho, int64_t wlo, int64_t n) {
+              const T* src = in + in_off;
+              const T* g = go + ho * ow + wlo;
+              T* a = acc + tap * ow + wlo;
+              if (sw == 1) {
+                for (int64_t i = 0; i < n; ++i) a[i] += g[i] * src[i];
+              } else {
+                for (int64_t i = 0; i < n; ++i) a[i] += g[i] * src[i * sw];
+              }
+            });
+          }
+          for (int64_t t = 0; t < taps; ++t) {
+            T sum = 0;
+            for (int64_t i = 0; i < ow; ++i) sum += acc[t * ow + i];
+            dw[m * taps + t] = sum;
+          }
+        }
+      });
+    }
+  }
+
+ private:
+  int64_t Taps() const { return g_.kernel_h * g_.kernel_w; }
+  // Output planes per thread slice: at least ~32K multiply-adds, so small convolutions stay serial.
+  int64_t Grain() const { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, Taps() * g_.OutSize())); }
+
+  // run(tap, input offset of the run's first element, output row, first output column, length) for every
+  // (output row, tap) whose input row is inside the image.
+  template <typename F>
+  void Runs(F run) const {
+    for (int64_t ho = 0; ho < g_.out_h; ++ho)
+      for (int64_t ki = 0; ki < g_.kernel_h; ++ki) {
+        if (ho < hlo_[ki] || ho >= hhi_[ki]) continue;
+        const int64_t row = (ho * g_.stride_h + ki * g_.dilation_h - g_.pad_h) * g_.width;
+        for (int64_t kj = 0; kj < g_.kernel_w; ++kj) {
+          const int64_t n = whi_[kj] - wlo_[kj];
+          if (n > 0)
+            run(ki * g_.kernel_w + kj, row + wlo_[kj] * g_.stride_w + kj * g_.dilation_w - g_.pad_w, ho, wlo_[kj], n);
+        }
+      }
+  }
+
+  const ConvShape& s_;
+  const ConvGeometry& g_;
+  const int64_t mult_;
+  std::vector<int64_t> hlo_, hhi_, wlo_, whi_;
 };
 
 template <typename T>
@@ -197,7 +350,11 @@ void ConvForwardKernel(const ExecutionContext& ctx) {
   const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
   Tensor* out = ctx.Output("Output");
   out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
-  GemmConv<T>(s).Forward(in.data<T>(), filter.data<T>(), out->mutable_data<T>(ctx.place()));
+  T* o = out->mutable_data<T>(ctx.place());
+  if (s.Depthwise())
+    DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
+  else
+    GemmConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
 }
 
 template <typename T>
@@ -220,7 +377,10 @@ void ConvGradKernel(const ExecutionContext& ctx) {
     dw = t->mutable_data<T>(ctx.place());
   }
   if (!dx && !dw) return;
-  GemmConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+  if (s.Depthwise())
+    DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+  else
+    GemmConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
 void RegisterConv(OpBuilder& op, const std::string& type) {

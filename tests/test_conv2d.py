@@ -63,15 +63,6 @@ def test_forward(case, dtype):
             atol=tol, rtol=tol)
 
 
-def test_forward_batched_chunks():
-    """A batch large enough to be split into several side-by-side GEMM chunks (and a ragged last chunk)."""
-    rng = np.random.RandomState(0)
-    x = rng.uniform(-1, 1, (37, 3, 6, 5)).astype("float32")
-    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype("float32")
-    OpTest("conv2d", {"Input": x, "Filter": w}, {"Output": conv_ref(x, w, pad=(1, 1))},
-           _attrs((1, 1), (1, 1), (1, 1), 1)).check_output(atol=1e-5, rtol=1e-5)
-
-
 def test_data_format_nchw_accepted():
     rng = np.random.RandomState(1)
     x = rng.uniform(-1, 1, (2, 2, 5, 5))
@@ -103,16 +94,16 @@ def test_check_grad(case):
     t.check_grad(["Input", "Filter"], "Output", max_relative_error=1e-6)
 
 
-def _weighted_grads(op_type, x, w, attrs, r, need=("Input", "Filter")):
+def _weighted_grads(op_type, x, w, attrs, r, need=("Input", "Filter"), dtype="float64"):
     """fluid.gradients of sum(Output * r) w.r.t. the inputs in `need` (others get no grad)."""
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
-        xv = fluid.layers.data("x", shape=list(x.shape), dtype="float64", append_batch_size=False)
-        wv = fluid.layers.data("w", shape=list(w.shape), dtype="float64", append_batch_size=False)
-        rv = fluid.layers.data("r", shape=list(r.shape), dtype="float64", append_batch_size=False)
+        xv = fluid.layers.data("x", shape=list(x.shape), dtype=dtype, append_batch_size=False)
+        wv = fluid.layers.data("w", shape=list(w.shape), dtype=dtype, append_batch_size=False)
+        rv = fluid.layers.data("r", shape=list(r.shape), dtype=dtype, append_batch_size=False)
         xv.stop_gradient = "Input" not in need
         wv.stop_gradient = "Filter" not in need
-        out = main.global_block().create_var(name="out", dtype="float64")
+        out = main.global_block().create_var(name="out", dtype=dtype)
         main.global_block().append_op(type=op_type, inputs={"Input": [xv], "Filter": [wv]},
                                       outputs={"Output": [out]}, attrs=attrs)
         loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, rv))
@@ -120,7 +111,7 @@ def _weighted_grads(op_type, x, w, attrs, r, need=("Input", "Filter")):
         grads = fluid.gradients([loss], targets)
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup)
-    return exe.run(main, feed={"x": x, "w": w, "r": r}, fetch_list=grads)
+    return exe.run(main, feed={"x": x.astype(dtype), "w": w.astype(dtype), "r": r.astype(dtype)}, fetch_list=grads)
 
 
 def _numeric(f, a, delta=1e-3):
@@ -161,25 +152,53 @@ def test_grad_weighted(case):
                                    rtol=1e-7, atol=1e-9)
 
 
-def test_grad_batched_chunks_float32():
-    """float32 gradients over a batch split into several chunks, against float64 numpy (the adjoint of
-    the reference, by linearity: dX = sum over taps of R scattered back; computed here by autodiff of
-    conv_ref's einsums written out)."""
+def conv_ref_grads(x, w, r, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1):
+    """Gradients of sum(conv_ref(x, w) * r) w.r.t. x and w: the adjoint of conv_ref's einsums."""
+    m, cg, kh, kw = w.shape
+    ho, wo = r.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    dxp, dw = np.zeros_like(xp), np.zeros_like(w)
+    mg = m // groups
+    for g in range(groups):
+        cs, ms = slice(g * cg, (g + 1) * cg), slice(g * mg, (g + 1) * mg)
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dil[0], i * dil[0] + stride[0] * (ho - 1) + 1, stride[0])
+                cols = slice(j * dil[1], j * dil[1] + stride[1] * (wo - 1) + 1, stride[1])
+                dw[ms, :, i, j] = np.einsum("nchw,nmhw->mc", xp[:, cs, rows, cols], r[:, ms])
+                dxp[:, cs, rows, cols] += np.einsum("nmhw,mc->nchw", r[:, ms], w[ms, :, i, j])
+    return dxp[:, :, pad[0]:pad[0] + x.shape[2], pad[1]:pad[1] + x.shape[3]], dw
+
+
+# Shapes big enough to be split across the thread pool and into several GEMM chunks (ragged last one).
+LARGE_CASES = [
+    ("chunks_37", (37, 3, 6, 5), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ("wide_pad", (4, 8, 20, 18), (6, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ("wide_s2_groups", (3, 8, 21, 20), (8, 4, 3, 3), (2, 2), (1, 1), (1, 1), 2),
+    ("wide_depthwise", (4, 16, 20, 20), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), 16),
+    ("wide_depthwise_mult_s2", (3, 8, 21, 20), (16, 1, 5, 3), (2, 1), (2, 1), (1, 2), 8),
+    ("wide_pointwise", (40, 16, 6, 6), (8, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", LARGE_CASES + GRAD_CASES, ids=[c[0] for c in LARGE_CASES + GRAD_CASES])
+def test_grad_adjoint(case, dtype):
+    """Forward and both gradients on larger shapes against the adjoint of the numpy reference."""
+    _, xs, ws, stride, pad, dil, groups = case
     rng = np.random.RandomState(4)
-    x = rng.uniform(-1, 1, (37, 3, 6, 5))
-    w = rng.uniform(-1, 1, (4, 3, 3, 3))
-    r = rng.uniform(-1, 1, (37, 4, 6, 5))
-    # The filter gradient of sum(conv(x, w) * r) is the correlation of the padded x with r.
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want_w = np.zeros_like(w)
-    want_xp = np.zeros_like(xp)
-    for i in range(3):
-        for j in range(3):
-            want_w[:, :, i, j] = np.einsum("nchw,nmhw->mc", xp[:, :, i:i + 6, j:j + 5], r)
-            want_xp[:, :, i:i + 6, j:j + 5] += np.einsum("nmhw,mc->nchw", r, w[:, :, i, j])
-    gx, gw = _weighted_grads("conv2d", x, w, _attrs((1, 1), (1, 1), (1, 1), 1), r)
-    np.testing.assert_allclose(gx, want_xp[:, :, 1:-1, 1:-1], rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(gw, want_w, rtol=1e-9, atol=1e-9)
+    x = rng.uniform(-1, 1, xs)
+    w = rng.uniform(-1, 1, ws)
+    out = conv_ref(x, w, stride, pad, dil, groups)
+    r = rng.uniform(-1, 1, out.shape)
+    want_x, want_w = conv_ref_grads(x, w, r, stride, pad, dil, groups)
+    tol = 2e-4 if dtype == "float32" else 1e-10
+    attrs = _attrs(stride, pad, dil, groups)
+    OpTest("conv2d", {"Input": x.astype(dtype), "Filter": w.astype(dtype)}, {"Output": out.astype(dtype)},
+           attrs).check_output(atol=tol, rtol=tol)
+    gx, gw = _weighted_grads("conv2d", x, w, attrs, r, dtype=dtype)
+    np.testing.assert_allclose(gx, want_x, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gw, want_w, rtol=tol, atol=tol * np.sqrt(xs[0] * out.shape[2] * out.shape[3]))
 
 
 # ------------------------------------------------------------------ layer

@@ -34,8 +34,6 @@ inline int64_t ConvOutSize(int64_t in, int64_t kernel, int64_t stride, int64_t p
   return (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1;
 }
 
-namespace im2col_detail {
-
 // Output positions [lo, hi) along one axis whose input index o*stride + offset lies in [0, size).
 inline void ValidRange(int64_t out, int64_t size, int64_t stride, int64_t offset, int64_t* lo, int64_t* hi) {
   int64_t l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
@@ -44,6 +42,8 @@ inline void ValidRange(int64_t out, int64_t size, int64_t stride, int64_t offset
   *lo = l;
   *hi = std::max(l, std::min(h, out));
 }
+
+namespace im2col_detail {
 
 // kToCol: col = im2col(image) (every col element written). Otherwise image += col2im(col).
 template <bool kToCol, typename T>
