@@ -187,3 +187,102 @@ class TorchDense:
         loss.backward()
         self.opt.step()
         return loss.detach().numpy()
+
+
+# ---------------------------------------------------------------------------------------------------
+# PyTorch modules holding fluidlite's parameters (conv nets): conv2d_N.w_0/b_0, fc_N.w_0/b_0 and
+# batch_norm's scale, bias, moving mean and variance.
+
+def _torch_copy(dst, src):
+    import torch
+    with torch.no_grad():
+        dst.copy_(torch.from_numpy(np.ascontiguousarray(src)))
+
+
+def torch_conv2d(params, prefix, stride=1, padding=0):
+    """nn.Conv2d with fluidlite's filter ``<prefix>.w_0`` [out, in, kh, kw] (same layout as torch) and
+    bias ``<prefix>.b_0`` when the layer has one."""
+    import torch
+    w = params[prefix + ".w_0"]
+    b = params.get(prefix + ".b_0")
+    conv = torch.nn.Conv2d(w.shape[1], w.shape[0], tuple(w.shape[2:]), stride=stride, padding=padding,
+                           bias=b is not None)
+    _torch_copy(conv.weight, w)
+    if b is not None:
+        _torch_copy(conv.bias, b)
+    return conv
+
+
+def torch_linear(params, prefix):
+    """nn.Linear from fluidlite's fc ``<prefix>.w_0`` [in, out] (transposed: torch keeps [out, in])."""
+    import torch
+    w, b = params[prefix + ".w_0"], params.get(prefix + ".b_0")
+    lin = torch.nn.Linear(w.shape[0], w.shape[1], bias=b is not None)
+    _torch_copy(lin.weight, w.T)
+    if b is not None:
+        _torch_copy(lin.bias, b)
+    return lin
+
+
+def torch_batch_norm(scale, bias, mean, variance, momentum=0.9, epsilon=1e-5):
+    """nn.BatchNorm2d with fluidlite's scale, bias, moving mean and variance. Fluid's ``momentum`` weighs
+    the old running value (running = momentum * running + (1 - momentum) * batch); torch's weighs the
+    batch, so torch gets 1 - momentum."""
+    import torch
+    bn = torch.nn.BatchNorm2d(scale.shape[0], eps=epsilon, momentum=1.0 - momentum)
+    for dst, src in ((bn.weight, scale), (bn.bias, bias), (bn.running_mean, mean), (bn.running_var, variance)):
+        _torch_copy(dst, src)
+    return bn
+
+
+class TorchLayers:
+    """Creates torch layers from fluidlite's parameters in the order the fluidlite model created its
+    layers, so the N-th ``conv_bn`` call gets ``conv2d_N`` and ``batch_norm_N`` (build the fluidlite
+    model under ``fluid.unique_name.guard()`` so its names start at 0)."""
+
+    def __init__(self, params, bn_momentum=0.9, bn_epsilon=1e-5):
+        self.params, self.bn_momentum, self.bn_epsilon = params, bn_momentum, bn_epsilon
+        self.counts = {"conv2d": 0, "batch_norm": 0, "fc": 0}
+
+    def _next(self, kind):
+        n = self.counts[kind]
+        self.counts[kind] += 1
+        return "%s_%d" % (kind, n)
+
+    def conv(self, stride=1, padding=0):
+        return torch_conv2d(self.params, self._next("conv2d"), stride=stride, padding=padding)
+
+    def bn(self):
+        p, name = self.params, self._next("batch_norm")
+        return torch_batch_norm(p[name + ".w_0"], p[name + ".b_0"], p[name + ".w_1"], p[name + ".w_2"],
+                                momentum=self.bn_momentum, epsilon=self.bn_epsilon)
+
+    def conv_bn(self, stride=1, padding=0, relu=True):
+        """Sequential(conv (fluidlite's conv2d_N), batch norm (batch_norm_N)[, ReLU])."""
+        import torch
+        mods = [self.conv(stride, padding), self.bn()] + ([torch.nn.ReLU(inplace=True)] if relu else [])
+        return torch.nn.Sequential(*mods)
+
+    def fc(self):
+        return torch_linear(self.params, self._next("fc"))
+
+
+class TorchClassifier:
+    """One training step of a torch classifier in training mode: CrossEntropyLoss (softmax cross-entropy
+    averaged over the batch) and SGD; momentum as Fluid's Momentum (v = mu * v + g; p -= lr * v), which is
+    torch's SGD(momentum=mu) without dampening. step() returns the loss before the update."""
+
+    def __init__(self, model, x, label, lr, momentum=0.0):
+        import torch
+        self.model = model.train()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.x = torch.from_numpy(np.ascontiguousarray(x))
+        self.y = torch.from_numpy(np.ascontiguousarray(np.asarray(label).reshape(-1)))
+
+    def step(self):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        return loss.detach().numpy()

@@ -1,0 +1,74 @@
+"""lenet: Fluid's recognize_digits conv model, one SGD training step (batch 64, 1x28x28).
+
+conv 5x5x20 -> relu -> max-pool 2x2/2 -> conv 5x5x50 -> relu -> max-pool 2x2/2 -> fc 10, softmax
+cross-entropy averaged over the batch. Per step (batch 64) the convolutions and the fc do about 243 MFLOP
+forward and 448 MFLOP backward (the first conv needs no input gradient): 0.69 GFLOP in all.
+"""
+import numpy as np
+
+import fluidlite as fluid
+
+from . import Built
+
+DESCRIPTION = "LeNet-5 (recognize_digits conv): 2x (conv 5x5 + relu + max-pool 2x2), fc 10, SGD step"
+DEFAULTS = {"batch_size": 64, "iterations": 20, "warmup": 5, "repeat": 5}
+LEARNING_RATE = 0.01
+NUM_CLASSES = 10
+IMAGE_SHAPE = (1, 28, 28)
+# float32 sums over ~800-term dot products in a different order than torch's: rtol 1e-4 is enough for the
+# loss (~2.3) and still catches any real difference (a wrong layout or weight changes it at the 1e-2 level).
+TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def flops(batch_size):
+    """Multiply-adds x 2 of the convolutions and the fc: (forward, backward) per training step."""
+    conv1 = 20 * 24 * 24 * (1 * 5 * 5)
+    conv2 = 50 * 8 * 8 * (20 * 5 * 5)
+    fc = 50 * 4 * 4 * NUM_CLASSES
+    fwd = 2 * batch_size * (conv1 + conv2 + fc)
+    bwd = 2 * batch_size * (conv1 + 2 * conv2 + 2 * fc)  # conv1: filter grad only (the image needs none)
+    return fwd, bwd
+
+
+def network(img, label, num_classes=NUM_CLASSES):
+    """The recognize_digits conv net (Fluid's simple_img_conv_pool twice, then fc): (logits, mean loss)."""
+    h = img
+    for filters in (20, 50):
+        h = fluid.layers.conv2d(input=h, num_filters=filters, filter_size=5, act="relu")
+        h = fluid.layers.pool2d(input=h, pool_size=2, pool_type="max", pool_stride=2)
+    logits = fluid.layers.fc(input=h, size=num_classes)
+    loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
+    return logits, loss
+
+
+def build(batch_size, seed):
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = seed
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        img = fluid.layers.data(name="img", shape=list(IMAGE_SHAPE), dtype="float32")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        _, loss = network(img, label)
+        fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(loss)
+    rng = np.random.RandomState(seed)
+    images = rng.rand(batch_size, *IMAGE_SHAPE).astype("float32")
+    labels = rng.randint(0, NUM_CLASSES, size=(batch_size, 1)).astype("int64")
+    return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
+
+
+def torch_network(params):
+    """The same net in PyTorch from fluidlite's weights (fc weight [in, out] transposed for nn.Linear)."""
+    import torch
+    from ..reference import TorchLayers
+    nn = torch.nn
+    layers = TorchLayers(params)
+    return nn.Sequential(layers.conv(), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         layers.conv(), nn.ReLU(), nn.MaxPool2d(2, 2),
+                         nn.Flatten(), layers.fc())
+
+
+def reference_torch(params, feed):
+    from ..reference import TorchClassifier
+    return TorchClassifier(torch_network(params), feed["img"], feed["label"], LEARNING_RATE)
+
+# No numpy reference: a convolution backward in numpy would time hand-written im2col glue rather than a
+# meaningful baseline, so the model reports numpy as skipped.

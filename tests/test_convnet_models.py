@@ -1,0 +1,97 @@
+"""Benchmark conv models: LeNet learns a synthetic 10-class image task; lenet, resnet_small and vgg_small
+build, run, and agree with their PyTorch references (same initial weights) over the first steps."""
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+from fluidlite.bench import models
+
+
+def _run(mod, batch_size, seed=3):
+    built = mod.build(batch_size, seed)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(built.startup, scope=scope)
+    names = sorted(p.name for p in built.main.global_block().all_parameters())
+    params = {n: np.array(scope.find_var(n).get_tensor()) for n in names}
+    feed = built.feed()
+
+    def step():
+        return float(np.asarray(exe.run(built.main, feed=feed, fetch_list=built.fetch_list, scope=scope)[0]).ravel()[0])
+    return built, step, params, feed, scope
+
+
+def test_lenet_learns_synthetic_digits():
+    # 10 class templates (uniform pixels, centred) + Gaussian noise of std 0.5: > 90 % training accuracy
+    # after 48 Momentum steps of batch 64 (seeded: ~98 %).
+    lenet = models.load("lenet")
+    rng = np.random.RandomState(0)
+    templates = rng.rand(10, 1, 28, 28).astype("float32") - 0.5
+    n = 512
+    labels = rng.randint(0, 10, size=(n, 1)).astype("int64")
+    images = templates[labels[:, 0]] + 0.5 * rng.randn(n, 1, 28, 28).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 7
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        img = fluid.layers.data(name="img", shape=[1, 28, 28], dtype="float32")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        logits, loss = lenet.network(img, label)
+        acc = fluid.layers.accuracy(fluid.layers.softmax(logits), label)
+        test_program = main.clone(for_test=True)
+        fluid.optimizer.Momentum(learning_rate=0.01, momentum=0.9).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    first = None
+    for step in range(48):
+        i = (step * 64) % n
+        l, = exe.run(main, feed={"img": images[i:i + 64], "label": labels[i:i + 64]}, fetch_list=[loss], scope=scope)
+        first = float(l.ravel()[0]) if first is None else first
+    a, l = exe.run(test_program, feed={"img": images, "label": labels}, fetch_list=[acc, loss], scope=scope)
+    assert float(a.ravel()[0]) > 0.9, (float(a.ravel()[0]), first, float(l.ravel()[0]))
+    assert float(l.ravel()[0]) < 0.5 * first
+
+
+@pytest.mark.parametrize("name,batch", [("lenet", 8), ("resnet_small", 4), ("vgg_small", 4)])
+def test_model_builds_and_steps(name, batch):
+    mod = models.load(name)
+    built, step, params, feed, _ = _run(mod, batch)
+    losses = [step() for _ in range(3)]
+    assert all(np.isfinite(losses))
+    assert abs(losses[0] - np.log(mod.NUM_CLASSES)) < 2.0  # near chance at initialisation
+    assert losses[2] < losses[0]  # the same batch three times: the optimizer step lowers its loss
+    assert feed["img"].shape == (batch,) + mod.IMAGE_SHAPE
+
+
+def test_resnet_structure():
+    resnet = models.load("resnet_small")
+    built = resnet.build(2, 0)
+    ops = [op.type for op in built.main.global_block().ops]
+    n_conv = 1 + 3 * 3 * 2 + 2  # stem, 9 blocks x 2, two projections
+    assert ops.count("conv2d") == n_conv and ops.count("batch_norm") == n_conv
+    assert ops.count("conv2d_grad") == n_conv and ops.count("momentum") == 3 * n_conv + 2  # filter, bn scale + bias; fc w, b
+    assert ops.count("pool2d") == 1 and ops.count("mul") == 1
+
+
+@pytest.mark.parametrize("name,batch", [("lenet", 16), ("resnet_small", 8), ("vgg_small", 4)])
+def test_first_steps_agree_with_torch(name, batch):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    mod = models.load(name)
+    built, step, params, feed, scope = _run(mod, batch)
+    ref = mod.reference_torch(params, feed)
+    # step 1: the initial weights; steps 2-3: after the optimizer updates (gradients, momentum).
+    ours = [step() for _ in range(3)]
+    theirs = [float(ref.step()) for _ in range(3)]
+    np.testing.assert_allclose(ours[0], theirs[0], **mod.TOLERANCE)
+    np.testing.assert_allclose(ours[1:], theirs[1:], rtol=2e-3, atol=1e-4)
+    assert abs(ours[2] - ours[0]) > 1e-3  # the later steps compare updated weights, not the initial ones
+    if name == "lenet":
+        return
+    # batch norm's running statistics after 3 steps: the mean alike; torch's running variance uses the
+    # unbiased batch variance (x n / (n - 1)), Fluid's the biased one.
+    bns = [m for m in ref.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(bns) == len([n for n in params if n.startswith("batch_norm_") and n.endswith(".w_1")])
+    for k, bn in enumerate(bns[:3]):
+        mean = np.array(scope.find_var("batch_norm_%d.w_1" % k).get_tensor())
+        np.testing.assert_allclose(mean, bn.running_mean.numpy(), rtol=1e-3, atol=1e-5)
