@@ -12,4 +12,21 @@ inline void ZeroGradMaker(GradOpMaker& g) {
   op.SetAttr("value", 0.0f);
 }
 
+// For products Out = f(X, Y) whose grad reads only X, Y and Out@GRAD (mul, matmul): <type>_grad with
+// those inputs and the forward attrs, X@GRAD and Y@GRAD out.
+inline void XYGradMaker(GradOpMaker& g) {
+  OpDesc& op = g.NewOp(g.Forward().type() + "_grad");
+  op.SetInput("X", g.Input("X"));
+  op.SetInput("Y", g.Input("Y"));
+  op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+  op.SetOutput("X@GRAD", g.InputGrad("X"));
+  op.SetOutput("Y@GRAD", g.InputGrad("Y"));
+}
+
+// InferShape of such a grad: X@GRAD and Y@GRAD (each optional) take X's and Y's dims and dtypes.
+inline void InferXYGradShape(InferShapeContext& ctx) {
+  if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+  if (ctx.HasOutput("Y@GRAD")) ctx.SetOutput("Y@GRAD", ctx.InputDim("Y"), ctx.InputDType("Y"));
+}
+
 }  // namespace fl
