@@ -117,17 +117,11 @@ FL_REGISTER_OP(matmul, op) {
 //   both:           dX = alpha Y^T @ G^T    dY = alpha G^T @ X^T
 // A broadcast operand (no batch dims) gets the sum over the batch (a GEMM with C stride 0).
 FL_REGISTER_OP(matmul_grad, op) {
-  op.Doc("Gradients of matmul (each output optional).")
-      .Input("X", "forward X")
-      .Input("Y", "forward Y")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("Y@GRAD", "gradient of Y")
+  op.Doc("Gradients of matmul (each output optional).");
+  XYGradOp(op)
       .Attr<bool>("transpose_X", false, "as in matmul")
       .Attr<bool>("transpose_Y", false, "as in matmul")
       .Attr<float>("alpha", 1.0f, "as in matmul")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape(InferXYGradShape)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

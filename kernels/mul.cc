@@ -66,16 +66,10 @@ FL_REGISTER_OP(mul, op) {
 }
 
 FL_REGISTER_OP(mul_grad, op) {
-  op.Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).")
-      .Input("X", "forward X")
-      .Input("Y", "forward Y")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("Y@GRAD", "gradient of Y")
+  op.Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).");
+  XYGradOp(op)
       .Attr<int32_t>("x_num_col_dims", 1, "as in mul")
       .Attr<int32_t>("y_num_col_dims", 1, "as in mul")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape(InferXYGradShape)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

@@ -1,6 +1,7 @@
 // Grad makers (and grad InferShapes) that several ops share word for word.
 #pragma once
 #include "op_context.h"
+#include "op_registry.h"
 
 namespace fl {
 
@@ -27,6 +28,17 @@ inline void XYGradMaker(GradOpMaker& g) {
 inline void InferXYGradShape(InferShapeContext& ctx) {
   if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
   if (ctx.HasOutput("Y@GRAD")) ctx.SetOutput("Y@GRAD", ctx.InputDim("Y"), ctx.InputDType("Y"));
+}
+
+// The slots, kernel dtype and InferShape of such a grad op; the caller adds the doc, attrs and kernels.
+inline OpBuilder& XYGradOp(OpBuilder& op) {
+  return op.Input("X", "forward X")
+      .Input("Y", "forward Y")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .DispensableOutput("Y@GRAD", "gradient of Y")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape(InferXYGradShape);
 }
 
 }  // namespace fl
