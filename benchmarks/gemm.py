@@ -11,28 +11,14 @@ median over --repeat repetitions (each the mean of --runs calls) after warm-up.
 Goal (issue 2): fluidlite >= 0.9x torch.mm.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import fluidlite as fluid
 from fluidlite import core
-from fluidlite.bench import machine_info
+from fluidlite.bench import machine_info, seconds_per_call
 
 GOAL_RATIO = 0.9
-
-
-def median_s(fn, runs, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            fn()
-        samples.append((time.perf_counter() - t0) / runs)
-    return statistics.median(samples), min(samples), max(samples)
 
 
 def fluidlite_runners(a, b, ref):
@@ -115,7 +101,7 @@ def main():
     gflops = {}
     print("%-34s %10s %10s   %s" % ("", "GFLOP/s", "ms/call", "min-max GFLOP/s"))
     for name, fn in rows:
-        med, lo, hi = median_s(fn, args.runs, args.repeat)
+        med, lo, hi = seconds_per_call(fn, args.runs, args.repeat, warmup=2)
         gflops[name] = flop / med / 1e9
         print("%-34s %10.1f %10.2f   %.1f-%.1f" % (name, flop / med / 1e9, med * 1e3, flop / hi / 1e9,
                                                    flop / lo / 1e9))

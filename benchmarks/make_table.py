@@ -19,6 +19,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from fluidlite.bench import format_bytes  # noqa: E402
 DEFAULT_OUT = os.path.join(ROOT, "docs", "benchmarks.md")
 UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BENCH_ARGS = ["--model", "all", "--compare", "torch,paddle,numpy"]
@@ -32,15 +34,6 @@ def _ms(x):
     if x >= 1:
         return "%.2f" % x
     return "%.3g" % x
-
-
-def _bytes(n):
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return "%.1f %s" % (n / size, unit)
-    return "%d B" % n
 
 
 def _fws(res):
@@ -68,7 +61,7 @@ def _footprint(e):
     if e is None or e["status"] != "ok":
         return "–"
     f = e.get("rss_footprint") or {}
-    return _bytes(f.get("bytes")) if "bytes" in f else "error"
+    return format_bytes(f.get("bytes")) if "bytes" in f else "error"
 
 
 def render(doc, command):
@@ -139,14 +132,14 @@ def render(doc, command):
     ]
     for res in results:
         f = _fws(res)
-        timed = " / ".join(_bytes(f[n].get("rss_timed_growth_bytes")) if n in f and f[n]["status"] == "ok" else "–"
-                           for n in ("fluidlite", "torch", "numpy"))
+        timed = " / ".join(format_bytes(f[n].get("rss_timed_growth_bytes"))
+                           if n in f and f[n]["status"] == "ok" else "–" for n in ("fluidlite", "torch", "numpy"))
         ok = "–"
         a, b = (f.get("fluidlite") or {}).get("rss_footprint"), (f.get("torch") or {}).get("rss_footprint")
         if a and b and "bytes" in a and "bytes" in b:
             ok = "yes" if a["bytes"] <= b["bytes"] else "**no**"
         lines.append("| `%s` | %s | %s | %s | %s | %s | %s |" % (
-            res["model"], _bytes(res["memory"]["peak_tensor_bytes"]), _footprint(f.get("fluidlite")),
+            res["model"], format_bytes(res["memory"]["peak_tensor_bytes"]), _footprint(f.get("fluidlite")),
             _footprint(f.get("torch")), _footprint(f.get("numpy")), timed, ok))
     lines += [
         "",

@@ -11,13 +11,11 @@ over --repeat repetitions (each the mean of --runs calls) after warm-up, all mea
 Goals (issue 2): <= 0.2 us per op and <= 10 us fixed per run.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import fluidlite as fluid
-from fluidlite.bench import machine_info
+from fluidlite.bench import machine_info, seconds_per_call
 from fluidlite.bench.models.overhead import build_chain
 
 GOAL_US_PER_OP = 0.2
@@ -26,16 +24,8 @@ S, B = 1.0001, 0.001
 
 
 def median_us(fn, runs, repeat, warmup):
-    """Median over `repeat` repetitions of the mean time of one fn() call, in microseconds."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            fn()
-        samples.append((time.perf_counter() - t0) / runs * 1e6)
-    return statistics.median(samples), min(samples), max(samples)
+    """(median, min, max) over `repeat` repetitions of the mean time of one fn() call, in microseconds."""
+    return tuple(s * 1e6 for s in seconds_per_call(fn, runs, repeat, warmup))
 
 
 def fluidlite_runner(num_ops, size, x):

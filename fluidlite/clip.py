@@ -12,6 +12,19 @@ class BaseGradientClipAttr:
         raise NotImplementedError
 
 
+def _append_per_grad(params_grads, block, op_type, inputs, attrs):
+    """(p, clipped) for each (p, g), clipped = op_type(X=g, **inputs) with attrs; (p, None) passes through."""
+    out = []
+    for p, g in params_grads:
+        if g is None:
+            out.append((p, g))
+            continue
+        clipped = block.create_var(dtype=g.dtype, shape=g.shape)
+        block.append_op(type=op_type, inputs=dict({"X": g}, **inputs), outputs={"Out": clipped}, attrs=attrs)
+        out.append((p, clipped))
+    return out
+
+
 class GradientClipByGlobalNorm(BaseGradientClipAttr):
     def __init__(self, clip_norm, group_name="default_group"):
         self.clip_norm = float(clip_norm)
@@ -26,16 +39,7 @@ class GradientClipByGlobalNorm(BaseGradientClipAttr):
         global_norm = layers.sqrt(squares[0] if len(squares) == 1 else layers.sums(squares))
         clip = layers.fill_constant(shape=[1], dtype=global_norm.dtype, value=self.clip_norm)
         scale = layers.elementwise_div(clip, layers.elementwise_max(global_norm, clip))
-        out = []
-        for p, g in params_grads:
-            if g is None:
-                out.append((p, g))
-                continue
-            clipped = block.create_var(dtype=g.dtype, shape=g.shape)
-            block.append_op(type="elementwise_mul", inputs={"X": g, "Y": scale}, outputs={"Out": clipped},
-                            attrs={"axis": -1})
-            out.append((p, clipped))
-        return out
+        return _append_per_grad(params_grads, block, "elementwise_mul", {"Y": scale}, {"axis": -1})
 
 
 class GradientClipByValue(BaseGradientClipAttr):
@@ -44,16 +48,7 @@ class GradientClipByValue(BaseGradientClipAttr):
         self.min = float(-max if min is None else min)
 
     def _clip(self, params_grads, block):
-        out = []
-        for p, g in params_grads:
-            if g is None:
-                out.append((p, g))
-                continue
-            clipped = block.create_var(dtype=g.dtype, shape=g.shape)
-            block.append_op(type="clip", inputs={"X": g}, outputs={"Out": clipped},
-                            attrs={"min": self.min, "max": self.max})
-            out.append((p, clipped))
-        return out
+        return _append_per_grad(params_grads, block, "clip", {}, {"min": self.min, "max": self.max})
 
 
 def set_gradient_clip(clip, param_list=None, program=None):

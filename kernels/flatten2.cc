@@ -18,14 +18,6 @@ int64_t KnownProduct(const DDim& d, int b, int e) {
   return n;
 }
 
-const auto kFlatten = [](const ExecutionContext& ctx, auto) {
-  const Tensor& x = ctx.Input("X");
-  Tensor* out = ctx.Output("Out");
-  const DDim dims = out->dims();  // set by the runtime InferShape
-  out->ShareDataWith(x);
-  out->Resize(dims);
-};
-
 }  // namespace
 
 FL_REGISTER_OP(flatten2, op) {
@@ -39,17 +31,11 @@ FL_REGISTER_OP(flatten2, op) {
         const int axis = ctx.Attr<int32_t>("axis");
         FL_ENFORCE(axis >= 0 && axis <= x.size(), "flatten2: axis ", axis, " is out of range [0, ", x.size(),
                    "] for ", ctx.Describe("X"));
-        ctx.SetOutput("Out", DDim{KnownProduct(x, 0, axis), KnownProduct(x, axis, x.size())}, ctx.InputDType("X"));
-        if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
+        SetOutAndXShape(ctx, x, DDim{KnownProduct(x, 0, axis), KnownProduct(x, axis, x.size())});
         ctx.ShareLoD("X", "Out");
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kFlatten)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("reshape2_grad", /*copy_attrs=*/false);
-        op.SetInput("XShape", g.Output("XShape"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareXAsOut)
+      .SetGradMaker([](GradOpMaker& g) { MakeXShapeGradOp(g, "reshape2_grad", /*copy_attrs=*/false); });
 }
 
 }  // namespace fl

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "helpers/elementwise_loop.h"
+#include "helpers/grad_makers.h"
 
 namespace fl {
 
@@ -14,12 +15,7 @@ FL_REGISTER_OP(floor, op) {
         using T = typename decltype(tag)::type;
         UnaryMap<T>(ctx, [](T x) { return std::floor(x); });
       })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("fill_any_like", false);
-        op.SetInput("X", g.Input("X"));
-        op.SetOutput("Out", g.InputGrad("X"));
-        op.SetAttr("value", 0.0f);
-      });
+      .SetGradMaker(ZeroGradMaker);
 }
 
 }  // namespace fl

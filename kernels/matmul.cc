@@ -1,5 +1,6 @@
 // matmul: Out = alpha * op(X) @ op(Y), batched over leading dims, with Fluid's (numpy's) 1-D rules.
 #include "helpers/blas.h"
+#include "helpers/grad_makers.h"
 #include "op_context.h"
 
 namespace fl {
@@ -106,14 +107,7 @@ FL_REGISTER_OP(matmul, op) {
         blas::GemmBatched<T>(p.x.trans, p.y.trans, p.batch_dims.numel(), m, n, k, T(ctx.Attr<float>("alpha")),
                              Operand(x.data<T>(), p.x), Operand(y.data<T>(), p.y), T(0), {o, m * n});
       })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("matmul_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Y", g.Input("Y"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-        op.SetOutput("Y@GRAD", g.InputGrad("Y"));
-      });
+      .SetGradMaker(XYGradMaker);
 }
 
 // With Out = alpha * op(X) @ op(Y) and G = Out@GRAD (per batch entry):
@@ -123,20 +117,11 @@ FL_REGISTER_OP(matmul, op) {
 //   both:           dX = alpha Y^T @ G^T    dY = alpha G^T @ X^T
 // A broadcast operand (no batch dims) gets the sum over the batch (a GEMM with C stride 0).
 FL_REGISTER_OP(matmul_grad, op) {
-  op.Doc("Gradients of matmul (each output optional).")
-      .Input("X", "forward X")
-      .Input("Y", "forward Y")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("Y@GRAD", "gradient of Y")
+  op.Doc("Gradients of matmul (each output optional).");
+  XYGradOp(op)
       .Attr<bool>("transpose_X", false, "as in matmul")
       .Attr<bool>("transpose_Y", false, "as in matmul")
       .Attr<float>("alpha", 1.0f, "as in matmul")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-        if (ctx.HasOutput("Y@GRAD")) ctx.SetOutput("Y@GRAD", ctx.InputDim("Y"), ctx.InputDType("Y"));
-      })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

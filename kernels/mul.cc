@@ -1,5 +1,6 @@
 // mul: Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims), the matrix product behind fc.
 #include "helpers/blas.h"
+#include "helpers/grad_makers.h"
 #include "op_context.h"
 
 namespace fl {
@@ -61,30 +62,14 @@ FL_REGISTER_OP(mul, op) {
         T* out = ctx.Alloc<T>("Out");
         blas::Gemm<T>(false, false, s.m, s.n, s.k, T(1), x.data<T>(), y.data<T>(), T(0), out);
       })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("mul_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Y", g.Input("Y"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-        op.SetOutput("Y@GRAD", g.InputGrad("Y"));
-      });
+      .SetGradMaker(XYGradMaker);
 }
 
 FL_REGISTER_OP(mul_grad, op) {
-  op.Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).")
-      .Input("X", "forward X")
-      .Input("Y", "forward Y")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("Y@GRAD", "gradient of Y")
+  op.Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).");
+  XYGradOp(op)
       .Attr<int32_t>("x_num_col_dims", 1, "as in mul")
       .Attr<int32_t>("y_num_col_dims", 1, "as in mul")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-        if (ctx.HasOutput("Y@GRAD")) ctx.SetOutput("Y@GRAD", ctx.InputDim("Y"), ctx.InputDType("Y"));
-      })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

@@ -54,10 +54,6 @@ DDim ReshapeDims(const DDim& x, const std::vector<int32_t>& shape, const std::st
   return out;
 }
 
-// Both kernels only re-point a tensor at another's buffer: any dtype, any place.
-const auto kReshape = [](const ExecutionContext& ctx, auto) { ShareXAsOut(ctx); };
-const auto kReshapeGrad = [](const ExecutionContext& ctx, auto) { ShareOutGradAsXGrad(ctx); };
-
 }  // namespace
 
 FL_REGISTER_OP(reshape2, op) {
@@ -69,30 +65,19 @@ FL_REGISTER_OP(reshape2, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const DDim out = ReshapeDims(x, ctx.Attr<std::vector<int32_t>>("shape"), ctx.Describe("X"));
-        ctx.SetOutput("Out", out, ctx.InputDType("X"));
-        if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
-        if (x.size() > 0 && out.size() > 0 && x[0] == out[0]) ctx.ShareLoD("X", "Out");  // Fluid's rule
+        SetViewOutputs(ctx, x, out);
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kReshape)
-      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kReshape)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("reshape2_grad");
-        op.SetInput("XShape", g.Output("XShape"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareXAsOut)
+      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kShareXAsOut)
+      .SetGradMaker(XShapeGradMaker);
 }
 
 FL_REGISTER_OP(reshape2_grad, op) {
-  op.Doc("Gradient of reshape2: X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.")
-      .Input("XShape", "[0] + X.dims from reshape2")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
+  op.Doc("Gradient of reshape2: X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.");
+  XShapeGradOp(op, "reshape2")
       .Attr<std::vector<int32_t>>("shape", {}, "as in reshape2")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape(InferXGradFromXShape)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kReshapeGrad)
-      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kReshapeGrad);
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareOutGradAsXGrad)
+      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kShareOutGradAsXGrad);
 }
 
 }  // namespace fl

@@ -1,5 +1,6 @@
 // sign: Out = -1, 0 or 1 elementwise (L1 weight decay uses it). Gradient is zero almost everywhere.
 #include "helpers/elementwise_loop.h"
+#include "helpers/grad_makers.h"
 
 namespace fl {
 
@@ -12,12 +13,7 @@ FL_REGISTER_OP(sign, op) {
         using T = typename decltype(tag)::type;
         UnaryMap<T>(ctx, [](T x) { return static_cast<T>((x > T(0)) - (x < T(0))); });
       })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("fill_any_like", false);
-        op.SetInput("X", g.Input("X"));
-        op.SetOutput("Out", g.InputGrad("X"));
-        op.SetAttr("value", 0.0f);
-      });
+      .SetGradMaker(ZeroGradMaker);
 }
 
 }  // namespace fl

@@ -37,29 +37,17 @@ FL_REGISTER_OP(squeeze2, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const DDim out = SqueezeDims(x, ctx.Attr<std::vector<int32_t>>("axes"), ctx.Describe("X"));
-        ctx.SetOutput("Out", out, ctx.InputDType("X"));
-        if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
-        if (x.size() > 0 && out.size() > 0 && x[0] == out[0]) ctx.ShareLoD("X", "Out");  // Fluid's rule
+        SetViewOutputs(ctx, x, out);
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(
-          [](const ExecutionContext& ctx, auto) { ShareXAsOut(ctx); })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("squeeze2_grad");
-        op.SetInput("XShape", g.Output("XShape"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareXAsOut)
+      .SetGradMaker(XShapeGradMaker);
 }
 
 FL_REGISTER_OP(squeeze2_grad, op) {
-  op.Doc("Gradient of squeeze2: X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.")
-      .Input("XShape", "[0] + X.dims from squeeze2")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
+  op.Doc("Gradient of squeeze2: X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.");
+  XShapeGradOp(op, "squeeze2")
       .Attr<std::vector<int32_t>>("axes", {}, "as in squeeze2")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape(InferXGradFromXShape)
-      .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto) { ShareOutGradAsXGrad(ctx); });
+      .CPUKernel<float, double, int32_t, int64_t>(kShareOutGradAsXGrad);
 }
 
 }  // namespace fl

@@ -52,30 +52,16 @@ FL_REGISTER_OP(transpose2, op) {
         const DDim x = ctx.InputDim("X");
         const auto& perm = ctx.Attr<std::vector<int32_t>>("axis");
         CheckPermutation(perm, x.size(), Str("transpose2: ", ctx.Describe("X")));
-        ctx.SetOutput("Out", Permuted(x, perm), ctx.InputDType("X"));
-        if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
+        SetOutAndXShape(ctx, x, Permuted(x, perm));
       })
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kTranspose)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("transpose2_grad");
-        op.SetInput("XShape", g.Output("XShape"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
+      .SetGradMaker(XShapeGradMaker);
 }
 
 FL_REGISTER_OP(transpose2_grad, op) {
-  op.Doc("Gradient of transpose2: X@GRAD = Out@GRAD permuted by the inverse of `axis`.")
-      .Input("XShape", "[0] + X.dims from transpose2")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
+  op.Doc("Gradient of transpose2: X@GRAD = Out@GRAD permuted by the inverse of `axis`.");
+  XShapeGradOp(op, "transpose2")
       .Attr<std::vector<int32_t>>("axis", {}, "as in transpose2")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        // XShape has dims but no data, so only the compile-time pass reads it; the kernel does at run time.
-        if (ctx.IsRuntime() || !ctx.HasOutput("X@GRAD")) return;
-        ctx.SetOutput("X@GRAD", DimsFromXShape(ctx.InputDim("XShape")), ctx.InputDType("Out@GRAD"));
-      })
       .CPUKernel<float, double, int32_t, int64_t>(kTransposeGrad);
 }
 

@@ -1,8 +1,6 @@
 // uniform_random: Out = values drawn uniformly from [min, max). seed != 0 is reproducible across runs
 // and processes; seed == 0 draws from the process-wide engine (see helpers/random.h).
-#include "helpers/random.h"
-#include "helpers/shape_attr.h"
-#include "op_context.h"
+#include "helpers/random_op.h"
 
 namespace fl {
 
@@ -15,21 +13,16 @@ FL_REGISTER_OP(uniform_random, op) {
       .Attr<float>("max", 1.0f, "upper bound (exclusive)")
       .Attr<int32_t>("seed", 0, "random seed; 0 draws from a process-wide engine seeded by std::random_device")
       .SetInferShape([](InferShapeContext& ctx) {
-        const DType dtype = static_cast<DType>(ctx.Attr<int32_t>("dtype"));
-        FL_ENFORCE(dtype == DType::FP32 || dtype == DType::FP64, "uniform_random: dtype ", DTypeName(dtype),
-                   " of Out '", ctx.OutputName("Out"), "' is not supported (float32, float64)");
-        const float lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
-        FL_ENFORCE(lo < hi, "uniform_random: min ", lo, " must be less than max ", hi, " (Out '",
-                   ctx.OutputName("Out"), "')");
-        ctx.SetOutput("Out", DimsFromShapeAttr(ctx.Attr<std::vector<int64_t>>("shape"), "uniform_random"), dtype);
+        InferRandomOut(ctx, [](InferShapeContext& ctx) {
+          const float lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
+          FL_ENFORCE(lo < hi, "uniform_random: min ", lo, " must be less than max ", hi, " (Out '",
+                     ctx.OutputName("Out"), "')");
+        });
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        Tensor* out = ctx.Output("Out");
-        T* p = out->mutable_data<T>(ctx.place());
         const T lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
-        WithRandomEngine(ctx.Attr<int32_t>("seed"),
-                         [&](std::mt19937& e) { FillUniform<T>(e, p, out->numel(), lo, hi); });
+        FillRandomOut<T>(ctx, [&](std::mt19937& e, T* p, int64_t n) { FillUniform<T>(e, p, n, lo, hi); });
       });
 }
 

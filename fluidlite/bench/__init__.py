@@ -21,8 +21,10 @@ import time
 import numpy as np
 
 from . import _measure, models, reference
+from ._measure import seconds_per_call
 
-__all__ = ["run_model", "machine_info", "format_summary", "format_compare", "AgreementError", "measure_footprint"]
+__all__ = ["run_model", "machine_info", "format_summary", "format_compare", "format_bytes", "seconds_per_call",
+           "AgreementError", "measure_footprint"]
 
 
 def _place(device):
@@ -453,7 +455,7 @@ def format_summary(result, machine=None):
                                          _fmt(c["forward_and_optimizer_ms"]), _fmt(c["startup_run_ms"])))
     m = result["memory"]
     lines.append("memory      peak %s in tensors (allocator); peak RSS growth during the timed steps %s" % (
-        _bytes(m["peak_tensor_bytes"]), _bytes(m["rss_timed_growth_bytes"])))
+        format_bytes(m["peak_tensor_bytes"]), format_bytes(m["rss_timed_growth_bytes"])))
     if result.get("compare"):
         lines.append(format_compare(result))
     if result.get("cprofile"):
@@ -465,7 +467,8 @@ def format_summary(result, machine=None):
     return "\n".join(lines)
 
 
-def _bytes(n):
+def format_bytes(n):
+    """n bytes as "1.5 MiB" etc.; "n/a" for None."""
     if n is None:
         return "n/a"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -501,10 +504,10 @@ def format_compare(result):
         ms = e["ms_per_step"]
         line = "  %-10s %-30s %10s %9.2fx %18s" % (
             e["framework"], "%s (%s - %s)" % (_fmt(ms["median"]), _fmt(ms["min"]), _fmt(ms["max"])),
-            _fmt(e["steps_per_s"]["median"]), e["fluidlite_speedup"], _bytes(e["rss_timed_growth_bytes"]))
+            _fmt(e["steps_per_s"]["median"]), e["fluidlite_speedup"], format_bytes(e["rss_timed_growth_bytes"]))
         if fp:
             f = e.get("rss_footprint") or {}
-            line += " %16s" % (_bytes(f["bytes"]) if f.get("bytes") is not None else "error")
+            line += " %16s" % (format_bytes(f["bytes"]) if f.get("bytes") is not None else "error")
         lines.append(line.rstrip())
     lines.append("            speedup = framework ms/step / fluidlite ms/step (> 1: fluidlite is faster); "
                  "RSS footprint: peak RSS growth of building the model and running %d steps in a fresh process"

@@ -13,6 +13,7 @@ fluidlite's own modules are not changed.
 """
 import contextlib
 import functools
+import statistics
 import time
 
 _STATUS = "/proc/self/status"
@@ -133,3 +134,17 @@ def count_construction():
     finally:
         for obj, attr, value in reversed(saved):
             setattr(obj, attr, value)
+
+
+def seconds_per_call(fn, runs, repeat, warmup):
+    """(median, min, max) over `repeat` repetitions of the mean wall time of one fn() call, in seconds,
+    after `warmup` untimed calls (each repetition times `runs` calls in a row)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        samples.append((time.perf_counter() - t0) / runs)
+    return statistics.median(samples), min(samples), max(samples)

@@ -123,19 +123,21 @@ def flatten(x, axis=1, name=None):
     return out
 
 
+def _activation(op_type, x, name, **float_attrs):
+    """Out = op_type(X) with float attrs, after checking that x is a Variable."""
+    _check_var(op_type, "x", x)
+    helper = LayerHelper(op_type, name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op(type=op_type, inputs={"X": x}, outputs={"Out": out},
+                     attrs={k: float(v) for k, v in float_attrs.items()})
+    return out
+
+
 def relu6(x, threshold=6.0, name=None):
     """min(max(x, 0), threshold)."""
-    _check_var("relu6", "x", x)
-    helper = LayerHelper("relu6", name=name)
-    out = helper.create_variable_for_type_inference(x.dtype)
-    helper.append_op(type="relu6", inputs={"X": x}, outputs={"Out": out}, attrs={"threshold": float(threshold)})
-    return out
+    return _activation("relu6", x, name, threshold=threshold)
 
 
 def leaky_relu(x, alpha=0.02, name=None):
     """x if x >= 0 else alpha * x."""
-    _check_var("leaky_relu", "x", x)
-    helper = LayerHelper("leaky_relu", name=name)
-    out = helper.create_variable_for_type_inference(x.dtype)
-    helper.append_op(type="leaky_relu", inputs={"X": x}, outputs={"Out": out}, attrs={"alpha": float(alpha)})
-    return out
+    return _activation("leaky_relu", x, name, alpha=alpha)

@@ -1,4 +1,4 @@
-// Random number sources for uniform_random and gaussian_random.
+// Random number sources for uniform_random, gaussian_random and dropout (op-level plumbing: random_op.h).
 //
 // seed != 0: a fresh std::mt19937 seeded with it on every run, so the same seed gives the same values
 // in every run and every process (Fluid's contract for seeded random ops). seed == 0: one process-wide

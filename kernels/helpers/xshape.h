@@ -1,10 +1,14 @@
-// XShape: reshape2/transpose2/squeeze2/unsqueeze2 record X's dims as [0] + X.dims in a dims-only variable
-// (no data), so their grads know X's shape without keeping X alive (Fluid's convention). The view ops
-// (reshape2, squeeze2, unsqueeze2) share their kernels below: Out re-points at X's buffer, and the grad
-// re-points X@GRAD at Out@GRAD's with X's dims.
+// XShape: reshape2/transpose2/squeeze2/unsqueeze2/flatten2 record X's dims as [0] + X.dims in a dims-only
+// variable (no data), so their grads know X's shape without keeping X alive (Fluid's convention). They
+// share the XShape plumbing below (InferShape outputs, grad maker, grad op signature). The view ops
+// (reshape2, squeeze2, unsqueeze2, flatten2) also share their kernels: Out re-points at X's buffer, and
+// the grad re-points X@GRAD at Out@GRAD's with X's dims.
 #pragma once
+#include <string>
+
 #include "ddim.h"
 #include "op_context.h"
+#include "op_registry.h"
 
 namespace fl {
 
@@ -43,10 +47,48 @@ inline void ShareOutGradAsXGrad(const ExecutionContext& ctx) {
   dx->Resize(dims);
 }
 
+// The view kernels as registrable lambdas (any dtype, any place).
+inline const auto kShareXAsOut = [](const ExecutionContext& ctx, auto) { ShareXAsOut(ctx); };
+inline const auto kShareOutGradAsXGrad = [](const ExecutionContext& ctx, auto) { ShareOutGradAsXGrad(ctx); };
+
+// Forward InferShape: Out gets `out` dims and X's dtype; XShape = [0] + X.dims where the op has it.
+inline void SetOutAndXShape(InferShapeContext& ctx, const DDim& x, const DDim& out) {
+  ctx.SetOutput("Out", out, ctx.InputDType("X"));
+  if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
+}
+
+// SetOutAndXShape for reshape2/squeeze2/unsqueeze2, plus Fluid's LoD rule for them: Out shares X's LoD
+// when the leading dim is unchanged.
+inline void SetViewOutputs(InferShapeContext& ctx, const DDim& x, const DDim& out) {
+  SetOutAndXShape(ctx, x, out);
+  if (x.size() > 0 && out.size() > 0 && x[0] == out[0]) ctx.ShareLoD("X", "Out");
+}
+
+// The grad op of an XShape op: `type` with XShape and Out@GRAD in, X@GRAD out.
+inline void MakeXShapeGradOp(GradOpMaker& g, const std::string& type, bool copy_attrs) {
+  OpDesc& op = g.NewOp(type, copy_attrs);
+  op.SetInput("XShape", g.Output("XShape"));
+  op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+  op.SetOutput("X@GRAD", g.InputGrad("X"));
+}
+
+// Grad maker of an XShape op whose grad is <type>_grad with the forward attrs.
+inline void XShapeGradMaker(GradOpMaker& g) { MakeXShapeGradOp(g, g.Forward().type() + "_grad", true); }
+
 // X@GRAD's compile-time shape from XShape (XShape has no data at run time: the kernel sets the dims).
 inline void InferXGradFromXShape(InferShapeContext& ctx) {
   if (ctx.IsRuntime() || !ctx.HasOutput("X@GRAD")) return;
   ctx.SetOutput("X@GRAD", DimsFromXShape(ctx.InputDim("XShape")), ctx.InputDType("Out@GRAD"));
+}
+
+// The slots, kernel dtype and InferShape every XShape grad op (<fwd>_grad) shares; the caller adds the
+// doc, attrs and kernels.
+inline OpBuilder& XShapeGradOp(OpBuilder& op, const std::string& fwd) {
+  return op.Input("XShape", "[0] + X.dims from " + fwd)
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape(InferXGradFromXShape);
 }
 
 }  // namespace fl
