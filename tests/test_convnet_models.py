@@ -21,7 +21,16 @@ def _run(mod, batch_size, seed=3):
     return built, step, params, feed, scope
 
 
-def test_lenet_learns_synthetic_digits():
+@pytest.fixture
+def one_thread():
+    """One BLAS/kernel thread: on a shared 2-core machine two spinning threads can run 5x slower."""
+    saved = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(1)
+    yield
+    fluid.core.set_num_threads(saved)
+
+
+def test_lenet_learns_synthetic_digits(one_thread):
     # 10 class templates (uniform pixels, centred) + Gaussian noise of std 0.5: > 90 % training accuracy
     # after 48 Momentum steps of batch 64 (seeded: ~98 %).
     lenet = models.load("lenet")
