@@ -104,3 +104,13 @@ def test_first_steps_agree_with_torch(name, batch):
     for k, bn in enumerate(bns[:3]):
         mean = np.array(scope.find_var("batch_norm_%d.w_1" % k).get_tensor())
         np.testing.assert_allclose(mean, bn.running_mean.numpy(), rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm"])
+def test_new_models_are_listed_with_a_torch_reference_only(name):
+    from fluidlite.bench import reference
+    assert name in models.MODELS
+    mod = models.load(name)
+    assert callable(reference.factory(mod, "torch"))
+    assert reference.factory(mod, "numpy") is None  # reported as skipped by --compare numpy
+    assert set(mod.DEFAULTS) == {"batch_size", "iterations", "warmup", "repeat"} and mod.DESCRIPTION
