@@ -21,7 +21,16 @@ def _run(mod, batch_size, seed=3):
     return built, step, params, feed, scope
 
 
-def test_lenet_learns_synthetic_digits():
+@pytest.fixture
+def one_thread():
+    """One BLAS/kernel thread: on a shared 2-core machine two spinning threads can run 5x slower."""
+    saved = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(1)
+    yield
+    fluid.core.set_num_threads(saved)
+
+
+def test_lenet_learns_synthetic_digits(one_thread):
     # 10 class templates (uniform pixels, centred) + Gaussian noise of std 0.5: > 90 % training accuracy
     # after 48 Momentum steps of batch 64 (seeded: ~98 %).
     lenet = models.load("lenet")
@@ -95,3 +104,13 @@ def test_first_steps_agree_with_torch(name, batch):
     for k, bn in enumerate(bns[:3]):
         mean = np.array(scope.find_var("batch_norm_%d.w_1" % k).get_tensor())
         np.testing.assert_allclose(mean, bn.running_mean.numpy(), rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm"])
+def test_new_models_are_listed_with_a_torch_reference_only(name):
+    from fluidlite.bench import reference
+    assert name in models.MODELS
+    mod = models.load(name)
+    assert callable(reference.factory(mod, "torch"))
+    assert reference.factory(mod, "numpy") is None  # reported as skipped by --compare numpy
+    assert set(mod.DEFAULTS) == {"batch_size", "iterations", "warmup", "repeat"} and mod.DESCRIPTION
