@@ -28,6 +28,27 @@ class Built(NamedTuple):
     fetch_list: List[object]
 
 
+def build_image_classifier(network, image_shape, num_classes, make_optimizer, batch_size, seed,
+                           sample_images):
+    """One training step of `network(img, label) -> (logits, loss)` on a fixed random batch: the build()
+    shared by the convnet models. `sample_images(rng, shape)` draws the images (float32)."""
+    import numpy as np
+
+    import fluidlite as fluid
+
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = seed
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        img = fluid.layers.data(name="img", shape=list(image_shape), dtype="float32")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        _, loss = network(img, label)
+        make_optimizer().minimize(loss)
+    rng = np.random.RandomState(seed)
+    images = sample_images(rng, (batch_size,) + tuple(image_shape)).astype("float32")
+    labels = rng.randint(0, num_classes, size=(batch_size, 1)).astype("int64")
+    return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
+
+
 def _discover():
     names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
     return {name: __name__ + "." + name for name in names}

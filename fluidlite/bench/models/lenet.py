@@ -4,11 +4,9 @@ conv 5x5x20 -> relu -> max-pool 2x2/2 -> conv 5x5x50 -> relu -> max-pool 2x2/2 -
 cross-entropy averaged over the batch. Per step (batch 64) the convolutions and the fc do about 243 MFLOP
 forward and 448 MFLOP backward (the first conv needs no input gradient): 0.69 GFLOP in all.
 """
-import numpy as np
-
 import fluidlite as fluid
 
-from . import Built
+from . import build_image_classifier
 
 DESCRIPTION = "LeNet-5 (recognize_digits conv): 2x (conv 5x5 + relu + max-pool 2x2), fc 10, SGD step"
 DEFAULTS = {"batch_size": 64, "iterations": 20, "warmup": 5, "repeat": 5}
@@ -42,17 +40,8 @@ def network(img, label, num_classes=NUM_CLASSES):
 
 
 def build(batch_size, seed):
-    main, startup = fluid.Program(), fluid.Program()
-    main.random_seed = startup.random_seed = seed
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        img = fluid.layers.data(name="img", shape=list(IMAGE_SHAPE), dtype="float32")
-        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        _, loss = network(img, label)
-        fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(loss)
-    rng = np.random.RandomState(seed)
-    images = rng.rand(batch_size, *IMAGE_SHAPE).astype("float32")
-    labels = rng.randint(0, NUM_CLASSES, size=(batch_size, 1)).astype("int64")
-    return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
+    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, lambda: fluid.optimizer.SGD(learning_rate=LEARNING_RATE), batch_size, seed,
+                                  lambda rng, shape: rng.rand(*shape))
 
 
 def torch_network(params):

@@ -4,11 +4,9 @@
 stage (32 -> 16 -> 8 -> 4), fc 10 on the 256x4x4 features, softmax cross-entropy. Convolutions have no
 bias (batch norm follows each); batch norm in training mode with Fluid's momentum 0.9.
 """
-import numpy as np
-
 import fluidlite as fluid
 
-from . import Built
+from . import build_image_classifier
 
 DESCRIPTION = "VGG-style CIFAR net: (conv-bn-relu x2 + max-pool) x3 (64/128/256), fc 10, Momentum step"
 DEFAULTS = {"batch_size": 32, "iterations": 5, "warmup": 2, "repeat": 5}
@@ -36,17 +34,8 @@ def network(img, label, num_classes=NUM_CLASSES):
 
 
 def build(batch_size, seed):
-    main, startup = fluid.Program(), fluid.Program()
-    main.random_seed = startup.random_seed = seed
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        img = fluid.layers.data(name="img", shape=list(IMAGE_SHAPE), dtype="float32")
-        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        _, loss = network(img, label)
-        fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM).minimize(loss)
-    rng = np.random.RandomState(seed)
-    images = rng.standard_normal((batch_size,) + IMAGE_SHAPE).astype("float32")
-    labels = rng.randint(0, NUM_CLASSES, size=(batch_size, 1)).astype("int64")
-    return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
+    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, lambda: fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM), batch_size, seed,
+                                  lambda rng, shape: rng.standard_normal(shape))
 
 
 def torch_network(params):
