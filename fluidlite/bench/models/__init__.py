@@ -28,6 +28,14 @@ class Built(NamedTuple):
     fetch_list: List[object]
 
 
+def uniform_images(rng, shape):
+    return rng.rand(*shape)
+
+
+def normal_images(rng, shape):
+    return rng.standard_normal(shape)
+
+
 def build_image_classifier(network, image_shape, num_classes, make_optimizer, batch_size, seed,
                            sample_images):
     """One training step of `network(img, label) -> (logits, loss)` on a fixed random batch: the build()

@@ -6,7 +6,7 @@ forward and 448 MFLOP backward (the first conv needs no input gradient): 0.69 GF
 """
 import fluidlite as fluid
 
-from . import build_image_classifier
+from . import build_image_classifier, uniform_images
 
 DESCRIPTION = "LeNet-5 (recognize_digits conv): 2x (conv 5x5 + relu + max-pool 2x2), fc 10, SGD step"
 DEFAULTS = {"batch_size": 64, "iterations": 20, "warmup": 5, "repeat": 5}
@@ -40,8 +40,10 @@ def network(img, label, num_classes=NUM_CLASSES):
 
 
 def build(batch_size, seed):
-    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, lambda: fluid.optimizer.SGD(learning_rate=LEARNING_RATE), batch_size, seed,
-                                  lambda rng, shape: rng.rand(*shape))
+    def optimizer():
+        return fluid.optimizer.SGD(learning_rate=LEARNING_RATE)
+
+    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, optimizer, batch_size, seed, uniform_images)
 
 
 def torch_network(params):

@@ -7,7 +7,7 @@ training mode: batch statistics, running statistics updated with Fluid's momentu
 """
 import fluidlite as fluid
 
-from . import build_image_classifier
+from . import build_image_classifier, normal_images
 
 DESCRIPTION = "ResNet-20 (CIFAR, 3x32x32, 16/32/64, batch norm), fc 10, Momentum step"
 DEFAULTS = {"batch_size": 32, "iterations": 10, "warmup": 3, "repeat": 5}
@@ -51,8 +51,10 @@ def network(img, label, num_classes=NUM_CLASSES):
 
 
 def build(batch_size, seed):
-    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, lambda: fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM), batch_size, seed,
-                                  lambda rng, shape: rng.standard_normal(shape))
+    def optimizer():
+        return fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
+
+    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, optimizer, batch_size, seed, normal_images)
 
 
 # ---------------------------------------------------------------------------------------------------

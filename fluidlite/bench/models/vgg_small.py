@@ -6,7 +6,7 @@ bias (batch norm follows each); batch norm in training mode with Fluid's momentu
 """
 import fluidlite as fluid
 
-from . import build_image_classifier
+from . import build_image_classifier, normal_images
 
 DESCRIPTION = "VGG-style CIFAR net: (conv-bn-relu x2 + max-pool) x3 (64/128/256), fc 10, Momentum step"
 DEFAULTS = {"batch_size": 32, "iterations": 5, "warmup": 2, "repeat": 5}
@@ -34,8 +34,10 @@ def network(img, label, num_classes=NUM_CLASSES):
 
 
 def build(batch_size, seed):
-    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, lambda: fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM), batch_size, seed,
-                                  lambda rng, shape: rng.standard_normal(shape))
+    def optimizer():
+        return fluid.optimizer.Momentum(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
+
+    return build_image_classifier(network, IMAGE_SHAPE, NUM_CLASSES, optimizer, batch_size, seed, normal_images)
 
 
 def torch_network(params):
