@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 
 #include "enforce.h"
@@ -17,6 +18,42 @@ inline blasint Int(int64_t v, const char* what) {
              " does not fit the 32-bit BLAS integer (scipy-openblas32)");
   return static_cast<blasint>(v);
 }
+
+// While one of these lives, OpenBLAS runs every call on its caller's thread. Kernels that split work
+// across the thread pool themselves (conv2d over images) use it so that each pool thread makes
+// single-threaded GEMM calls: OpenBLAS's own threads would fight the pool for the same cores, and its
+// split of a small GEMM (16 x 144 x 1024) costs more than it saves. Nested and concurrent scopes share
+// one count; the last to leave restores the thread count the first one found.
+class SingleThreadedScope {
+ public:
+  SingleThreadedScope() {
+    std::lock_guard<std::mutex> l(Mu());
+    if (Depth()++ == 0) {
+      Saved() = scipy_openblas_get_num_threads();
+      if (Saved() > 1) scipy_openblas_set_num_threads(1);
+    }
+  }
+  ~SingleThreadedScope() {
+    std::lock_guard<std::mutex> l(Mu());
+    if (--Depth() == 0 && Saved() > 1) scipy_openblas_set_num_threads(Saved());
+  }
+  SingleThreadedScope(const SingleThreadedScope&) = delete;
+  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
+
+ private:
+  static std::mutex& Mu() {
+    static std::mutex mu;
+    return mu;
+  }
+  static int& Depth() {
+    static int depth = 0;
+    return depth;
+  }
+  static int& Saved() {
+    static int saved = 1;
+    return saved;
+  }
+};
 
 inline CBLAS_TRANSPOSE Trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
