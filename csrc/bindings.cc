@@ -9,6 +9,7 @@
 
 #include "allocator.h"
 #include "executor.h"
+#include "helpers/parallel.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "op_context.h"
@@ -542,8 +543,11 @@ PYBIND11_MODULE(_core, m) {
   // ---------------------------------------------------------------- memory, threads, logging, profiler
   m.def("memory_stats", [](const Place& p) { return StatsDict(GetAllocator(p).Stats()); }, py::arg("place") = Place::CPU());
   m.def("reset_peak_memory", [](const Place& p) { GetAllocator(p).ResetPeak(); }, py::arg("place") = Place::CPU());
-  m.def("set_num_threads", [](int n) { scipy_openblas_set_num_threads(n); });
-  m.def("get_num_threads", []() { return scipy_openblas_get_num_threads(); });
+  m.def("set_num_threads", [](int n) {
+    FL_ENFORCE(n >= 1, "set_num_threads: n = ", n, " must be >= 1");
+    ThreadPool::Instance().SetSize(n);
+  }, py::arg("n"), "threads fluidlite's kernels and GEMMs run on (OpenBLAS itself stays single-threaded)");
+  m.def("get_num_threads", []() { return ThreadPool::Instance().Size(); });
   m.def("blas_info", []() {
     py::dict d;
     d["library"] = "scipy-openblas32";

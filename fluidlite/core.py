@@ -1,10 +1,29 @@
 """fluidlite.core: the C++ runtime (``_core``) plus the few Python names Fluid scripts expect there.
 
-Import order matters: scipy_openblas32 loads the BLAS library globally before ``_core`` needs it.
+Import order matters: scipy_openblas32 loads the BLAS library globally before ``_core`` needs it, and
+it loads with OPENBLAS_NUM_THREADS=1 so that OpenBLAS starts no threads of its own: fluidlite's thread
+pool splits GEMMs itself (kernels/helpers/parallel.h). numpy is imported first so its own OpenBLAS has
+already read the variable, which is restored at once.
 """
 import enum
+import os
 
-import scipy_openblas32  # noqa: F401  (loads libscipy_openblas.so with RTLD_GLOBAL)
+import numpy  # noqa: F401
+
+
+def _load_single_threaded_blas():
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import scipy_openblas32  # noqa: F401  (loads libscipy_openblas.so with RTLD_GLOBAL)
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
+
+
+_load_single_threaded_blas()
 
 from ._core import *  # noqa: F401,F403
 from ._core import EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, is_compiled_with_cuda  # noqa: F401

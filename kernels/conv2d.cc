@@ -4,13 +4,15 @@
 // (one input channel per group) skip the GEMM for a direct loop over output rows.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "helpers/blas.h"
-#include "helpers/im2col.h"
+#include "helpers/im2row.h"
 #include "helpers/parallel.h"
 #include "helpers/scratch.h"
+#include "helpers/transpose.h"
 #include "op_context.h"
 
 namespace fl {
@@ -81,7 +83,7 @@ struct ConvShape {
   ConvGeometry geom;
   int64_t batch, out_channels, groups;
 
-  int64_t ColRowsPerGroup() const { return geom.ColRows() / groups; }
+  int64_t PatchPerGroup() const { return geom.PatchSize() / groups; }
   int64_t OutPerGroup() const { return out_channels / groups; }
   // One input channel per group (Fluid's depthwise_conv2d, incl. a channel multiplier).
   bool Depthwise() const { return groups == geom.channels && groups > 1; }
@@ -100,66 +102,70 @@ ConvShape MakeShape(const ExecutionContext& ctx, const DDim& in, const DDim& fil
   return s;
 }
 
-// How many images share one column matrix: images with few output pixels (LeNet's 8x8 second layer)
-// are batched to ~1024 columns so one wide GEMM replaces many thin ones, within an 8 MiB buffer. Images
-// with >= 256 output pixels stay one per GEMM: batching LeNet's 24x24 first layer 4 images at a time
-// measured 2x slower (the [M, n, P] -> NCHW copy and OpenBLAS's split of a K=25 product).
+// How many images share one patch matrix: images with few output pixels (ResNet's 8x8 stage) are
+// stacked to ~1024 rows so one tall GEMM replaces many short ones, within an 8 MiB buffer.
 int64_t ImagesPerChunk(const ConvShape& s, size_t elem) {
-  constexpr int64_t kThinCols = 256, kTargetCols = 1024, kMaxColBytes = int64_t(8) << 20;
+  constexpr int64_t kTargetRows = 1024, kMaxPatchBytes = int64_t(8) << 20;
   const int64_t p = s.geom.OutSize();
-  if (p >= kThinCols) return 1;
-  int64_t nb = (kTargetCols + p - 1) / p;
-  nb = std::min(nb, kMaxColBytes / std::max<int64_t>(1, s.geom.ColRows() * p * static_cast<int64_t>(elem)));
+  int64_t nb = (kTargetRows + p - 1) / std::max<int64_t>(1, p);
+  nb = std::min(nb, kMaxPatchBytes / std::max<int64_t>(1, s.geom.PatchSize() * p * static_cast<int64_t>(elem)));
   return std::max<int64_t>(1, std::min(nb, s.batch));
 }
 
-// [M, n, P] (the GEMM's side-by-side layout) <-> [n, M, P] (NCHW): contiguous runs of P.
-template <typename T>
-void ToImages(const T* wide, int64_t m, int64_t n, int64_t p, T* images) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < m; ++r) std::memcpy(images + (i * m + r) * p, wide + (r * n + i) * p, p * sizeof(T));
-}
+// [M, n, P] (dout of n images side by side) <- [n, M, P] (NCHW): contiguous runs of P.
 template <typename T>
 void ToWide(const T* images, int64_t m, int64_t n, int64_t p, T* wide) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < m; ++r) std::memcpy(wide + (r * n + i) * p, images + (i * m + r) * p, p * sizeof(T));
 }
 
-// f(image, first channel, end channel) over slices of the n*C (image, channel) pairs, split across the
-// thread pool: im2col and col2im run outside BLAS, so they would otherwise use one core.
-template <typename F>
-void ForChannelSlices(const ConvGeometry& g, int64_t n, F f) {
-  const int64_t c = g.channels, work = g.kernel_h * g.kernel_w * g.OutSize();
-  ParallelFor(n * c, std::max<int64_t>(1, (int64_t(1) << 15) / work), [&](int64_t b, int64_t e) {
-    while (b < e) {
-      const int64_t i = b / c, c0 = b % c, c1 = std::min(c, c0 + (e - b));
-      f(i, c0, c1);
-      b += c1 - c0;
-    }
+// n images [rows, cols] -> [cols, rows] each (NCHW <-> NHWC with rows = C, cols = H*W or back).
+template <typename T>
+void TransposeImages(const T* src, int64_t n, int64_t rows, int64_t cols, T* dst) {
+  ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) detail::Transpose2D(src + i * rows * cols, cols, dst + i * rows * cols, rows, cols, rows);
   });
 }
 
-// The geometry of channels [c0, c1) of an image.
-ConvGeometry Channels(ConvGeometry g, int64_t c0, int64_t c1) {
-  g.channels = c1 - c0;
-  return g;
+// Filters [M, Cg, kh, kw] -> patch order [M, kh, kw, Cg] (the column order of the patch rows), and back.
+template <typename T>
+void ToPatchOrder(const T* w, int64_t m, int64_t cg, int64_t taps, T* wp) {
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < taps; ++t) wp[(o * taps + t) * cg + c] = w[(o * cg + c) * taps + t];
+}
+template <typename T>
+void FromPatchOrder(const T* wp, int64_t m, int64_t cg, int64_t taps, T* w) {
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t t = 0; t < taps; ++t) w[(o * cg + c) * taps + t] = wp[(o * taps + t) * cg + c];
 }
 
-// The GEMM path. For a chunk of n images with ld = n*P columns and group g:
-//   out'_g [Mg, ld] = W_g [Mg, Kg] @ col_g [Kg, ld]
-//   dW_g [Mg, Kg] += dout'_g [Mg, ld] @ col_g^T
-//   dcol_g [Kg, ld] = W_g^T @ dout'_g, then col2im per image.
+// Scratch slots: per thread 0 = patch rows, 1 = channels-last images, 3 = GEMM output before it goes
+// back to NCHW; on the calling thread 2 = dW partial sums, 4 = patch-order filters, 5 = the filters of
+// the data-gradient convolution.
+enum Slot { kRows = 0, kChannelsLast = 1, kPartials = 2, kGemmOut = 3, kFilters = 4, kGradFilters = 5 };
+
+// The GEMM path, on channels-last patch rows. For a chunk of n images (R = n*P rows) and group g:
+//   out_g [R, Mg]  = rows_g [R, Kg] @ Wp_g^T           (then [P, M] -> [M, P] per image)
+//   dWp_g [Mg, Kg] += dout'_g [Mg, R] @ rows_g          (dout' = dout of the chunk as [M, n*P])
+//   dx: with stride 1, the convolution of dout with the flipped, transposed filters (padding
+//       dilation*(k-1) - pad), which is this same forward path; otherwise
+//       drows_g [R, Kg] = dout^T_g [R, Mg] @ Wp_g, scattered back by Row2Im.
 // With several threads and at least one chunk per thread, each pool thread takes a contiguous run of
-// chunks and makes single-threaded GEMM calls (its own column matrix, its own dW partial sum): the
-// per-image GEMMs of a small image are too small for OpenBLAS to split well (ResNet-20's 16x16 32x32
-// layer ran 2.4x faster this way). Otherwise OpenBLAS threads each GEMM and the pool splits im2col.
+// chunks (its own patch rows, its own dW partial sum): the per-image GEMMs of small images are too small
+// to split well. Otherwise (batch 1) blas::Gemm splits each GEMM and the pool splits the patch building.
 template <typename T>
-class GemmConv {
+class PatchConv {
  public:
-  explicit GemmConv(const ConvShape& s)
-      : s_(s), p_(s.geom.OutSize()), k_(s.geom.ColRows()), kg_(s.ColRowsPerGroup()), mg_(s.OutPerGroup()),
+  // w: the filters [M, C/groups, kh, kw] as Fluid stores them.
+  PatchConv(const ConvShape& s, const T* w, Slot filter_slot)
+      : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
         image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1) {
-    const int64_t threads = ThreadPool::Instance().Size(), chunks = (s.batch + nb_ - 1) / std::max<int64_t>(1, nb_);
+    T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
+    ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
+    wp_ = wp;
+    const int64_t threads = ThreadPool::Instance().Size(), chunks = (s.batch + nb_ - 1) / nb_;
     if (threads > 1 && chunks >= threads) {
       // Equal chunks, a whole number per thread: 32 images of 8x8 go 16 + 16, not 16 + 16 + 0.
       const int64_t per_thread = (chunks + threads - 1) / threads;
@@ -168,29 +174,52 @@ class GemmConv {
     }
   }
 
-  void Forward(const T* x, const T* w, T* out) const {
+  void Forward(const T* x, T* out) const {
     ForParts([&](int64_t b0, int64_t b1, int) {
-      for (int64_t c0 = b0; c0 < b1; c0 += nb_) ForwardChunk(x, w, c0, std::min(nb_, b1 - c0), out);
+      for (int64_t c0 = b0; c0 < b1; c0 += nb_) ForwardChunk(x, c0, std::min(nb_, b1 - c0), out);
     });
   }
 
-  // dx and dw may each be null (not wanted).
+  // dx and dw may each be null (not wanted). w: the filters as given to the constructor.
   void Backward(const T* x, const T* w, const T* dout, T* dx, T* dw) const {
+    const ConvGeometry& g = s_.geom;
     const int64_t wsize = s_.out_channels * kg_;
-    // dW partial sums of parts 1.. (part 0 sums into dw), added up after the parts join.
-    T* partial = dw && parts_ > 1 ? Scratch<T>(2, (parts_ - 1) * wsize) : nullptr;
+    // The data gradient as a convolution of dout when the forward had stride 1.
+    std::unique_ptr<ConvShape> tshape;
+    std::unique_ptr<PatchConv> transposed;
+    if (dx && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+        g.pad_w <= g.dilation_w * (g.kernel_w - 1)) {
+      tshape.reset(new ConvShape(TransposedShape()));
+      T* wt = Scratch<T>(kTransposedSource, wsize);
+      FlipTranspose(w, wt);
+      transposed.reset(new PatchConv(*tshape, wt, kGradFilters));
+      transposed->nb_ = nb_;
+      transposed->parts_ = parts_;
+    }
+    T* partials = dw ? Scratch<T>(kPartials, parts_ * wsize) : nullptr;
     ForParts([&](int64_t b0, int64_t b1, int part) {
-      T* dw_part = dw && part > 0 ? partial + (part - 1) * wsize : dw;
-      if (dw_part && b0 == b1) std::fill(dw_part, dw_part + wsize, T(0));
-      for (int64_t c0 = b0; c0 < b1; c0 += nb_)
-        BackwardChunk(x, w, dout, c0, std::min(nb_, b1 - c0), c0 == b0, dx, dw_part);
+      T* dwp = dw ? partials + part * wsize : nullptr;
+      if (dwp && b0 == b1) std::fill(dwp, dwp + wsize, T(0));
+      for (int64_t c0 = b0; c0 < b1; c0 += nb_) {
+        const int64_t n = std::min(nb_, b1 - c0);
+        if (dwp) FilterGradChunk(x, dout, c0, n, c0 == b0, dwp);
+        if (transposed)
+          transposed->ForwardChunk(dout, c0, n, dx);
+        else if (dx)
+          DataGradChunk(dout, c0, n, dx);
+      }
     });
-    if (partial)
-      for (int64_t p = 0; p + 1 < parts_; ++p)
-        for (int64_t i = 0; i < wsize; ++i) dw[i] += partial[p * wsize + i];
+    if (dw) {
+      for (int64_t p = 1; p < parts_; ++p)
+        for (int64_t i = 0; i < wsize; ++i) partials[i] += partials[p * wsize + i];
+      FromPatchOrder(partials, s_.out_channels, g.channels / s_.groups, g.Taps(), dw);
+    }
   }
 
  private:
+  // The source of the flipped filters (the calling thread's slot; PatchConv reorders it into kGradFilters).
+  static constexpr Slot kTransposedSource = kGemmOut;
+
   // f(first image, end image, part) for each part's run of whole chunks, the parts in parallel.
   template <typename F>
   void ForParts(F f) const {
@@ -198,7 +227,6 @@ class GemmConv {
       f(0, s_.batch, 0);
       return;
     }
-    blas::SingleThreadedScope single;
     const int64_t chunks = (s_.batch + nb_ - 1) / nb_;
     ParallelFor(parts_, 1, [&](int64_t begin, int64_t end) {
       for (int64_t part = begin; part < end; ++part)
@@ -207,64 +235,92 @@ class GemmConv {
     });
   }
 
-  void ForwardChunk(const T* x, const T* w, int64_t b0, int64_t n, T* out) const {
-    const int64_t m = s_.out_channels, ld = n * p_;
-    const T* col = Columns(x + b0 * image_, n);
-    T* dst = n == 1 ? out + b0 * m * p_ : Scratch<T>(1, m * ld);
-    for (int64_t g = 0; g < s_.groups; ++g)
-      blas::Gemm<T>(false, false, mg_, ld, kg_, T(1), w + g * mg_ * kg_, kg_, col + g * kg_ * ld, ld, T(0),
-                    dst + g * mg_ * ld, ld);
-    if (n > 1) ToImages(dst, m, n, p_, out + b0 * m * p_);
-  }
-
-  // `first`: dw is overwritten rather than added to.
-  void BackwardChunk(const T* x, const T* w, const T* dout, int64_t b0, int64_t n, bool first, T* dx,
-                     T* dw) const {
-    const int64_t m = s_.out_channels, ld = n * p_;
-    const T* dwide = dout + b0 * m * p_;
-    if (n > 1) {
-      T* t = Scratch<T>(1, m * ld);
-      ToWide(dwide, m, n, p_, t);
-      dwide = t;
-    }
-    if (dw) {
-      const T* col = Columns(x + b0 * image_, n);
-      for (int64_t g = 0; g < s_.groups; ++g)
-        blas::Gemm<T>(false, true, mg_, kg_, ld, T(1), dwide + g * mg_ * ld, ld, col + g * kg_ * ld, ld,
-                      first ? T(0) : T(1), dw + g * mg_ * kg_, kg_);
-    }
-    if (dx) {
-      T* dxb = dx + b0 * image_;
-      const bool direct = n == 1 && s_.geom.IsPointwise();
-      T* dcol = direct ? dxb : Scratch<T>(0, k_ * ld);
-      for (int64_t g = 0; g < s_.groups; ++g)
-        blas::Gemm<T>(true, false, kg_, ld, mg_, T(1), w + g * mg_ * kg_, kg_, dwide + g * mg_ * ld, ld, T(0),
-                      dcol + g * kg_ * ld, ld);
-      if (!direct) {
-        const ConvGeometry& g = s_.geom;
-        const int64_t hw = g.height * g.width, rows = g.kernel_h * g.kernel_w;
-        ForChannelSlices(g, n, [&](int64_t i, int64_t c0, int64_t c1) {
-          Col2Im(Channels(g, c0, c1), dcol + c0 * rows * ld + i * p_, ld, dxb + i * image_ + c0 * hw);
-        });
-      }
-    }
-  }
-
-  // The column matrix [K, n*P] of n consecutive images (the images themselves for one pointwise image).
-  const T* Columns(const T* x, int64_t n) const {
-    if (n == 1 && s_.geom.IsPointwise()) return x;
-    T* col = Scratch<T>(0, k_ * n * p_);
+  // The patch rows [n*P, K] of images [b0, b0 + n) of x (NCHW).
+  const T* PatchRows(const T* x, int64_t b0, int64_t n) const {
     const ConvGeometry& g = s_.geom;
-    const int64_t hw = g.height * g.width, rows = g.kernel_h * g.kernel_w, ld = n * p_;
-    ForChannelSlices(g, n, [&](int64_t i, int64_t c0, int64_t c1) {
-      Im2Col(Channels(g, c0, c1), x + i * image_ + c0 * hw, col + c0 * rows * ld + i * p_, ld);
+    const int64_t hw = g.height * g.width;
+    T* hwc = Scratch<T>(kChannelsLast, n * image_);
+    TransposeImages(x + b0 * image_, n, g.channels, hw, hwc);
+    if (g.IsPointwise()) return hwc;
+    T* rows = Scratch<T>(kRows, n * p_ * k_);
+    ParallelFor(n * g.out_h, std::max<int64_t>(1, (int64_t(1) << 14) / (g.out_w * k_)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e;) {
+        const int64_t i = r / g.out_h, ho0 = r % g.out_h, ho1 = std::min(g.out_h, ho0 + (e - r));
+        Im2Row(g, s_.groups, hwc + i * image_, rows + i * p_ * k_, ho0, ho1);
+        r += ho1 - ho0;
+      }
     });
-    return col;
+    return rows;
+  }
+
+  void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out) const {
+    const int64_t m = s_.out_channels, r = n * p_;
+    const T* rows = PatchRows(x, b0, n);
+    T* y = Scratch<T>(kGemmOut, r * m);
+    for (int64_t g = 0; g < s_.groups; ++g)
+      blas::Gemm<T>(false, true, r, mg_, kg_, T(1), rows + g * kg_, k_, wp_ + g * mg_ * kg_, kg_, T(0), y + g * mg_, m);
+    TransposeImages(y, n, p_, m, out + b0 * m * p_);
+  }
+
+  // `first`: dwp is overwritten rather than added to.
+  void FilterGradChunk(const T* x, const T* dout, int64_t b0, int64_t n, bool first, T* dwp) const {
+    const int64_t m = s_.out_channels, r = n * p_;
+    const T* rows = PatchRows(x, b0, n);
+    const T* wide = dout + b0 * m * p_;
+    if (n > 1) {
+      T* t = Scratch<T>(kGemmOut, m * r);
+      ToWide(wide, m, n, p_, t);
+      wide = t;
+    }
+    for (int64_t g = 0; g < s_.groups; ++g)
+      blas::Gemm<T>(false, false, mg_, kg_, r, T(1), wide + g * mg_ * r, r, rows + g * kg_, k_, first ? T(0) : T(1),
+                    dwp + g * mg_ * kg_, kg_);
+  }
+
+  // dx of images [b0, b0 + n) through patch-row gradients (any stride).
+  void DataGradChunk(const T* dout, int64_t b0, int64_t n, T* dx) const {
+    const ConvGeometry& g = s_.geom;
+    const int64_t m = s_.out_channels, r = n * p_, hw = g.height * g.width;
+    T* dout_t = Scratch<T>(kChannelsLast, r * m);
+    TransposeImages(dout + b0 * m * p_, n, m, p_, dout_t);
+    T* drows = Scratch<T>(kRows, r * k_);
+    for (int64_t grp = 0; grp < s_.groups; ++grp)
+      blas::Gemm<T>(false, false, r, kg_, mg_, T(1), dout_t + grp * mg_, m, wp_ + grp * mg_ * kg_, kg_, T(0),
+                    drows + grp * kg_, k_);
+    T* dx_hwc = Scratch<T>(kGemmOut, n * image_);
+    ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) Row2Im(g, s_.groups, drows + i * p_ * k_, dx_hwc + i * image_);
+    });
+    TransposeImages(dx_hwc, n, hw, g.channels, dx + b0 * image_);
+  }
+
+  // The stride-1 data gradient's convolution: dout [M channels, Ho, Wo] -> dx [C, H, W].
+  ConvShape TransposedShape() const {
+    const ConvGeometry& g = s_.geom;
+    ConvShape t;
+    t.geom = {s_.out_channels, g.out_h, g.out_w, g.kernel_h, g.kernel_w, 1, 1,
+              g.dilation_h * (g.kernel_h - 1) - g.pad_h, g.dilation_w * (g.kernel_w - 1) - g.pad_w,
+              g.dilation_h, g.dilation_w, g.height, g.width};
+    t.batch = s_.batch;
+    t.out_channels = g.channels;
+    t.groups = s_.groups;
+    return t;
+  }
+
+  // wt[c, m', kh-1-ki, kw-1-kj] = w[g*Mg + m', c - g*Cg, ki, kj] for c in group g: [C, Mg, kh, kw].
+  void FlipTranspose(const T* w, T* wt) const {
+    const int64_t cg = s_.geom.channels / s_.groups, taps = s_.geom.Taps();
+    for (int64_t grp = 0; grp < s_.groups; ++grp)
+      for (int64_t mo = 0; mo < mg_; ++mo)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t t = 0; t < taps; ++t)
+            wt[((grp * cg + c) * mg_ + mo) * taps + (taps - 1 - t)] = w[((grp * mg_ + mo) * cg + c) * taps + t];
   }
 
   const ConvShape& s_;
   const int64_t p_, k_, kg_, mg_, image_;
   int64_t nb_, parts_;
+  const T* wp_;
 };
 
 // Depthwise convolution (one input channel per group, `mult` output channels per input channel) as
@@ -401,7 +457,7 @@ void ConvForwardKernel(const ExecutionContext& ctx) {
   if (s.Depthwise())
     DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
   else
-    GemmConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
+    PatchConv<T>(s, filter.data<T>(), kFilters).Forward(in.data<T>(), o);
 }
 
 template <typename T>
@@ -427,7 +483,7 @@ void ConvGradKernel(const ExecutionContext& ctx) {
   if (s.Depthwise())
     DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
   else
-    GemmConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+    PatchConv<T>(s, filter.data<T>(), kFilters).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
 void RegisterConv(OpBuilder& op, const std::string& type) {

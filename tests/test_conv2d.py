@@ -178,6 +178,13 @@ LARGE_CASES = [
     ("wide_depthwise", (4, 16, 20, 20), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), 16),
     ("wide_depthwise_mult_s2", (3, 8, 21, 20), (16, 1, 5, 3), (2, 1), (2, 1), (1, 2), 8),
     ("wide_pointwise", (40, 16, 6, 6), (8, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    # ResNet-like: 16 channels, batch split across threads into stacked chunks of 8x8 images.
+    ("resnet_8x8", (9, 16, 8, 8), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ("resnet_s2_13ch", (5, 13, 11, 10), (19, 13, 3, 3), (2, 2), (1, 1), (1, 1), 1),
+    # stride 1, data gradient as a convolution of dout: dilation, groups, uneven padding per axis.
+    ("transposed_dil_groups", (4, 12, 13, 12), (10, 6, 3, 2), (1, 1), (2, 0), (2, 3), 2),
+    # stride 1 but padding > dilation*(k-1): the patch-row data gradient instead.
+    ("overpadded", (3, 9, 6, 7), (8, 9, 3, 3), (1, 1), (3, 2), (1, 1), 1),
 ]
 
 

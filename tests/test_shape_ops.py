@@ -243,6 +243,9 @@ def test_reshape_errors():
 TRANSPOSE_CASES = [
     ((3, 5), [1, 0]),
     ((70, 33), [1, 0]),            # several 32x32 tiles with ragged edges
+    ((130, 67), [1, 0]),           # 8x8 register blocks across 64x64 tiles, ragged rows and columns
+    ((16, 8), [1, 0]),             # whole 8x8 blocks only
+    ((3, 16, 9, 7), [0, 2, 3, 1]),  # NCHW -> NHWC with 16 channels (conv2d's transposes)
     ((2, 3, 4), [0, 2, 1]),
     ((2, 3, 4), [2, 0, 1]),
     ((2, 3, 4), [1, 0, 2]),        # last axis stays: contiguous rows move

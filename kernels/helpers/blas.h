@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <type_traits>
 
 #include "enforce.h"
+#include "parallel.h"
 
 namespace fl {
 namespace blas {
@@ -19,62 +19,54 @@ inline blasint Int(int64_t v, const char* what) {
   return static_cast<blasint>(v);
 }
 
-// While one of these lives, OpenBLAS runs every call on its caller's thread. Kernels that split work
-// across the thread pool themselves (conv2d over images) use it so that each pool thread makes
-// single-threaded GEMM calls: OpenBLAS's own threads would fight the pool for the same cores, and its
-// split of a small GEMM (16 x 144 x 1024) costs more than it saves. Nested and concurrent scopes share
-// one count; the last to leave restores the thread count the first one found.
-class SingleThreadedScope {
- public:
-  SingleThreadedScope() {
-    std::lock_guard<std::mutex> l(Mu());
-    if (Depth()++ == 0) {
-      Saved() = scipy_openblas_get_num_threads();
-      if (Saved() > 1) scipy_openblas_set_num_threads(1);
-    }
-  }
-  ~SingleThreadedScope() {
-    std::lock_guard<std::mutex> l(Mu());
-    if (--Depth() == 0 && Saved() > 1) scipy_openblas_set_num_threads(Saved());
-  }
-  SingleThreadedScope(const SingleThreadedScope&) = delete;
-  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
-
- private:
-  static std::mutex& Mu() {
-    static std::mutex mu;
-    return mu;
-  }
-  static int& Depth() {
-    static int depth = 0;
-    return depth;
-  }
-  static int& Saved() {
-    static int saved = 1;
-    return saved;
-  }
-};
-
 inline CBLAS_TRANSPOSE Trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
-// C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major. op(A) is [M, K], op(B) is [K, N]; lda/ldb/ldc
-// are the row strides of A, B and C as stored (so A is [M, lda] untransposed, [K, lda] transposed).
+// One OpenBLAS call on the calling thread (OpenBLAS runs single-threaded under fluidlite: parallel.h).
 template <typename T>
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+void SerialGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 template <>
-inline void Gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+inline void SerialGemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   scipy_cblas_sgemm(CblasRowMajor, Trans(ta), Trans(tb), Int(m, "M"), Int(n, "N"), Int(k, "K"), alpha, a,
                     Int(lda, "lda"), b, Int(ldb, "ldb"), beta, c, Int(ldc, "ldc"));
 }
 
 template <>
-inline void Gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+inline void SerialGemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   scipy_cblas_dgemm(CblasRowMajor, Trans(ta), Trans(tb), Int(m, "M"), Int(n, "N"), Int(k, "K"), alpha, a,
                     Int(lda, "lda"), b, Int(ldb, "ldb"), beta, c, Int(ldc, "ldc"));
+}
+
+// C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major. op(A) is [M, K], op(B) is [K, N]; lda/ldb/ldc
+// are the row strides of A, B and C as stored (so A is [M, lda] untransposed, [K, lda] transposed).
+// Products of at least 2 x kMinFlopsPerPart are split across the thread pool along the longer of M and
+// N, in whole 16-wide blocks, each part one single-threaded OpenBLAS call (1024^3: 416 GFLOP/s on 2
+// cores, OpenBLAS's own threads 397). Called from inside a pool job, it runs as one call.
+constexpr double kMinFlopsPerPart = 4e6;
+
+template <typename T>
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t threads = ThreadPool::Instance().Size();
+  if (threads < 2 || flops < 2 * kMinFlopsPerPart) {
+    SerialGemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  constexpr int64_t kBlock = 16;
+  const bool by_rows = m >= n;
+  const int64_t len = by_rows ? m : n, blocks = (len + kBlock - 1) / kBlock;
+  const int64_t parts = std::min<int64_t>({threads, blocks, static_cast<int64_t>(flops / kMinFlopsPerPart)});
+  ParallelFor(blocks, std::max<int64_t>(1, blocks / std::max<int64_t>(1, parts)), [&](int64_t b0, int64_t b1) {
+    const int64_t lo = b0 * kBlock, hi = std::min(len, b1 * kBlock);
+    if (by_rows)
+      SerialGemm<T>(ta, tb, hi - lo, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
+    else
+      SerialGemm<T>(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+  });
 }
 
 // Dense C = alpha * op(A) @ op(B) + beta * C with packed operands (ld = the stored row length).
@@ -126,6 +118,16 @@ void GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t 
   }
   if (k == 0) {
     for (int64_t i = 0; i < batch; ++i) Gemm<T>(ta, tb, m, n, k, alpha, nullptr, nullptr, beta, c.data + i * c.stride);
+    return;
+  }
+  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m * n) * static_cast<double>(k);
+  if (ThreadPool::Instance().Size() > 1 && flops >= 2 * kMinFlopsPerPart) {
+    // Independent products spread over the pool, each one single-threaded OpenBLAS call.
+    const double each = flops / static_cast<double>(batch);
+    ParallelFor(batch, std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerPart / each)), [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i)
+        Gemm<T>(ta, tb, m, n, k, alpha, a.data + i * a.stride, b.data + i * b.stride, beta, c.data + i * c.stride);
+    });
     return;
   }
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();
