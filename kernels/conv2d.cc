@@ -3,12 +3,15 @@
 // of several images sit side by side so one wide GEMM replaces many thin ones. Depthwise convolutions
 // (one input channel per group) skip the GEMM for a direct loop over output rows.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "helpers/blas.h"
+#include "helpers/direct_conv.h"
 #include "helpers/im2row.h"
 #include "helpers/parallel.h"
 #include "helpers/scratch.h"
@@ -143,8 +146,24 @@ void FromPatchOrder(const T* wp, int64_t m, int64_t cg, int64_t taps, T* w) {
 
 // Scratch slots: per thread 0 = patch rows, 1 = channels-last images, 3 = GEMM output before it goes
 // back to NCHW; on the calling thread 2 = dW partial sums, 4 = patch-order filters, 5 = the filters of
-// the data-gradient convolution.
-enum Slot { kRows = 0, kChannelsLast = 1, kPartials = 2, kGemmOut = 3, kFilters = 4, kGradFilters = 5 };
+// the data-gradient convolution, 6 and 7 = the same packed for the direct kernel.
+enum Slot {
+  kRows = 0, kChannelsLast = 1, kPartials = 2, kGemmOut = 3, kFilters = 4, kGradFilters = 5,
+  kDirectFilters = 6, kDirectGradFilters = 7
+};
+
+// The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group, M a multiple of 16, unless
+// FLUIDLITE_CONV_DIRECT=0 (read per call, so a benchmark or test can compare both paths in one process).
+template <typename T>
+bool UseDirect(const ConvShape& s) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const char* env = std::getenv("FLUIDLITE_CONV_DIRECT");
+    return (!env || std::strcmp(env, "0") != 0) && direct_conv::Supported() && s.groups == 1 &&
+           s.out_channels % 16 == 0;
+  }
+}
 
 // The GEMM path, on channels-last patch rows. For a chunk of n images (R = n*P rows) and group g:
 //   out_g [R, Mg]  = rows_g [R, Kg] @ Wp_g^T           (then [P, M] -> [M, P] per image)
@@ -159,12 +178,18 @@ template <typename T>
 class PatchConv {
  public:
   // w: the filters [M, C/groups, kh, kw] as Fluid stores them.
-  PatchConv(const ConvShape& s, const T* w, Slot filter_slot)
+  PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
       : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
-        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1) {
+        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)) {
     T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
     ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
     wp_ = wp;
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct_) {
+        wd_ = Scratch<float>(direct_slot, s.out_channels * kg_);
+        direct_conv::PackFilters(w, s.out_channels, s.geom.channels, s.geom.Taps(), wd_);
+      }
+    }
     const int64_t threads = ThreadPool::Instance().Size(), chunks = (s.batch + nb_ - 1) / nb_;
     if (threads > 1 && chunks >= threads) {
       // Equal chunks, a whole number per thread: 32 images of 8x8 go 16 + 16, not 16 + 16 + 0.
@@ -192,14 +217,14 @@ class PatchConv {
       tshape.reset(new ConvShape(TransposedShape()));
       T* wt = Scratch<T>(kTransposedSource, wsize);
       FlipTranspose(w, wt);
-      transposed.reset(new PatchConv(*tshape, wt, kGradFilters));
+      transposed.reset(new PatchConv(*tshape, wt, kGradFilters, kDirectGradFilters));
       transposed->nb_ = nb_;
       transposed->parts_ = parts_;
     }
     T* partials = dw ? Scratch<T>(kPartials, parts_ * wsize) : nullptr;
     ForParts([&](int64_t b0, int64_t b1, int part) {
       T* dwp = dw ? partials + part * wsize : nullptr;
-      if (dwp && b0 == b1) std::fill(dwp, dwp + wsize, T(0));
+      if (dwp && (b0 == b1 || direct_)) std::fill(dwp, dwp + wsize, T(0));
       for (int64_t c0 = b0; c0 < b1; c0 += nb_) {
         const int64_t n = std::min(nb_, b1 - c0);
         if (dwp) FilterGradChunk(x, dout, c0, n, c0 == b0, dwp);
@@ -212,6 +237,12 @@ class PatchConv {
     if (dw) {
       for (int64_t p = 1; p < parts_; ++p)
         for (int64_t i = 0; i < wsize; ++i) partials[i] += partials[p * wsize + i];
+      if constexpr (std::is_same_v<T, float>) {
+        if (direct_) {
+          direct_conv::UnpackFilters(partials, s_.out_channels, g.channels, g.Taps(), dw);
+          return;
+        }
+      }
       FromPatchOrder(partials, s_.out_channels, g.channels / s_.groups, g.Taps(), dw);
     }
   }
@@ -254,6 +285,12 @@ class PatchConv {
   }
 
   void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct_) {
+        for (int64_t i = b0; i < b0 + n; ++i) DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_);
+        return;
+      }
+    }
     const int64_t m = s_.out_channels, r = n * p_;
     const T* rows = PatchRows(x, b0, n);
     T* y = Scratch<T>(kGemmOut, r * m);
@@ -262,9 +299,36 @@ class PatchConv {
     TransposeImages(y, n, p_, m, out + b0 * m * p_);
   }
 
-  // `first`: dwp is overwritten rather than added to.
+  // One image through the direct kernel: pad to channels last, convolve row by row, back to NCHW.
+  void DirectForwardImage(const float* x, float* out) const {
+    const ConvGeometry& g = s_.geom;
+    const int64_t m = s_.out_channels;
+    float* padded = Scratch<float>(kChannelsLast, direct_conv::PaddedSize(g));
+    direct_conv::PadToChannelsLast(g, x, padded);
+    float* y = Scratch<float>(kGemmOut, p_ * m);
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, g.out_w * m * k_));
+    ParallelFor(g.out_h, grain, [&](int64_t b, int64_t e) { direct_conv::ConvolveRows(g, m, padded, wd_, y, b, e); });
+    detail::Transpose2D(y, m, out, p_, m, p_);
+  }
+
+  // `first`: dwp is overwritten rather than added to (the direct kernel always adds: dwp starts at 0).
   void FilterGradChunk(const T* x, const T* dout, int64_t b0, int64_t n, bool first, T* dwp) const {
     const int64_t m = s_.out_channels, r = n * p_;
+    if constexpr (std::is_same_v<T, float>) {
+      if (direct_) {
+        const ConvGeometry& g = s_.geom;
+        for (int64_t i = b0; i < b0 + n; ++i) {
+          float* padded = Scratch<float>(kChannelsLast, direct_conv::PaddedSize(g));
+          direct_conv::PadToChannelsLast(g, x + i * image_, padded);
+          float* dy = Scratch<float>(kGemmOut, p_ * m);
+          detail::Transpose2D(dout + i * m * p_, p_, dy, m, p_, m);
+          ParallelFor(g.Taps(), 1, [&](int64_t t0, int64_t t1) {  // serial inside a part
+            direct_conv::AccumulateFilterGrad(g, m, padded, dy, dwp, t0, t1);
+          });
+        }
+        return;
+      }
+    }
     const T* rows = PatchRows(x, b0, n);
     const T* wide = dout + b0 * m * p_;
     if (n > 1) {
@@ -320,7 +384,9 @@ class PatchConv {
   const ConvShape& s_;
   const int64_t p_, k_, kg_, mg_, image_;
   int64_t nb_, parts_;
+  const bool direct_;
   const T* wp_;
+  float* wd_ = nullptr;  // filters packed [taps, C, M] for the direct kernel
 };
 
 // Depthwise convolution (one input channel per group, `mult` output channels per input channel) as
@@ -457,7 +523,7 @@ void ConvForwardKernel(const ExecutionContext& ctx) {
   if (s.Depthwise())
     DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
   else
-    PatchConv<T>(s, filter.data<T>(), kFilters).Forward(in.data<T>(), o);
+    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o);
 }
 
 template <typename T>
@@ -483,7 +549,7 @@ void ConvGradKernel(const ExecutionContext& ctx) {
   if (s.Depthwise())
     DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
   else
-    PatchConv<T>(s, filter.data<T>(), kFilters).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
 void RegisterConv(OpBuilder& op, const std::string& type) {

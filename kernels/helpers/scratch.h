@@ -9,7 +9,7 @@
 
 namespace fl {
 
-constexpr int kScratchSlots = 6;
+constexpr int kScratchSlots = 8;
 
 // A buffer of at least n Ts for this thread; `slot` tells apart buffers one kernel uses at once. The
 // contents are undefined and stay valid until the same slot is asked for again on this thread.

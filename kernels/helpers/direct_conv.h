@@ -1,0 +1,222 @@
+// Direct float32 convolution with AVX-512 register tiles, for conv2d's forward and its stride-1 data
+// gradient. No patch matrix: the input is copied once into a zero-padded channels-last image, and each
+// tile of R output pixels x 16*NV output channels accumulates in R*NV zmm registers over every kernel tap
+// and input channel (per step: NV weight loads, R broadcasts, R*NV FMAs). Im2row + GEMM spends as long
+// writing and re-reading the patch matrix as multiplying when C is 16-64 (ResNet-20); this does not.
+//
+// Used when the CPU has AVX-512F (checked at run time; the rest of the build targets AVX2), groups == 1
+// and the output channels are a multiple of 16. Everything else takes the patch-row path.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "helpers/im2row.h"
+#include "helpers/transpose.h"
+
+namespace fl {
+namespace direct_conv {
+
+inline bool Supported() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+// Filters [M, C, kh, kw] -> [kh*kw, C, M]: one tap and input channel give M contiguous weights.
+inline void PackFilters(const float* w, int64_t m, int64_t c, int64_t taps, float* packed) {
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t t = 0; t < taps; ++t) packed[(t * c + ch) * m + o] = w[(o * c + ch) * taps + t];
+}
+
+// Padded channels-last size of one image: (H + 2*pad_h) * (W + 2*pad_w) * C.
+inline int64_t PaddedSize(const ConvGeometry& g) {
+  return (g.height + 2 * g.pad_h) * (g.width + 2 * g.pad_w) * g.channels;
+}
+
+struct Tile {
+  const float* in;   // padded input at the tile's first pixel's window origin
+  const float* w;    // packed filters at the tile's first output channel
+  float* out;        // [pixels, M] output at the tile's first pixel and channel
+  int64_t c, m;      // input channels; output channels (the row length of w and out)
+  int64_t kh, kw, tap_h, tap_w;  // kernel taps and their offsets in the padded image (floats)
+  int64_t pixel;     // floats between the windows of neighbouring output pixels (stride_w * C)
+};
+
+template <int R, int NV>
+__attribute__((target("avx512f"))) void RunTile(const Tile& t) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t ki = 0; ki < t.kh; ++ki)
+    for (int64_t kj = 0; kj < t.kw; ++kj) {
+      const float* x = t.in + ki * t.tap_h + kj * t.tap_w;
+      const float* w = t.w + (ki * t.kw + kj) * t.c * t.m;
+      for (int64_t ch = 0; ch < t.c; ++ch) {
+        __m512 wv[NV];
+        for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + ch * t.m + 16 * v);
+        for (int r = 0; r < R; ++r) {
+          const __m512 xv = _mm512_set1_ps(x[r * t.pixel + ch]);
+          for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, wv[v], acc[r][v]);
+        }
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t.out + r * t.m + 16 * v, acc[r][v]);
+}
+
+// A row of `n` output pixels: full tiles of R, then one narrower tile for the rest.
+template <int R, int NV>
+void RunRow(Tile t, int64_t n) {
+  for (; n >= R; n -= R) {
+    RunTile<R, NV>(t);
+    t.in += R * t.pixel;
+    t.out += R * t.m;
+  }
+  switch (n) {  // the ragged end of the row, one instantiation per width
+#define FL_DIRECT_TAIL(k) \
+  case k:                 \
+    if constexpr (k < R) RunTile<k, NV>(t); \
+    break;
+    FL_DIRECT_TAIL(1) FL_DIRECT_TAIL(2) FL_DIRECT_TAIL(3) FL_DIRECT_TAIL(4) FL_DIRECT_TAIL(5)
+    FL_DIRECT_TAIL(6) FL_DIRECT_TAIL(7) FL_DIRECT_TAIL(8) FL_DIRECT_TAIL(9) FL_DIRECT_TAIL(10)
+    FL_DIRECT_TAIL(11) FL_DIRECT_TAIL(12) FL_DIRECT_TAIL(13) FL_DIRECT_TAIL(14) FL_DIRECT_TAIL(15)
+#undef FL_DIRECT_TAIL
+    default:
+      break;
+  }
+}
+
+// image [C, H, W] (NCHW) -> the zero-padded channels-last copy [H + 2ph, W + 2pw, C].
+inline void PadToChannelsLast(const ConvGeometry& g, const float* image, float* padded) {
+  const int64_t c = g.channels, wp = g.width + 2 * g.pad_w, hw = g.height * g.width;
+  std::fill(padded, padded + g.pad_h * wp * c, 0.f);
+  std::fill(padded + (g.pad_h + g.height) * wp * c, padded + PaddedSize(g), 0.f);
+  for (int64_t h = 0; h < g.height; ++h) {
+    float* row = padded + (g.pad_h + h) * wp * c;
+    std::fill(row, row + g.pad_w * c, 0.f);
+    std::fill(row + (g.pad_w + g.width) * c, row + wp * c, 0.f);
+    detail::Transpose2D(image + h * g.width, hw, row + g.pad_w * c, c, g.width, c);
+  }
+}
+
+// Output rows [ho0, ho1) of one image: out [Ho*Wo, M] (channels last) from the padded input and the
+// packed filters [taps, C, M]; M is a multiple of 16.
+inline void ConvolveRows(const ConvGeometry& g, int64_t m, const float* padded, const float* packed, float* out,
+                         int64_t ho0, int64_t ho1) {
+  const int64_t c = g.channels, wp = g.width + 2 * g.pad_w;
+  Tile t{};
+  t.c = c;
+  t.m = m;
+  t.kh = g.kernel_h;
+  t.kw = g.kernel_w;
+  t.tap_h = g.dilation_h * wp * c;
+  t.tap_w = g.dilation_w * c;
+  t.pixel = g.stride_w * c;
+  for (int64_t ho = ho0; ho < ho1; ++ho)
+    for (int64_t m0 = 0; m0 < m; m0 += 32) {
+      t.in = padded + ho * g.stride_h * wp * c;
+      t.w = packed + m0;
+      t.out = out + ho * g.out_w * m + m0;
+      // 8 pixels x 32 channels in 16 accumulators (8 divides the 32-, 16- and 8-wide rows of CIFAR
+      // nets), or 12 pixels x the last 16 channels (measured on ResNet-20's layers: 16 x 16 was 5%
+      // slower at M = 16, 6 x 32 up to 20% slower at M = 64).
+      if (m - m0 >= 32)
+        RunRow<8, 2>(t, g.out_w);
+      else
+        RunRow<12, 1>(t, g.out_w);
+    }
+}
+
+// ---------------------------------------------------------------- filter gradient
+// dW[tap, c, m] += sum over output pixels p of x_padded[window(p) + tap, c] * dout[p, m]: per tile of RC
+// input channels x 16*NV output channels, RC*NV accumulators over every output pixel of the image.
+
+struct WeightTile {
+  const float* in;   // padded input at the tap's offset and the tile's first input channel
+  const float* dy;   // dout, channels last [Ho*Wo, M], at the tile's first output channel
+  float* dw;         // packed filter gradient [taps, C, M] at (tap, first input channel, first output channel)
+  int64_t m;         // output channels (row length of dy and dw)
+  int64_t out_h, out_w;
+  int64_t row, pixel;  // floats between the windows of neighbouring output rows / pixels
+};
+
+template <int RC, int NV>
+__attribute__((target("avx512f"))) void RunWeightTile(const WeightTile& t) {
+  __m512 acc[RC][NV];
+  for (int r = 0; r < RC; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(t.dw + r * t.m + 16 * v);
+  for (int64_t ho = 0; ho < t.out_h; ++ho) {
+    const float* x = t.in + ho * t.row;
+    const float* dy = t.dy + ho * t.out_w * t.m;
+    for (int64_t wo = 0; wo < t.out_w; ++wo) {
+      __m512 dv[NV];
+      for (int v = 0; v < NV; ++v) dv[v] = _mm512_loadu_ps(dy + wo * t.m + 16 * v);
+      for (int r = 0; r < RC; ++r) {
+        const __m512 xv = _mm512_set1_ps(x[wo * t.pixel + r]);
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, dv[v], acc[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < RC; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t.dw + r * t.m + 16 * v, acc[r][v]);
+}
+
+// All input channels [0, c) of one tap: full tiles of RC channels, then one narrower tile.
+template <int RC, int NV>
+void RunWeightChannels(WeightTile t, int64_t c) {
+  for (; c >= RC; c -= RC) {
+    RunWeightTile<RC, NV>(t);
+    t.in += RC;
+    t.dw += RC * t.m;
+  }
+  switch (c) {
+#define FL_DIRECT_TAIL(k) \
+  case k:                 \
+    if constexpr (k < RC) RunWeightTile<k, NV>(t); \
+    break;
+    FL_DIRECT_TAIL(1) FL_DIRECT_TAIL(2) FL_DIRECT_TAIL(3) FL_DIRECT_TAIL(4) FL_DIRECT_TAIL(5)
+    FL_DIRECT_TAIL(6) FL_DIRECT_TAIL(7) FL_DIRECT_TAIL(8) FL_DIRECT_TAIL(9) FL_DIRECT_TAIL(10)
+    FL_DIRECT_TAIL(11)
+#undef FL_DIRECT_TAIL
+    default:
+      break;
+  }
+}
+
+// packed [taps, C, M] += the filter gradient of one image for taps [tap0, tap1), from its padded
+// channels-last input and its channels-last dout [Ho*Wo, M]; M is a multiple of 16.
+inline void AccumulateFilterGrad(const ConvGeometry& g, int64_t m, const float* padded, const float* dout_hwc,
+                                 float* packed, int64_t tap0, int64_t tap1) {
+  const int64_t c = g.channels, wp = g.width + 2 * g.pad_w;
+  WeightTile t{};
+  t.m = m;
+  t.out_h = g.out_h;
+  t.out_w = g.out_w;
+  t.row = g.stride_h * wp * c;
+  t.pixel = g.stride_w * c;
+  for (int64_t tap = tap0; tap < tap1; ++tap) {
+    const int64_t ki = tap / g.kernel_w, kj = tap % g.kernel_w;
+      for (int64_t m0 = 0; m0 < m; m0 += 32) {
+        t.in = padded + ki * g.dilation_h * wp * c + kj * g.dilation_w * c;
+        t.dy = dout_hwc + m0;
+        t.dw = packed + (ki * g.kernel_w + kj) * c * m + m0;
+        if (m - m0 >= 32)
+          RunWeightChannels<8, 2>(t, c);
+        else
+          RunWeightChannels<12, 1>(t, c);
+      }
+  }
+}
+
+// The inverse of PackFilters: packed [taps, C, M] -> w [M, C, kh, kw].
+inline void UnpackFilters(const float* packed, int64_t m, int64_t c, int64_t taps, float* w) {
+  for (int64_t o = 0; o < m; ++o)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t t = 0; t < taps; ++t) w[(o * c + ch) * taps + t] = packed[(t * c + ch) * m + o];
+}
+
+}  // namespace direct_conv
+}  // namespace fl
