@@ -152,7 +152,7 @@ enum Slot {
   kDirectFilters = 6, kDirectGradFilters = 7
 };
 
-// The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group, M a multiple of 16, unless
+// The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group and M >= 8, unless
 // FLUIDLITE_CONV_DIRECT=0 (read per call, so a benchmark or test can compare both paths in one process).
 template <typename T>
 bool UseDirect(const ConvShape& s) {
@@ -160,8 +160,10 @@ bool UseDirect(const ConvShape& s) {
     return false;
   } else {
     const char* env = std::getenv("FLUIDLITE_CONV_DIRECT");
+    // Padding M to 16 may waste at most half the work (LeNet's 20 -> 32 is fine; the 1-channel data
+    // gradient of a grey image is not).
     return (!env || std::strcmp(env, "0") != 0) && direct_conv::Supported() && s.groups == 1 &&
-           s.out_channels % 16 == 0;
+           direct_conv::PaddedChannels(s.out_channels) <= 2 * s.out_channels;
   }
 }
 
@@ -180,14 +182,15 @@ class PatchConv {
   // w: the filters [M, C/groups, kh, kw] as Fluid stores them.
   PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
       : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
-        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)) {
+        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)),
+        mp_(direct_conv::PaddedChannels(s.out_channels)) {
     T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
     ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
     wp_ = wp;
     if constexpr (std::is_same_v<T, float>) {
       if (direct_) {
-        wd_ = Scratch<float>(direct_slot, s.out_channels * kg_);
-        direct_conv::PackFilters(w, s.out_channels, s.geom.channels, s.geom.Taps(), wd_);
+        wd_ = Scratch<float>(direct_slot, mp_ * kg_);
+        direct_conv::PackFilters(w, s.out_channels, mp_, s.geom.channels, s.geom.Taps(), wd_);
       }
     }
     const int64_t threads = ThreadPool::Instance().Size(), chunks = (s.batch + nb_ - 1) / nb_;
@@ -208,7 +211,7 @@ class PatchConv {
   // dx and dw may each be null (not wanted). w: the filters as given to the constructor.
   void Backward(const T* x, const T* w, const T* dout, T* dx, T* dw) const {
     const ConvGeometry& g = s_.geom;
-    const int64_t wsize = s_.out_channels * kg_;
+    const int64_t wsize = s_.out_channels * kg_, psize = (direct_ ? mp_ : s_.out_channels) * kg_;
     // The data gradient as a convolution of dout when the forward had stride 1.
     std::unique_ptr<ConvShape> tshape;
     std::unique_ptr<PatchConv> transposed;
@@ -221,10 +224,11 @@ class PatchConv {
       transposed->nb_ = nb_;
       transposed->parts_ = parts_;
     }
-    T* partials = dw ? Scratch<T>(kPartials, parts_ * wsize) : nullptr;
+    // Filter gradient partial sums, one per part (direct: packed [taps, C, Mp]; else patch order).
+    T* partials = dw ? Scratch<T>(kPartials, parts_ * psize) : nullptr;
     ForParts([&](int64_t b0, int64_t b1, int part) {
-      T* dwp = dw ? partials + part * wsize : nullptr;
-      if (dwp && (b0 == b1 || direct_)) std::fill(dwp, dwp + wsize, T(0));
+      T* dwp = dw ? partials + part * psize : nullptr;
+      if (dwp && (b0 == b1 || direct_)) std::fill(dwp, dwp + psize, T(0));
       for (int64_t c0 = b0; c0 < b1; c0 += nb_) {
         const int64_t n = std::min(nb_, b1 - c0);
         if (dwp) FilterGradChunk(x, dout, c0, n, c0 == b0, dwp);
@@ -236,10 +240,10 @@ class PatchConv {
     });
     if (dw) {
       for (int64_t p = 1; p < parts_; ++p)
-        for (int64_t i = 0; i < wsize; ++i) partials[i] += partials[p * wsize + i];
+        for (int64_t i = 0; i < psize; ++i) partials[i] += partials[p * psize + i];
       if constexpr (std::is_same_v<T, float>) {
         if (direct_) {
-          direct_conv::UnpackFilters(partials, s_.out_channels, g.channels, g.Taps(), dw);
+          direct_conv::UnpackFilters(partials, s_.out_channels, mp_, g.channels, g.Taps(), dw);
           return;
         }
       }
@@ -305,10 +309,10 @@ class PatchConv {
     const int64_t m = s_.out_channels;
     float* padded = Scratch<float>(kChannelsLast, direct_conv::PaddedSize(g));
     direct_conv::PadToChannelsLast(g, x, padded);
-    float* y = Scratch<float>(kGemmOut, p_ * m);
-    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, g.out_w * m * k_));
-    ParallelFor(g.out_h, grain, [&](int64_t b, int64_t e) { direct_conv::ConvolveRows(g, m, padded, wd_, y, b, e); });
-    detail::Transpose2D(y, m, out, p_, m, p_);
+    float* y = Scratch<float>(kGemmOut, p_ * mp_);
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, g.out_w * mp_ * k_));
+    ParallelFor(g.out_h, grain, [&](int64_t b, int64_t e) { direct_conv::ConvolveRows(g, mp_, padded, wd_, y, b, e); });
+    detail::Transpose2D(y, mp_, out, p_, m, p_);
   }
 
   // `first`: dwp is overwritten rather than added to (the direct kernel always adds: dwp starts at 0).
@@ -317,13 +321,17 @@ class PatchConv {
     if constexpr (std::is_same_v<T, float>) {
       if (direct_) {
         const ConvGeometry& g = s_.geom;
+        const std::vector<int64_t> offsets = direct_conv::RowOffsets(g);
+        const int64_t k = g.PatchSize(), blocks = (k + direct_conv::kWeightRowBlock - 1) / direct_conv::kWeightRowBlock;
         for (int64_t i = b0; i < b0 + n; ++i) {
           float* padded = Scratch<float>(kChannelsLast, direct_conv::PaddedSize(g));
           direct_conv::PadToChannelsLast(g, x + i * image_, padded);
-          float* dy = Scratch<float>(kGemmOut, p_ * m);
-          detail::Transpose2D(dout + i * m * p_, p_, dy, m, p_, m);
-          ParallelFor(g.Taps(), 1, [&](int64_t t0, int64_t t1) {  // serial inside a part
-            direct_conv::AccumulateFilterGrad(g, m, padded, dy, dwp, t0, t1);
+          float* dy = Scratch<float>(kGemmOut, p_ * mp_);
+          direct_conv::ToChannelsLast(dout + i * m * p_, m, p_, mp_, dy);
+          ParallelFor(blocks, 1, [&](int64_t b, int64_t e) {  // serial inside a part
+            direct_conv::AccumulateFilterGrad(g, mp_, padded, dy, offsets.data(), dwp,
+                                              b * direct_conv::kWeightRowBlock,
+                                              std::min(k, e * direct_conv::kWeightRowBlock));
           });
         }
         return;
@@ -385,6 +393,7 @@ class PatchConv {
   const int64_t p_, k_, kg_, mg_, image_;
   int64_t nb_, parts_;
   const bool direct_;
+  const int64_t mp_;  // output channels rounded up to 16 (the direct kernel's packed filters and outputs)
   const T* wp_;
   float* wd_ = nullptr;  // filters packed [taps, C, M] for the direct kernel
 };

@@ -192,6 +192,29 @@ LARGE_CASES = [
 @pytest.mark.parametrize("case", LARGE_CASES + GRAD_CASES, ids=[c[0] for c in LARGE_CASES + GRAD_CASES])
 def test_grad_adjoint(case, dtype):
     """Forward and both gradients on larger shapes against the adjoint of the numpy reference."""
+    _check_adjoint(case, dtype)
+
+
+# float32, one group, output channels a multiple of 16: the direct AVX-512 kernel where the CPU has it
+# (forward, stride-1 data gradient, filter gradient); FLUIDLITE_CONV_DIRECT=0 forces the patch-row path.
+DIRECT_CASES = [
+    ("direct_tails", (2, 5, 7, 6), (48, 5, 3, 2), (1, 1), (1, 0), (2, 1), 1),   # 32 + 16 channels, C = 5
+    ("direct_s2", (3, 8, 9, 11), (32, 8, 3, 3), (2, 2), (1, 1), (1, 1), 1),
+    ("direct_5x5_s21", (4, 3, 12, 13), (16, 3, 5, 5), (2, 1), (2, 2), (1, 1), 1),
+    ("direct_pointwise", (6, 16, 5, 5), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ("direct_wide_row", (2, 16, 6, 37), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # ragged pixel tiles
+    ("direct_batch1", (1, 16, 10, 10), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("direct", ["1", "0"], ids=["direct", "patch_rows"])
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=[c[0] for c in DIRECT_CASES])
+def test_direct_and_patch_paths(case, direct, monkeypatch):
+    monkeypatch.setenv("FLUIDLITE_CONV_DIRECT", direct)
+    _check_adjoint(case, "float32")
+
+
+def _check_adjoint(case, dtype):
     _, xs, ws, stride, pad, dil, groups = case
     rng = np.random.RandomState(4)
     x = rng.uniform(-1, 1, xs)

@@ -4,14 +4,16 @@
 // and input channel (per step: NV weight loads, R broadcasts, R*NV FMAs). Im2row + GEMM spends as long
 // writing and re-reading the patch matrix as multiplying when C is 16-64 (ResNet-20); this does not.
 //
-// Used when the CPU has AVX-512F (checked at run time; the rest of the build targets AVX2), groups == 1
-// and the output channels are a multiple of 16. Everything else takes the patch-row path.
+// Used when the CPU has AVX-512F (checked at run time; the rest of the build targets AVX2) and groups == 1;
+// everything else takes the patch-row path. Output channels are padded to a multiple of 16 (Mp) with
+// zero filters, so LeNet's 20 and 50 channels compute 32 and 64 and keep the first 20 and 50.
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "helpers/im2row.h"
 #include "helpers/transpose.h"
@@ -24,11 +26,23 @@ inline bool Supported() {
   return avx512;
 }
 
-// Filters [M, C, kh, kw] -> [kh*kw, C, M]: one tap and input channel give M contiguous weights.
-inline void PackFilters(const float* w, int64_t m, int64_t c, int64_t taps, float* packed) {
+// M rounded up to the 16 floats of a zmm register.
+inline int64_t PaddedChannels(int64_t m) { return (m + 15) / 16 * 16; }
+
+// Filters [M, C, kh, kw] -> [kh*kw, C, Mp]: one tap and input channel give Mp contiguous weights, the
+// last Mp - M of them 0.
+inline void PackFilters(const float* w, int64_t m, int64_t mp, int64_t c, int64_t taps, float* packed) {
+  std::fill(packed, packed + taps * c * mp, 0.f);
   for (int64_t o = 0; o < m; ++o)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) packed[(t * c + ch) * m + o] = w[(o * c + ch) * taps + t];
+      for (int64_t t = 0; t < taps; ++t) packed[(t * c + ch) * mp + o] = w[(o * c + ch) * taps + t];
+}
+
+// dout of one image [M, P] -> channels last [P, Mp], the padding channels 0.
+inline void ToChannelsLast(const float* dout, int64_t m, int64_t p, int64_t mp, float* hwc) {
+  detail::Transpose2D(dout, p, hwc, mp, p, m);
+  if (mp > m)
+    for (int64_t i = 0; i < p; ++i) std::fill(hwc + i * mp + m, hwc + (i + 1) * mp, 0.f);
 }
 
 // Padded channels-last size of one image: (H + 2*pad_h) * (W + 2*pad_w) * C.
@@ -131,14 +145,17 @@ inline void ConvolveRows(const ConvGeometry& g, int64_t m, const float* padded, 
 }
 
 // ---------------------------------------------------------------- filter gradient
-// dW[tap, c, m] += sum over output pixels p of x_padded[window(p) + tap, c] * dout[p, m]: per tile of RC
-// input channels x 16*NV output channels, RC*NV accumulators over every output pixel of the image.
+// dW[k, m] += sum over output pixels p of x_padded[window(p) + offset(k)] * dout[p, m], k = (tap, c) the
+// rows of the packed [taps*C, Mp] gradient: per tile of RC rows x 16*NV output channels, RC*NV
+// accumulators over every output pixel of the image. Tiling rows of K (not channels of one tap) keeps
+// RC accumulators busy when C is small (LeNet's first layer has C = 1 and 25 taps).
 
 struct WeightTile {
-  const float* in;   // padded input at the tap's offset and the tile's first input channel
-  const float* dy;   // dout, channels last [Ho*Wo, M], at the tile's first output channel
-  float* dw;         // packed filter gradient [taps, C, M] at (tap, first input channel, first output channel)
-  int64_t m;         // output channels (row length of dy and dw)
+  const float* in;     // padded input at the first output pixel's window origin
+  const int64_t* off;  // offsets in `in` of the tile's RC rows k
+  const float* dy;     // dout, channels last [Ho*Wo, Mp], at the tile's first output channel
+  float* dw;           // packed gradient at (the tile's first row, first output channel)
+  int64_t m;           // Mp, the row length of dy and dw
   int64_t out_h, out_w;
   int64_t row, pixel;  // floats between the windows of neighbouring output rows / pixels
 };
@@ -146,16 +163,19 @@ struct WeightTile {
 template <int RC, int NV>
 __attribute__((target("avx512f"))) void RunWeightTile(const WeightTile& t) {
   __m512 acc[RC][NV];
-  for (int r = 0; r < RC; ++r)
+  int64_t off[RC];
+  for (int r = 0; r < RC; ++r) {
+    off[r] = t.off[r];
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_loadu_ps(t.dw + r * t.m + 16 * v);
+  }
   for (int64_t ho = 0; ho < t.out_h; ++ho) {
     const float* x = t.in + ho * t.row;
     const float* dy = t.dy + ho * t.out_w * t.m;
-    for (int64_t wo = 0; wo < t.out_w; ++wo) {
+    for (int64_t wo = 0; wo < t.out_w; ++wo, x += t.pixel) {
       __m512 dv[NV];
       for (int v = 0; v < NV; ++v) dv[v] = _mm512_loadu_ps(dy + wo * t.m + 16 * v);
       for (int r = 0; r < RC; ++r) {
-        const __m512 xv = _mm512_set1_ps(x[wo * t.pixel + r]);
+        const __m512 xv = _mm512_set1_ps(x[off[r]]);
         for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, dv[v], acc[r][v]);
       }
     }
@@ -164,18 +184,18 @@ __attribute__((target("avx512f"))) void RunWeightTile(const WeightTile& t) {
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t.dw + r * t.m + 16 * v, acc[r][v]);
 }
 
-// All input channels [0, c) of one tap: full tiles of RC channels, then one narrower tile.
+// Rows [0, k) of the tile's block: full tiles of RC rows, then one shorter tile.
 template <int RC, int NV>
-void RunWeightChannels(WeightTile t, int64_t c) {
-  for (; c >= RC; c -= RC) {
+void RunWeightRows(WeightTile t, int64_t k) {
+  for (; k >= RC; k -= RC) {
     RunWeightTile<RC, NV>(t);
-    t.in += RC;
+    t.off += RC;
     t.dw += RC * t.m;
   }
-  switch (c) {
-#define FL_DIRECT_TAIL(k) \
-  case k:                 \
-    if constexpr (k < RC) RunWeightTile<k, NV>(t); \
+  switch (k) {
+#define FL_DIRECT_TAIL(n) \
+  case n:                 \
+    if constexpr (n < RC) RunWeightTile<n, NV>(t); \
     break;
     FL_DIRECT_TAIL(1) FL_DIRECT_TAIL(2) FL_DIRECT_TAIL(3) FL_DIRECT_TAIL(4) FL_DIRECT_TAIL(5)
     FL_DIRECT_TAIL(6) FL_DIRECT_TAIL(7) FL_DIRECT_TAIL(8) FL_DIRECT_TAIL(9) FL_DIRECT_TAIL(10)
@@ -186,36 +206,47 @@ void RunWeightChannels(WeightTile t, int64_t c) {
   }
 }
 
-// packed [taps, C, M] += the filter gradient of one image for taps [tap0, tap1), from its padded
-// channels-last input and its channels-last dout [Ho*Wo, M]; M is a multiple of 16.
-inline void AccumulateFilterGrad(const ConvGeometry& g, int64_t m, const float* padded, const float* dout_hwc,
-                                 float* packed, int64_t tap0, int64_t tap1) {
+// Offsets in the padded channels-last image of the K = taps*C rows of the packed gradient.
+inline std::vector<int64_t> RowOffsets(const ConvGeometry& g) {
+  const int64_t c = g.channels, wp = g.width + 2 * g.pad_w;
+  std::vector<int64_t> off(g.PatchSize());
+  for (int64_t ki = 0; ki < g.kernel_h; ++ki)
+    for (int64_t kj = 0; kj < g.kernel_w; ++kj)
+      for (int64_t ch = 0; ch < c; ++ch)
+        off[(ki * g.kernel_w + kj) * c + ch] = ki * g.dilation_h * wp * c + kj * g.dilation_w * c + ch;
+  return off;
+}
+
+constexpr int64_t kWeightRowBlock = 24;  // rows of K per parallel work item (a multiple of 8 and 12)
+
+// packed [taps*C, Mp] += the filter gradient of one image for rows [k0, k1) of K (k0 a multiple of
+// kWeightRowBlock), from its padded channels-last input and its channels-last dout [Ho*Wo, Mp].
+inline void AccumulateFilterGrad(const ConvGeometry& g, int64_t mp, const float* padded, const float* dout_hwc,
+                                 const int64_t* offsets, float* packed, int64_t k0, int64_t k1) {
   const int64_t c = g.channels, wp = g.width + 2 * g.pad_w;
   WeightTile t{};
-  t.m = m;
+  t.in = padded;
+  t.m = mp;
   t.out_h = g.out_h;
   t.out_w = g.out_w;
   t.row = g.stride_h * wp * c;
   t.pixel = g.stride_w * c;
-  for (int64_t tap = tap0; tap < tap1; ++tap) {
-    const int64_t ki = tap / g.kernel_w, kj = tap % g.kernel_w;
-      for (int64_t m0 = 0; m0 < m; m0 += 32) {
-        t.in = padded + ki * g.dilation_h * wp * c + kj * g.dilation_w * c;
-        t.dy = dout_hwc + m0;
-        t.dw = packed + (ki * g.kernel_w + kj) * c * m + m0;
-        if (m - m0 >= 32)
-          RunWeightChannels<8, 2>(t, c);
-        else
-          RunWeightChannels<12, 1>(t, c);
-      }
+  for (int64_t m0 = 0; m0 < mp; m0 += 32) {
+    t.off = offsets + k0;
+    t.dy = dout_hwc + m0;
+    t.dw = packed + k0 * mp + m0;
+    if (mp - m0 >= 32)
+      RunWeightRows<8, 2>(t, k1 - k0);
+    else
+      RunWeightRows<12, 1>(t, k1 - k0);
   }
 }
 
-// The inverse of PackFilters: packed [taps, C, M] -> w [M, C, kh, kw].
-inline void UnpackFilters(const float* packed, int64_t m, int64_t c, int64_t taps, float* w) {
+// The inverse of PackFilters: packed [taps, C, Mp] -> w [M, C, kh, kw].
+inline void UnpackFilters(const float* packed, int64_t m, int64_t mp, int64_t c, int64_t taps, float* w) {
   for (int64_t o = 0; o < m; ++o)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) w[(o * c + ch) * taps + t] = packed[(t * c + ch) * m + o];
+      for (int64_t t = 0; t < taps; ++t) w[(o * c + ch) * taps + t] = packed[(t * c + ch) * mp + o];
 }
 
 }  // namespace direct_conv
