@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "helpers/parallel.h"
 #include "op_context.h"
 
 namespace fl {
@@ -158,6 +159,14 @@ void PoolForward(const PoolGeom& g, const T* x, T* out, int64_t planes) {
   }
 }
 
+// f(first plane, number of planes) over slices of the N*C planes, split across the thread pool when
+// each part gets at least ~32K input elements.
+template <typename F>
+void ForPlanes(const PoolGeom& g, int64_t planes, F f) {
+  ParallelFor(planes, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, g.H * g.W)),
+              [&](int64_t b, int64_t e) { f(b, e - b); });
+}
+
 template <typename T>
 void PoolBackward(const PoolGeom& g, const T* x, const T* out, const T* dout, T* dx, int64_t planes) {
   const PoolPlan<T> plan(g);
@@ -244,7 +253,11 @@ FL_REGISTER_OP(pool2d, op) {
         const PoolGeom g = ResolvePool(ctx, x.dims(), Str("X '", ctx.InputName("X"), "' ", x.dims()));
         Tensor* out = ctx.Output("Out");
         out->Resize(DDim{x.dims()[0], x.dims()[1], g.OH, g.OW});
-        PoolForward<T>(g, x.data<T>(), out->mutable_data<T>(ctx.place()), x.dims()[0] * x.dims()[1]);
+        const T* xd = x.data<T>();
+        T* od = out->mutable_data<T>(ctx.place());
+        ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
+          PoolForward<T>(g, xd + p0 * g.H * g.W, od + p0 * g.OH * g.OW, n);
+        });
       })
       .SetGradMaker([](GradOpMaker& g) {
         OpDesc& op = g.NewOp("pool2d_grad");
@@ -277,8 +290,12 @@ FL_REGISTER_OP(pool2d_grad, op) {
         FL_ENFORCE(dout.dims() == odims && out.dims() == odims, "pool2d_grad: Out ", out.dims(), " and Out@GRAD '",
                    ctx.InputName("Out@GRAD"), "' ", dout.dims(), " must be ", odims, " for X ", x.dims());
         dx->Resize(x.dims());
-        PoolBackward<T>(g, x.data<T>(), out.data<T>(), dout.data<T>(), dx->mutable_data<T>(ctx.place()),
-                        x.dims()[0] * x.dims()[1]);
+        const T *xd = x.data<T>(), *od = out.data<T>(), *gd = dout.data<T>();
+        T* dxd = dx->mutable_data<T>(ctx.place());
+        ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
+          const int64_t in = p0 * g.H * g.W, o = p0 * g.OH * g.OW;
+          PoolBackward<T>(g, xd + in, od + o, gd + o, dxd + in, n);
+        });
       });
 }
 

@@ -210,3 +210,17 @@ def test_pool2d_build_errors():
         with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: paddings \[-1, 0\] must be >= 0"):
             block.append_op(type="pool2d", inputs={"X": x}, outputs={"Out": out},
                             attrs={"ksize": [2, 2], "paddings": [-1, 0]})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pool2d_large_split_across_threads(dtype):
+    # 6*8 planes of 40x36: big enough for the kernels to split the planes across the thread pool.
+    x = unique_input((6, 8, 40, 36), dtype)
+    dout = rng.uniform(-1, 1, (6, 8, 20, 18)).astype(dtype)
+    out, gx = _run_pool_grad(x, dout, pool_size=2, pool_type="max", pool_stride=2)
+    np.testing.assert_allclose(out, pool2d_ref(x, [2, 2], [2, 2], [0, 0], "max"), rtol=1e-6)
+    up = lambda a: a.repeat(2, axis=2).repeat(2, axis=3)  # noqa: E731
+    np.testing.assert_allclose(gx, np.where(x == up(out), up(dout), 0), rtol=1e-6)
+    out, gx = _run_pool_grad(x, dout, pool_size=2, pool_type="avg", pool_stride=2)
+    np.testing.assert_allclose(out, pool2d_ref(x, [2, 2], [2, 2], [0, 0], "avg"), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(gx, up(dout) / 4, rtol=1e-6)
