@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "helpers/parallel.h"
 #include "op_context.h"
 
 namespace fl {
@@ -71,17 +72,24 @@ inline void RunSums(const T* x, const T* g, int64_t n, T k, double& s1, double& 
   s2 += t2;
 }
 
+// Elements per thread-pool part, at least: below this a second thread costs more than it saves.
+constexpr int64_t kParallelElements = int64_t(1) << 15;
+
 // Per-channel sums over the view (see RunSums); k holds one shift per channel.
 template <bool kGrad, typename T>
 void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, double* s1, double* s2) {
   std::fill(s1, s1 + v.C, 0.0);
   std::fill(s2, s2 + v.C, 0.0);
   if (v.inner > 1) {
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t c = 0; c < v.C; ++c) {
-        const int64_t off = (o * v.C + c) * v.inner;
-        RunSums<kGrad>(x + off, kGrad ? g + off : nullptr, v.inner, k[c], s1[c], s2[c]);
-      }
+    // Channels split across the thread pool; each channel sums its runs in the same order either way.
+    ParallelFor(v.C, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(1, v.count())),
+                [&](int64_t c0, int64_t c1) {
+                  for (int64_t o = 0; o < v.outer; ++o)
+                    for (int64_t c = c0; c < c1; ++c) {
+                      const int64_t off = (o * v.C + c) * v.inner;
+                      RunSums<kGrad>(x + off, kGrad ? g + off : nullptr, v.inner, k[c], s1[c], s2[c]);
+                    }
+                });
     return;
   }
   // inner == 1: rows of C channels; vectorise across channels, flushing float sums to double in blocks.
@@ -105,10 +113,11 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
   }
 }
 
-// out = x * a[c] + b[c] (+ g * e[c] when g is given), per element of the view.
+// out = x * a[c] + b[c] (+ g * e[c] when g is given) for rows [o0, o1) of the view's outer dim.
 template <typename T>
-void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out) {
-  for (int64_t o = 0; o < v.outer; ++o) {
+void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out,
+                       int64_t o0, int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
     if (v.inner > 1) {
       for (int64_t c = 0; c < v.C; ++c) {
         const int64_t off = (o * v.C + c) * v.inner;
@@ -135,6 +144,14 @@ void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, con
       }
     }
   }
+}
+
+// The same over the whole view, rows split across the thread pool.
+template <typename T>
+void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out) {
+  const int64_t row = v.C * v.inner;
+  ParallelFor(v.outer, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(1, row)),
+              [&](int64_t o0, int64_t o1) { ChannelAffineRows(v, x, a, b, g, e, out, o0, o1); });
 }
 
 void InferBatchNorm(InferShapeContext& ctx) {

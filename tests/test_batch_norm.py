@@ -46,6 +46,7 @@ def make_inputs(shape, layout, dtype="float64", offset=0.0):
 SHAPES = [
     ((2, 3, 4, 5), "NCHW"), ((3, 4), "NCHW"), ((2, 3, 1, 1), "NCHW"), ((1, 2, 3, 3), "NCHW"), ((2, 2, 3, 2, 2), "NCHW"),
     ((2, 4, 5, 3), "NHWC"), ((5, 3), "NHWC"), ((1, 1, 1, 4), "NHWC"),
+    ((8, 16, 24, 24), "NCHW"),  # large enough to be split across the thread pool
 ]
 
 
@@ -260,3 +261,29 @@ def test_batch_norm_in_place_writes_input():
     want = bn_train_ref(2 * xv.astype("float64"), np.ones(2), np.zeros(2), np.zeros(2), np.ones(2), 0.9, 1e-5,
                         "NCHW")[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_train_grad_large_against_formula():
+    # Split across the thread pool (channels for the sums, rows for the affine pass); the closed form
+    # dX = scale * inv_std / N * (N * dY - sum(dY) - xhat * sum(dY * xhat)) per channel.
+    shape = (8, 16, 24, 24)
+    x, scale, bias, mean, var = make_inputs(shape, "NCHW")
+    w = rng.uniform(-1, 1, shape)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=list(shape), dtype="float64", append_batch_size=False)
+        xv.stop_gradient = False
+        wv = fluid.layers.data("w", shape=list(shape), dtype="float64", append_batch_size=False)
+        y = fluid.layers.batch_norm(xv)
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(y, wv))
+        gx, = fluid.gradients([loss], [xv])
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    got, = exe.run(main, feed={"x": x, "w": w}, fetch_list=[gx])
+    axes = (0, 2, 3)
+    n = x.size / shape[1]
+    mu = x.mean(axis=axes, keepdims=True)
+    inv_std = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5)
+    xhat = (x - mu) * inv_std
+    want = inv_std / n * (n * w - w.sum(axis=axes, keepdims=True) - xhat * (w * xhat).sum(axis=axes, keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)  # scale initialised to 1

@@ -332,3 +332,26 @@ def test_layer_errors():
             fluid.layers.conv2d(x, num_filters=4, filter_size=9)
         with pytest.raises(ValueError, match="conv2d: stride must be an int or a pair"):
             fluid.layers.conv2d(x, num_filters=4, filter_size=3, stride=(1, 2, 3))
+
+
+def test_thread_counts_agree():
+    # The pool grows (new workers must pick up jobs published while they start) and shrinks; every
+    # size gives the same convolution and gradients up to float32 summation order.
+    x = np.random.RandomState(7).uniform(-1, 1, (12, 16, 9, 9))
+    w = np.random.RandomState(8).uniform(-1, 1, (32, 16, 3, 3))
+    attrs = _attrs((1, 1), (1, 1), (1, 1), 1)
+    r = np.random.RandomState(9).uniform(-1, 1, (12, 32, 9, 9))
+    saved = fluid.core.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 3, 2, 5, saved):
+            fluid.core.set_num_threads(threads)
+            assert fluid.core.get_num_threads() == threads
+            results.append(_weighted_grads("conv2d", x, w, attrs, r, dtype="float32"))
+    finally:
+        fluid.core.set_num_threads(saved)
+    for gx, gw in results[1:]:
+        np.testing.assert_allclose(gx, results[0][0], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(gw, results[0][1], rtol=1e-4, atol=1e-3)
+    with pytest.raises(fluid.core.EnforceNotMet, match="set_num_threads: n = 0 must be >= 1"):
+        fluid.core.set_num_threads(0)

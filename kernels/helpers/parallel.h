@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -46,7 +47,7 @@ class ThreadPool {
 
   // Threads jobs may use from now on (the caller included), starting workers if there are too few.
   void SetSize(int threads) {
-    threads = std::max(1, threads);
+    threads = std::min(std::max(1, threads), kMaxThreads);
     bool idle = false;
     while (!busy_.compare_exchange_weak(idle, true)) {  // wait for a running job to finish
       idle = false;
@@ -57,7 +58,10 @@ class ThreadPool {
       if (getpid() == pid_)
         while (static_cast<int>(workers_) + 1 < threads) {
           const int index = static_cast<int>(++workers_);
-          std::thread([this, index] { Loop(index); }).detach();
+          // The slot's generation now, read before the thread starts: a job published while it starts
+          // up must still count as new to it.
+          const uint64_t start = slots_[index].generation.load();
+          std::thread([this, index, start] { Loop(index, start); }).detach();
         }
       size_ = threads;
     }
@@ -71,18 +75,17 @@ class ThreadPool {
   bool Run(int parts, const std::function<void(int)>& f) {
     bool idle = false;
     if (getpid() != pid_ || !busy_.compare_exchange_strong(idle, true)) return false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      job_ = &f;
-      parts_ = parts;
-      pending_ = parts - 1;
-      ++generation_;
+    pending_.store(parts - 1);
+    for (int i = 1; i < parts; ++i) {  // each worker of the job gets its own slot: no stale reads
+      slots_[i].job = &f;
+      slots_[i].generation.fetch_add(1);  // publishes `job` to the worker
     }
-    cv_.notify_all();
+    if (sleepers_.load() > 0) {
+      std::lock_guard<std::mutex> l(mu_);
+      cv_.notify_all();
+    }
     f(0);
-    std::unique_lock<std::mutex> l(mu_);
-    done_.wait(l, [&] { return pending_ == 0; });
-    job_ = nullptr;
+    for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) Pause(spins);
     busy_.store(false);
     return true;
   }
@@ -90,30 +93,59 @@ class ThreadPool {
  private:
   explicit ThreadPool(int threads) : pid_(getpid()) { SetSize(threads); }
 
-  void Loop(int index) {
-    uint64_t seen = 0;
+  // Workers spin this long for the next job before sleeping (FLUIDLITE_SPIN_US, like OpenMP's
+  // KMP_BLOCKTIME): a condition-variable wake-up costs tens of microseconds here, as long as a whole
+  // batch_norm over a 2 MB tensor, so back-to-back parallel ops should find their workers awake.
+  static std::chrono::microseconds SpinTime() {
+    static const std::chrono::microseconds spin{[] {
+      const char* env = std::getenv("FLUIDLITE_SPIN_US");
+      return env && std::atoi(env) >= 0 ? std::atoi(env) : kDefaultSpinUs;
+    }()};
+    return spin;
+  }
+  static constexpr int kDefaultSpinUs = 200;
+
+  static void Pause(int64_t spins) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (spins > (int64_t(1) << 16)) std::this_thread::yield();  // oversubscribed: let others run
+  }
+
+  void Loop(int index, uint64_t seen) {
+    Slot& slot = slots_[index];
     for (;;) {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return generation_ != seen; });
-      seen = generation_;
-      if (index >= parts_) continue;
-      const std::function<void(int)>* f = job_;
-      l.unlock();
-      (*f)(index);
-      l.lock();
-      if (--pending_ == 0) done_.notify_one();
+      const auto until = std::chrono::steady_clock::now() + SpinTime();
+      for (int64_t spins = 0; slot.generation.load(std::memory_order_acquire) == seen; ++spins) {
+        if ((spins & 255) == 255 && std::chrono::steady_clock::now() > until) {
+          std::unique_lock<std::mutex> l(mu_);
+          sleepers_.fetch_add(1);
+          cv_.wait(l, [&] { return slot.generation.load() != seen; });
+          sleepers_.fetch_sub(1);
+          break;
+        }
+        Pause(0);
+      }
+      seen = slot.generation.load(std::memory_order_acquire);
+      (*slot.job)(index);
+      pending_.fetch_sub(1, std::memory_order_release);
     }
   }
+
+  static constexpr int kMaxThreads = 256;
+  struct alignas(64) Slot {  // one cache line per worker
+    std::atomic<uint64_t> generation{0};
+    const std::function<void(int)>* job = nullptr;
+  };
 
   size_t workers_ = 0;  // started worker threads (detached); index i runs part i of a job
   std::atomic<int> size_{1};
   const pid_t pid_;
   std::atomic<bool> busy_{false};
   std::mutex mu_;
-  std::condition_variable cv_, done_;
-  const std::function<void(int)>* job_ = nullptr;
-  int parts_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
+  std::condition_variable cv_;
+  Slot slots_[kMaxThreads];
+  std::atomic<int> pending_{0}, sleepers_{0};
 };
 
 // f(begin, end) over contiguous slices of [0, n), in parallel when n >= 2 * grain (items per thread at
