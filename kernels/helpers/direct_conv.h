@@ -29,13 +29,23 @@ inline bool Supported() {
 // M rounded up to the 16 floats of a zmm register.
 inline int64_t PaddedChannels(int64_t m) { return (m + 15) / 16 * 16; }
 
-// Filters [M, C, kh, kw] -> [kh*kw, C, Mp]: one tap and input channel give Mp contiguous weights, the
-// last Mp - M of them 0.
+// Output channels per block of packed filters: the 32 (or last 16) one register tile computes.
+constexpr int64_t kBlock = 32;
+
+// Where filter (o, tap, ch) goes in the packed filters: blocks of kBlock output channels, each
+// [taps, C, width] (width 32, or 16 for the last block when Mp is an odd multiple of 16), so a tile
+// streams its weights from one contiguous run. The last Mp - M outputs have zero filters.
+inline int64_t PackedIndex(int64_t o, int64_t tap, int64_t ch, int64_t mp, int64_t c, int64_t taps) {
+  const int64_t b = o / kBlock, width = std::min(kBlock, mp - b * kBlock);
+  return b * kBlock * taps * c + (tap * c + ch) * width + (o - b * kBlock);
+}
+
+// Filters [M, C, kh, kw] -> the packed blocks above.
 inline void PackFilters(const float* w, int64_t m, int64_t mp, int64_t c, int64_t taps, float* packed) {
   std::fill(packed, packed + taps * c * mp, 0.f);
   for (int64_t o = 0; o < m; ++o)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) packed[(t * c + ch) * mp + o] = w[(o * c + ch) * taps + t];
+      for (int64_t t = 0; t < taps; ++t) packed[PackedIndex(o, t, ch, mp, c, taps)] = w[(o * c + ch) * taps + t];
 }
 
 // dout of one image [M, P] -> channels last [P, Mp], the padding channels 0.
@@ -52,7 +62,7 @@ inline int64_t PaddedSize(const ConvGeometry& g) {
 
 struct Tile {
   const float* in;   // padded input at the tile's first pixel's window origin
-  const float* w;    // packed filters at the tile's first output channel
+  const float* w;    // the packed block of the tile's output channels
   float* out;        // [pixels, M] output at the tile's first pixel and channel
   int64_t c, m;      // input channels; output channels (the row length of w and out)
   int64_t kh, kw, tap_h, tap_w;  // kernel taps and their offsets in the padded image (floats)
@@ -67,10 +77,10 @@ __attribute__((target("avx512f"))) void RunTile(const Tile& t) {
   for (int64_t ki = 0; ki < t.kh; ++ki)
     for (int64_t kj = 0; kj < t.kw; ++kj) {
       const float* x = t.in + ki * t.tap_h + kj * t.tap_w;
-      const float* w = t.w + (ki * t.kw + kj) * t.c * t.m;
+      const float* w = t.w + (ki * t.kw + kj) * t.c * (16 * NV);
       for (int64_t ch = 0; ch < t.c; ++ch) {
         __m512 wv[NV];
-        for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + ch * t.m + 16 * v);
+        for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + ch * (16 * NV) + 16 * v);
         for (int r = 0; r < R; ++r) {
           const __m512 xv = _mm512_set1_ps(x[r * t.pixel + ch]);
           for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, wv[v], acc[r][v]);
@@ -129,15 +139,15 @@ inline void ConvolveRows(const ConvGeometry& g, int64_t m, const float* padded, 
   t.tap_h = g.dilation_h * wp * c;
   t.tap_w = g.dilation_w * c;
   t.pixel = g.stride_w * c;
-  for (int64_t ho = ho0; ho < ho1; ++ho)
-    for (int64_t m0 = 0; m0 < m; m0 += 32) {
+  for (int64_t m0 = 0; m0 < m; m0 += kBlock)  // one block of filters stays in cache across the rows
+    for (int64_t ho = ho0; ho < ho1; ++ho) {
       t.in = padded + ho * g.stride_h * wp * c;
-      t.w = packed + m0;
+      t.w = packed + m0 * g.Taps() * c;
       t.out = out + ho * g.out_w * m + m0;
       // 8 pixels x 32 channels in 16 accumulators (8 divides the 32-, 16- and 8-wide rows of CIFAR
       // nets), or 12 pixels x the last 16 channels (measured on ResNet-20's layers: 16 x 16 was 5%
       // slower at M = 16, 6 x 32 up to 20% slower at M = 64).
-      if (m - m0 >= 32)
+      if (m - m0 >= kBlock)
         RunRow<8, 2>(t, g.out_w);
       else
         RunRow<12, 1>(t, g.out_w);
