@@ -254,3 +254,37 @@ def test_operator_overloads_use_elementwise_ops():
     got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "y": yv}, fetch_list=outs)
     for g, want in zip(got, [xv + yv, xv - yv, xv * yv, xv / yv]):
         np.testing.assert_allclose(g, want, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ large tensors (split across the thread pool)
+
+@pytest.mark.parametrize("ys,axis", [((6, 16, 30, 30), -1), ((16,), 1), ((16, 30), 1), ((30,), -1)],
+                         ids=["same_shape", "channel", "rank3_plan", "last_axis"])
+def test_large_broadcast_mul_and_grads(ys, axis):
+    # 86,400 elements: rows (or the single row of a same-shape plan) are split across the pool, and the
+    # row walk of each part starts from a multi-index computed from its first row.
+    x = rng.uniform(-1, 1, (6, 16, 30, 30))
+    y = rng.uniform(-1, 1, ys)
+    w = rng.uniform(-1, 1, x.shape)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv, yv, wv = (_data(n, list(a.shape), "float64") for n, a in (("x", x), ("y", y), ("w", w)))
+        xv.stop_gradient = yv.stop_gradient = False
+        out = fluid.layers.elementwise_mul(xv, yv, axis=axis)
+        act = fluid.layers.relu(out)
+        total = fluid.layers.sums([act, out, xv])
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(total, wv))
+        grads = fluid.gradients([loss], [xv, yv])
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x, "y": y, "w": w},
+                                               fetch_list=[out, act, total] + grads)
+    start = 1 if axis == 1 else x.ndim - y.ndim
+    yb = y.reshape(y.shape + (1,) * (x.ndim - start - y.ndim))
+    want_out = x * yb
+    np.testing.assert_allclose(got[0], want_out, rtol=1e-12)
+    np.testing.assert_allclose(got[1], np.maximum(want_out, 0), rtol=1e-12)
+    np.testing.assert_allclose(got[2], np.maximum(want_out, 0) + want_out + x, rtol=1e-12)
+    d_out = w * ((want_out > 0) + 1.0)  # through relu and the direct term of the sum
+    np.testing.assert_allclose(got[3], d_out * yb + w, rtol=1e-10, atol=1e-12)
+    dy = d_out * x
+    sum_axes = tuple(i for i in range(x.ndim) if i < start or i >= start + y.ndim)
+    np.testing.assert_allclose(got[4], dy.sum(axis=sum_axes).reshape(y.shape), rtol=1e-9, atol=1e-10)

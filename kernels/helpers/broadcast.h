@@ -23,6 +23,7 @@
 #include <string>
 #include <type_traits>
 
+#include "helpers/parallel.h"
 #include "op_context.h"
 
 namespace fl {
@@ -173,6 +174,41 @@ inline void ForEachRow(const BroadcastPlan& p, Row row) {
   }
 }
 
+// row(x offset, y offset, out offset, length) over every output row like ForEachRow, the rows split
+// across the thread pool (a rank-1 plan's single row split into pieces). Only for writes that go to
+// distinct elements per row (no reduction into a shared element).
+template <typename Row>
+inline void ParallelForEachRow(const BroadcastPlan& p, Row row) {
+  const int r = p.rank;
+  const int64_t n = p.dims[r - 1];
+  if (r == 1) {
+    ParallelFor(n, kMinParallelElements, [&](int64_t b, int64_t e) { row(b * p.xs[0], b * p.ys[0], b, e - b); });
+    return;
+  }
+  ParallelFor(p.numel / n, std::max<int64_t>(1, kMinParallelElements / n), [&](int64_t r0, int64_t r1) {
+    int64_t idx[DDim::kMaxRank] = {0};
+    int64_t xo = 0, yo = 0;
+    for (int d = r - 2; d >= 0; --d) {  // the multi-index of row r0
+      int64_t stride = 1;
+      for (int e = d + 1; e <= r - 2; ++e) stride *= p.dims[e];
+      idx[d] = r0 / stride % p.dims[d];
+      xo += idx[d] * p.xs[d];
+      yo += idx[d] * p.ys[d];
+    }
+    for (int64_t o = r0; o < r1; ++o) {
+      row(xo, yo, o * n, n);
+      for (int d = r - 2; d >= 0; --d) {
+        xo += p.xs[d];
+        yo += p.ys[d];
+        if (++idx[d] < p.dims[d]) break;
+        xo -= p.xs[d] * p.dims[d];
+        yo -= p.ys[d] * p.dims[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
 // Calls body(std::integral_constant<int, SX>, std::integral_constant<int, SY>) with the innermost strides
 // as compile-time constants (each 0 or 1), so inner loops are plain contiguous or scalar-broadcast loops.
 template <typename Body>
@@ -189,9 +225,8 @@ inline void DispatchInner(const BroadcastPlan& p, Body body) {
 template <typename T, typename O, typename F>
 void BroadcastBinary(const BroadcastPlan& p, const T* x, const T* y, O* out, F f) {
   if (p.numel == 0) return;
-  const int64_t n = p.dims[p.rank - 1];
   detail::DispatchInner(p, [&](auto SX, auto SY) {
-    detail::ForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo) {
+    detail::ParallelForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo, int64_t n) {
       const T* xp = x + xo;
       const T* yp = y + yo;
       O* op = out + oo;
@@ -219,6 +254,15 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
   const bool reduce = d_numel != p.numel;
   if (reduce) std::fill(d, d + d_numel, T(0));
   if (p.numel == 0) return;
+  if (!reduce) {  // one operand element per output element: an elementwise map, split across the pool
+    detail::DispatchInner(p, [&](auto SX, auto SY) {
+      detail::ParallelForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo, int64_t n) {
+        T* dp = d + (kSide == BroadcastSide::X ? xo : yo);
+        for (int64_t i = 0; i < n; ++i) dp[i] = g(x[xo + i * SX], y[yo + i * SY], out[oo + i], dout[oo + i]);
+      });
+    });
+    return;
+  }
   const int64_t n = p.dims[p.rank - 1];
   detail::DispatchInner(p, [&](auto SX, auto SY) {
     constexpr int SD = kSide == BroadcastSide::X ? decltype(SX)::value : decltype(SY)::value;
@@ -243,10 +287,8 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
         for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
         for (int k = 0; k < 8; ++k) s += acc[k];
         dp[0] += s;
-      } else if (reduce) {  // contiguous along the row, but summed over outer dims
+      } else {  // contiguous along the row, but summed over outer dims
         for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) dp[i] = g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
       }
     });
   });

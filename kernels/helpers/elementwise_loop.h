@@ -1,7 +1,9 @@
 // Shared loops for elementwise kernels: one place that walks tensors, so kernels only give functors.
+// Large tensors are split across the thread pool.
 #pragma once
 #include <cstdint>
 
+#include "helpers/parallel.h"
 #include "op_context.h"
 
 namespace fl {
@@ -14,8 +16,9 @@ void UnaryMap(const ExecutionContext& ctx, F f, const char* in = "X", const char
   o->Resize(x.dims());
   const T* xp = x.data<T>();
   T* op = o->mutable_data<T>(ctx.place());
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) op[i] = f(xp[i]);
+  ParallelFor(x.numel(), kMinParallelElements, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) op[i] = f(xp[i]);
+  });
 }
 
 // G[i] = f(a[i], b[i]) for two equally shaped inputs (typical for activation gradients).
@@ -30,8 +33,9 @@ void BinaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* 
   const T* ap = ta.data<T>();
   const T* bp = tb.data<T>();
   T* op = o->mutable_data<T>(ctx.place());
-  const int64_t n = ta.numel();
-  for (int64_t i = 0; i < n; ++i) op[i] = f(ap[i], bp[i]);
+  ParallelFor(ta.numel(), kMinParallelElements, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) op[i] = f(ap[i], bp[i]);
+  });
 }
 
 }  // namespace fl

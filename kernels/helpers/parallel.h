@@ -148,6 +148,10 @@ class ThreadPool {
   std::atomic<int> pending_{0}, sleepers_{0};
 };
 
+// Elementwise loops (activations, elementwise ops, batch norm, pooling, sum) go parallel from this many
+// elements per thread: below it a second thread costs more than it saves on this machine.
+constexpr int64_t kMinParallelElements = int64_t(1) << 15;
+
 // f(begin, end) over contiguous slices of [0, n), in parallel when n >= 2 * grain (items per thread at
 // least `grain`, so tiny loops stay on the caller).
 template <typename F>
