@@ -152,7 +152,7 @@ enum Slot {
   kDirectFilters = 6, kDirectGradFilters = 7
 };
 
-// The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group, M >= 8 and K <= 1152, unless
+// The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group and M >= 8, unless
 // FLUIDLITE_CONV_DIRECT=0 (read per call, so a benchmark or test can compare both paths in one process).
 template <typename T>
 bool UseDirect(const ConvShape& s) {
@@ -162,13 +162,18 @@ bool UseDirect(const ConvShape& s) {
     const char* env = std::getenv("FLUIDLITE_CONV_DIRECT");
     // Padding M to 16 may waste at most half the work (LeNet's 20 -> 32 is fine; the 1-channel data
     // gradient of a grey image is not).
-    // Past K = C*kh*kw = 1152 (3x3 over 128 channels) OpenBLAS's GEMM on patch rows wins: VGG's 256 -> 256
-    // layer at 8x8 measured 12.6 ms forward + backward that way against 14.5 direct (benchmarks/conv.py).
-    constexpr int64_t kMaxDirectPatch = 1152;
     return (!env || std::strcmp(env, "0") != 0) && direct_conv::Supported() && s.groups == 1 &&
-           direct_conv::PaddedChannels(s.out_channels) <= 2 * s.out_channels &&
-           s.geom.PatchSize() <= kMaxDirectPatch;
+           direct_conv::PaddedChannels(s.out_channels) <= 2 * s.out_channels;
   }
+}
+
+// The direct filter gradient too, up to K = C*kh*kw = 1152 (3x3 over 128 channels): past it OpenBLAS's
+// GEMM on patch rows wins (VGG's 256 -> 256 layer at 8x8: 12.6 ms forward + backward against 14.5 with
+// the direct filter gradient, benchmarks/conv.py), while the direct forward stays as fast or faster.
+template <typename T>
+bool UseDirectFilterGrad(const ConvShape& s) {
+  constexpr int64_t kMaxDirectPatch = 1152;
+  return UseDirect<T>(s) && s.geom.PatchSize() <= kMaxDirectPatch;
 }
 
 // The GEMM path, on channels-last patch rows. For a chunk of n images (R = n*P rows) and group g:
@@ -187,7 +192,7 @@ class PatchConv {
   PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
       : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
         image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)),
-        mp_(direct_conv::PaddedChannels(s.out_channels)) {
+        direct_dw_(UseDirectFilterGrad<T>(s)), mp_(direct_conv::PaddedChannels(s.out_channels)) {
     T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
     ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
     wp_ = wp;
@@ -215,7 +220,7 @@ class PatchConv {
   // dx and dw may each be null (not wanted). w: the filters as given to the constructor.
   void Backward(const T* x, const T* w, const T* dout, T* dx, T* dw) const {
     const ConvGeometry& g = s_.geom;
-    const int64_t wsize = s_.out_channels * kg_, psize = (direct_ ? mp_ : s_.out_channels) * kg_;
+    const int64_t wsize = s_.out_channels * kg_, psize = (direct_dw_ ? mp_ : s_.out_channels) * kg_;
     // The data gradient as a convolution of dout when the forward had stride 1.
     std::unique_ptr<ConvShape> tshape;
     std::unique_ptr<PatchConv> transposed;
@@ -232,7 +237,7 @@ class PatchConv {
     T* partials = dw ? Scratch<T>(kPartials, parts_ * psize) : nullptr;
     ForParts([&](int64_t b0, int64_t b1, int part) {
       T* dwp = dw ? partials + part * psize : nullptr;
-      if (dwp && (b0 == b1 || direct_)) std::fill(dwp, dwp + psize, T(0));
+      if (dwp && (b0 == b1 || direct_dw_)) std::fill(dwp, dwp + psize, T(0));
       for (int64_t c0 = b0; c0 < b1; c0 += nb_) {
         const int64_t n = std::min(nb_, b1 - c0);
         if (dwp) FilterGradChunk(x, dout, c0, n, c0 == b0, dwp);
@@ -246,7 +251,7 @@ class PatchConv {
       for (int64_t p = 1; p < parts_; ++p)
         for (int64_t i = 0; i < psize; ++i) partials[i] += partials[p * psize + i];
       if constexpr (std::is_same_v<T, float>) {
-        if (direct_) {
+        if (direct_dw_) {
           direct_conv::UnpackFilters(partials, s_.out_channels, mp_, g.channels, g.Taps(), dw);
           return;
         }
@@ -323,7 +328,7 @@ class PatchConv {
   void FilterGradChunk(const T* x, const T* dout, int64_t b0, int64_t n, bool first, T* dwp) const {
     const int64_t m = s_.out_channels, r = n * p_;
     if constexpr (std::is_same_v<T, float>) {
-      if (direct_) {
+      if (direct_dw_) {
         const ConvGeometry& g = s_.geom;
         const std::vector<int64_t> offsets = direct_conv::RowOffsets(g);
         const int64_t k = g.PatchSize(), blocks = (k + direct_conv::kWeightRowBlock - 1) / direct_conv::kWeightRowBlock;
@@ -396,7 +401,8 @@ class PatchConv {
   const ConvShape& s_;
   const int64_t p_, k_, kg_, mg_, image_;
   int64_t nb_, parts_;
-  const bool direct_;
+  const bool direct_;     // forward (and a stride-1 data gradient's convolution) by the direct kernel
+  const bool direct_dw_;  // the filter gradient by the direct kernel
   const int64_t mp_;  // output channels rounded up to 16 (the direct kernel's packed filters and outputs)
   const T* wp_;
   float* wd_ = nullptr;  // filters packed [taps, C, M] for the direct kernel

@@ -204,6 +204,8 @@ DIRECT_CASES = [
     ("direct_pointwise", (6, 16, 5, 5), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
     ("direct_wide_row", (2, 16, 6, 37), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # ragged pixel tiles
     ("direct_batch1", (1, 16, 10, 10), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    # K = 130*9 > 1152: direct forward and data gradient, patch-row filter gradient.
+    ("direct_fwd_patch_dw", (3, 130, 6, 5), (16, 130, 3, 3), (1, 1), (1, 1), (1, 1), 1),
 ]
 
 
