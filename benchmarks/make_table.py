@@ -92,7 +92,7 @@ def render(doc, command):
         "the first step's result (the loss; for `overhead` the chain's output) is checked to agree with",
         "fluidlite's before anything is timed, so no row times a different computation. The frameworks are then",
         "timed interleaved in one process (round robin over repetitions, so machine noise hits each alike), all",
-        "with the same thread count (fluidlite's BLAS, `torch.set_num_threads`, and numpy's bundled OpenBLAS).",
+        "with the same thread count (fluidlite's thread pool, `torch.set_num_threads`, and numpy's bundled OpenBLAS).",
         "ms/step is the median over repetitions after warm-up, with min–max; **speedup** is the framework's",
         "ms/step divided by fluidlite's (> 1: fluidlite is faster).",
         "",

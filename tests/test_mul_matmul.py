@@ -181,3 +181,24 @@ def test_matmul_large_batched_matches_numpy():
     # Exercises OpenBLAS's strided batch path on bigger blocks (float32).
     x, y = rand(8, 64, 96, dtype="float32"), rand(8, 96, 48, dtype="float32")
     OpTest("matmul", {"X": x, "Y": y}, {"Out": x @ y}, {}).check_output(atol=1e-4, rtol=1e-4)
+
+
+# Products of >= 2 MFLOP are split across the thread pool (by rows when M >= N, else by columns, in
+# 16-wide blocks with a ragged last one); batched products spread over the pool.
+SPLIT_CASES = [
+    ((100, 90), (90, 130), False, False),   # by columns, 9 blocks
+    ((90, 100), (130, 90), True, True),      # by columns, both operands transposed
+    ((150, 90), (70, 90), False, True),      # by rows, Y transposed
+    ((90, 150), (90, 70), True, False),      # by rows, X transposed
+    ((4, 70, 80), (4, 80, 60), False, False),  # a batch of 0.67 MFLOP products
+]
+
+
+@pytest.mark.parametrize("xs,ys,tx,ty", SPLIT_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matmul_split_across_threads(xs, ys, tx, ty, dtype):
+    x, y = rand(*xs, dtype=dtype), rand(*ys, dtype=dtype)
+    expect = matmul_ref(x.astype("float64"), y.astype("float64"), tx, ty, 1.0)
+    t = OpTest("matmul", {"X": x, "Y": y}, {"Out": expect.astype(dtype)},
+               {"transpose_X": tx, "transpose_Y": ty, "alpha": 1.0})
+    t.check_output(atol=1e-4 if dtype == "float32" else 1e-11, rtol=1e-5 if dtype == "float32" else 1e-12)
