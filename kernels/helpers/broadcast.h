@@ -144,6 +144,19 @@ inline BroadcastPlan MakeBroadcastPlan(const DDim& x, const DDim& y, int axis, c
 
 namespace detail {
 
+// Steps the multi-index `idx` over the plan's outer dims (all but the innermost) to the next row,
+// keeping the x and y offsets in step.
+inline void NextRow(const BroadcastPlan& p, int64_t* idx, int64_t& xo, int64_t& yo) {
+  for (int d = p.rank - 2; d >= 0; --d) {
+    xo += p.xs[d];
+    yo += p.ys[d];
+    if (++idx[d] < p.dims[d]) return;
+    xo -= p.xs[d] * p.dims[d];
+    yo -= p.ys[d] * p.dims[d];
+    idx[d] = 0;
+  }
+}
+
 // Calls row(x_offset, y_offset, out_offset) for every innermost row of the plan.
 template <typename Row>
 inline void ForEachRow(const BroadcastPlan& p, Row row) {
@@ -162,14 +175,7 @@ inline void ForEachRow(const BroadcastPlan& p, Row row) {
     int64_t xo = 0, yo = 0;
     for (int64_t o = 0; o < p.numel; o += n) {
       row(xo, yo, o);
-      for (int d = r - 2; d >= 0; --d) {
-        xo += p.xs[d];
-        yo += p.ys[d];
-        if (++idx[d] < p.dims[d]) break;
-        xo -= p.xs[d] * p.dims[d];
-        yo -= p.ys[d] * p.dims[d];
-        idx[d] = 0;
-      }
+      NextRow(p, idx, xo, yo);
     }
   }
 }
@@ -197,14 +203,7 @@ inline void ParallelForEachRow(const BroadcastPlan& p, Row row) {
     }
     for (int64_t o = r0; o < r1; ++o) {
       row(xo, yo, o * n, n);
-      for (int d = r - 2; d >= 0; --d) {
-        xo += p.xs[d];
-        yo += p.ys[d];
-        if (++idx[d] < p.dims[d]) break;
-        xo -= p.xs[d] * p.dims[d];
-        yo -= p.ys[d] * p.dims[d];
-        idx[d] = 0;
-      }
+      NextRow(p, idx, xo, yo);
     }
   });
 }

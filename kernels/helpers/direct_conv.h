@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "helpers/im2row.h"
@@ -60,6 +62,39 @@ inline int64_t PaddedSize(const ConvGeometry& g) {
   return (g.height + 2 * g.pad_h) * (g.width + 2 * g.pad_w) * g.channels;
 }
 
+// f(std::integral_constant<int, k>) for the one k in [1, R) equal to n (nothing for n == 0): the ragged
+// end of a row of tiles, with one instantiation of the tile per width.
+template <int R, typename F, int... K>
+void ForTailWidth(int64_t n, F f, std::integer_sequence<int, K...>) {
+  ((n == K ? (f(std::integral_constant<int, K>{}), 0) : 0), ...);
+}
+template <int R, typename F>
+void ForTailWidth(int64_t n, F f) {
+  ForTailWidth<R>(n, [&](auto k) {
+    if constexpr (decltype(k)::value > 0) f(k);
+  }, std::make_integer_sequence<int, R>{});
+}
+
+// The register tile both kernels accumulate: acc[r][v] += scalar(r) * vec[16v .. 16v + 15] for r < R,
+// v < NV (NV vector loads, R broadcasts, R*NV FMAs), and its store to rows `ld` floats apart.
+template <int R, int NV, typename Scalar>
+__attribute__((target("avx512f"), always_inline)) inline void RankOneUpdate(__m512 (&acc)[R][NV], const float* vec,
+                                                                              Scalar scalar) {
+  __m512 vv[NV];
+  for (int v = 0; v < NV; ++v) vv[v] = _mm512_loadu_ps(vec + 16 * v);
+  for (int r = 0; r < R; ++r) {
+    const __m512 sv = _mm512_set1_ps(scalar(r));
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(sv, vv[v], acc[r][v]);
+  }
+}
+
+template <int R, int NV>
+__attribute__((target("avx512f"), always_inline)) inline void StoreTile(const __m512 (&acc)[R][NV], float* out,
+                                                                        int64_t ld) {
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + r * ld + 16 * v, acc[r][v]);
+}
+
 struct Tile {
   const float* in;   // padded input at the tile's first pixel's window origin
   const float* w;    // the packed block of the tile's output channels
@@ -78,17 +113,10 @@ __attribute__((target("avx512f"))) void RunTile(const Tile& t) {
     for (int64_t kj = 0; kj < t.kw; ++kj) {
       const float* x = t.in + ki * t.tap_h + kj * t.tap_w;
       const float* w = t.w + (ki * t.kw + kj) * t.c * (16 * NV);
-      for (int64_t ch = 0; ch < t.c; ++ch) {
-        __m512 wv[NV];
-        for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + ch * (16 * NV) + 16 * v);
-        for (int r = 0; r < R; ++r) {
-          const __m512 xv = _mm512_set1_ps(x[r * t.pixel + ch]);
-          for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, wv[v], acc[r][v]);
-        }
-      }
+      for (int64_t ch = 0; ch < t.c; ++ch)
+        RankOneUpdate<R, NV>(acc, w + ch * (16 * NV), [&](int r) { return x[r * t.pixel + ch]; });
     }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t.out + r * t.m + 16 * v, acc[r][v]);
+  StoreTile<R, NV>(acc, t.out, t.m);
 }
 
 // A row of `n` output pixels: full tiles of R, then one narrower tile for the rest.
@@ -99,18 +127,7 @@ void RunRow(Tile t, int64_t n) {
     t.in += R * t.pixel;
     t.out += R * t.m;
   }
-  switch (n) {  // the ragged end of the row, one instantiation per width
-#define FL_DIRECT_TAIL(k) \
-  case k:                 \
-    if constexpr (k < R) RunTile<k, NV>(t); \
-    break;
-    FL_DIRECT_TAIL(1) FL_DIRECT_TAIL(2) FL_DIRECT_TAIL(3) FL_DIRECT_TAIL(4) FL_DIRECT_TAIL(5)
-    FL_DIRECT_TAIL(6) FL_DIRECT_TAIL(7) FL_DIRECT_TAIL(8) FL_DIRECT_TAIL(9) FL_DIRECT_TAIL(10)
-    FL_DIRECT_TAIL(11) FL_DIRECT_TAIL(12) FL_DIRECT_TAIL(13) FL_DIRECT_TAIL(14) FL_DIRECT_TAIL(15)
-#undef FL_DIRECT_TAIL
-    default:
-      break;
-  }
+  ForTailWidth<R>(n, [&](auto k) { RunTile<decltype(k)::value, NV>(t); });
 }
 
 // image [C, H, W] (NCHW) -> the zero-padded channels-last copy [H + 2ph, W + 2pw, C].
@@ -181,17 +198,10 @@ __attribute__((target("avx512f"))) void RunWeightTile(const WeightTile& t) {
   for (int64_t ho = 0; ho < t.out_h; ++ho) {
     const float* x = t.in + ho * t.row;
     const float* dy = t.dy + ho * t.out_w * t.m;
-    for (int64_t wo = 0; wo < t.out_w; ++wo, x += t.pixel) {
-      __m512 dv[NV];
-      for (int v = 0; v < NV; ++v) dv[v] = _mm512_loadu_ps(dy + wo * t.m + 16 * v);
-      for (int r = 0; r < RC; ++r) {
-        const __m512 xv = _mm512_set1_ps(x[off[r]]);
-        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(xv, dv[v], acc[r][v]);
-      }
-    }
+    for (int64_t wo = 0; wo < t.out_w; ++wo, x += t.pixel)
+      RankOneUpdate<RC, NV>(acc, dy + wo * t.m, [&](int r) { return x[off[r]]; });
   }
-  for (int r = 0; r < RC; ++r)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(t.dw + r * t.m + 16 * v, acc[r][v]);
+  StoreTile<RC, NV>(acc, t.dw, t.m);
 }
 
 // Rows [0, k) of the tile's block: full tiles of RC rows, then one shorter tile.
@@ -202,18 +212,7 @@ void RunWeightRows(WeightTile t, int64_t k) {
     t.off += RC;
     t.dw += RC * t.m;
   }
-  switch (k) {
-#define FL_DIRECT_TAIL(n) \
-  case n:                 \
-    if constexpr (n < RC) RunWeightTile<n, NV>(t); \
-    break;
-    FL_DIRECT_TAIL(1) FL_DIRECT_TAIL(2) FL_DIRECT_TAIL(3) FL_DIRECT_TAIL(4) FL_DIRECT_TAIL(5)
-    FL_DIRECT_TAIL(6) FL_DIRECT_TAIL(7) FL_DIRECT_TAIL(8) FL_DIRECT_TAIL(9) FL_DIRECT_TAIL(10)
-    FL_DIRECT_TAIL(11)
-#undef FL_DIRECT_TAIL
-    default:
-      break;
-  }
+  ForTailWidth<RC>(k, [&](auto w) { RunWeightTile<decltype(w)::value, NV>(t); });
 }
 
 // Offsets in the padded channels-last image of the K = taps*C rows of the packed gradient.
