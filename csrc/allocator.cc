@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "enforce.h"
@@ -16,6 +17,8 @@ MemoryStats Allocator::Stats() const {
   s.peak_bytes = peak_.load(std::memory_order_relaxed);
   s.num_allocs = allocs_.load(std::memory_order_relaxed);
   s.num_frees = frees_.load(std::memory_order_relaxed);
+  s.bytes_cached = cached_.load(std::memory_order_relaxed);
+  s.num_system_allocs = system_allocs_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -39,19 +42,57 @@ class CPUAllocator : public Allocator {
  public:
   void* Alloc(size_t bytes) override {
     // 64-byte alignment: whole cache lines, and aligned AVX-512 loads.
-    size_t rounded = (bytes + 63) & ~size_t(63);
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    FL_ENFORCE(p != nullptr, "out of memory: CPU allocation of ", bytes, " bytes failed");
+    const size_t rounded = Rounded(bytes);
+    void* p = rounded >= kCacheMin ? TakeCached(rounded) : nullptr;
+    if (!p) {
+      p = std::aligned_alloc(64, rounded);
+      FL_ENFORCE(p != nullptr, "out of memory: CPU allocation of ", bytes, " bytes failed");
+      system_allocs_.fetch_add(1, std::memory_order_relaxed);
+    }
     Count(static_cast<int64_t>(bytes));
     FL_VLOG(5) << "Alloc " << bytes << " bytes on CPUPlace at " << p;
     return p;
   }
   void Free(void* p, size_t bytes) override {
     FL_VLOG(5) << "Free " << bytes << " bytes on CPUPlace at " << p;
-    std::free(p);
+    const size_t rounded = Rounded(bytes);
     Count(-static_cast<int64_t>(bytes));
+    if (rounded >= kCacheMin && Keep(p, rounded)) return;
+    std::free(p);
+  }
+  void ReleaseCached() override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& bin : cache_)
+      for (void* p : bin.second) std::free(p);
+    cache_.clear();
+    cached_.store(0);
   }
   Place place() const override { return Place::CPU(); }
+
+ private:
+  static constexpr size_t kCacheMin = size_t(64) << 10;
+  static size_t Rounded(size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) & ~size_t(63); }
+
+  void* TakeCached(size_t rounded) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = cache_.find(rounded);
+    if (it == cache_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_.fetch_sub(static_cast<int64_t>(rounded));
+    return p;
+  }
+  // Caches the block unless the cache would outgrow the peak in use (then the caller frees it).
+  bool Keep(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (cached_.load() + static_cast<int64_t>(rounded) > peak_.load(std::memory_order_relaxed)) return false;
+    cache_[rounded].push_back(p);
+    cached_.fetch_add(static_cast<int64_t>(rounded));
+    return true;
+  }
+
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
 };
 
 Allocator* (*g_cuda_factory)(int) = nullptr;

@@ -1,5 +1,8 @@
 // One allocator per place. Counts bytes in use and the peak, so `fluid.core.memory_stats()` and the
-// benchmarks can report memory, and VLOG(5) traces every allocation and free.
+// benchmarks can report memory, and VLOG(5) traces every allocation and free. The CPU allocator keeps
+// freed blocks of 64 KiB and more for reuse by size (the executor frees large temporaries after their
+// last use in every run, and the next run asks for the same sizes again): at most as many bytes as the
+// peak in use, all returned by `core.release_cached_memory()`.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -11,10 +14,12 @@
 namespace fl {
 
 struct MemoryStats {
-  int64_t bytes_in_use = 0;
-  int64_t peak_bytes = 0;
-  int64_t num_allocs = 0;
-  int64_t num_frees = 0;
+  int64_t bytes_in_use = 0;       // in live allocations
+  int64_t peak_bytes = 0;         // the most bytes_in_use since the last ResetPeak
+  int64_t num_allocs = 0;         // Alloc calls (served from the cache or the system)
+  int64_t num_frees = 0;          // Free calls
+  int64_t bytes_cached = 0;       // freed blocks kept for reuse (CPU: blocks of 64 KiB and more)
+  int64_t num_system_allocs = 0;  // blocks taken from the system (not from the cache)
 };
 
 class Allocator {
@@ -25,10 +30,11 @@ class Allocator {
   virtual Place place() const = 0;
   MemoryStats Stats() const;
   void ResetPeak();
+  virtual void ReleaseCached() {}  // give cached blocks back to the system
 
  protected:
   void Count(int64_t delta);
-  std::atomic<int64_t> in_use_{0}, peak_{0}, allocs_{0}, frees_{0};
+  std::atomic<int64_t> in_use_{0}, peak_{0}, allocs_{0}, frees_{0}, cached_{0}, system_allocs_{0};
 };
 
 Allocator& GetAllocator(const Place& place);

@@ -307,6 +307,8 @@ py::dict StatsDict(const MemoryStats& s) {
   d["peak_bytes"] = s.peak_bytes;
   d["num_allocs"] = s.num_allocs;
   d["num_frees"] = s.num_frees;
+  d["bytes_cached"] = s.bytes_cached;
+  d["num_system_allocs"] = s.num_system_allocs;
   return d;
 }
 
@@ -543,6 +545,8 @@ PYBIND11_MODULE(_core, m) {
   // ---------------------------------------------------------------- memory, threads, logging, profiler
   m.def("memory_stats", [](const Place& p) { return StatsDict(GetAllocator(p).Stats()); }, py::arg("place") = Place::CPU());
   m.def("reset_peak_memory", [](const Place& p) { GetAllocator(p).ResetPeak(); }, py::arg("place") = Place::CPU());
+  m.def("release_cached_memory", [](const Place& p) { GetAllocator(p).ReleaseCached(); }, py::arg("place") = Place::CPU(),
+        "give the allocator's cached free blocks back to the system");
   m.def("set_num_threads", [](int n) {
     FL_ENFORCE(n >= 1, "set_num_threads: n = ", n, " must be >= 1");
     ThreadPool::Instance().SetSize(n);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "logging.h"
 #include "op_builder.h"
@@ -13,6 +16,29 @@ namespace {
 std::atomic<int64_t> g_num_prepared{0};
 constexpr const char* kFeedVar = "feed";
 constexpr const char* kFetchVar = "fetch";
+}  // namespace
+
+namespace {
+
+// Tensors smaller than this keep their buffers: releasing them saves little and costs an allocation
+// per run (the 1000-op `overhead` chain of [16] tensors would pay it 1000 times).
+constexpr size_t kEagerReleaseBytes = size_t(64) << 10;
+
+inline void ReleaseAfter(const std::vector<std::vector<Variable*>>* release, size_t i) {
+  if (!release) return;
+  for (Variable* v : (*release)[i]) {
+    if (!v->IsTensor()) continue;
+    Tensor* t = v->GetMutableTensor();
+    if (t->holder() && t->holder()->size() >= kEagerReleaseBytes) t->Clear();
+  }
+}
+
+// Fluid's FLAGS_eager_delete_tensor_gb: negative turns eager deletion off (default 0: on).
+bool EagerDeletion() {
+  const char* env = std::getenv("FLAGS_eager_delete_tensor_gb");
+  return !env || std::atof(env) >= 0;
+}
+
 }  // namespace
 
 int64_t PreparedProgram::NumPrepared() { return g_num_prepared.load(); }
@@ -103,6 +129,36 @@ void PreparedProgram::CreateVariablesAndBind() {
   feed_var_ = local_->FindVar(kFeedVar);
   fetch_var_ = local_->FindVar(kFetchVar);
   scope_generation_ = scope_->generation();
+  PlanReleases();
+}
+
+// Eager deletion, as Fluid's garbage collector: a temporary of this block (not persistable, a LoDTensor,
+// created in the kid scope) is released after the last op of the block that reads or writes it. Names
+// that any other block mentions are kept: a sub-block (StaticRNN's step block) reads parent variables
+// that its op does not list.
+void PreparedProgram::PlanReleases() {
+  release_.assign(ops_.size(), {});
+  if (!EagerDeletion()) return;
+  const BlockDesc* block = program_->Block(block_id_);
+  std::unordered_set<std::string> keep{kFeedVar, kFetchVar};
+  for (size_t b = 0; b < program_->Size(); ++b) {
+    if (static_cast<int>(b) == block_id_) continue;
+    for (auto& op : program_->Block(b)->AllOps()) {
+      for (auto& n : op->InputArgumentNames()) keep.insert(n);
+      for (auto& n : op->OutputArgumentNames()) keep.insert(n);
+    }
+  }
+  std::unordered_map<std::string, size_t> last_use;
+  const auto& ops = block->AllOps();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
+    for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;
+  }
+  for (auto& [name, i] : last_use) {
+    const VarDesc* v = block->FindVar(name);
+    if (!v || v->persistable() || v->kind() != VarKind::LOD_TENSOR || keep.count(name)) continue;
+    if (Variable* var = local_->FindLocalVar(name)) release_[i].push_back(var);
+  }
 }
 
 void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
@@ -124,25 +180,27 @@ void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
   }
 }
 
-void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place) {
+void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place,
+                    const std::vector<std::vector<Variable*>>* release) {
   PreparedOp* current = nullptr;
   int64_t open_token = -1;  // the profiled op event to close if the op throws
   ThreadBuffer* buffer = nullptr;
   try {
     if (!ProfilerEnabled()) {
-      for (auto& op : ops) {
-        current = op.get();
-        FL_VLOG(4) << op->DebugString(place);
-        op->Run(place);
-        FL_VLOG(3) << op->DebugString(place);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        current = ops[i].get();
+        FL_VLOG(4) << current->DebugString(place);
+        current->Run(place);
+        FL_VLOG(3) << current->DebugString(place);
+        ReleaseAfter(release, i);
       }
       return;
     }
     // Profiled: consecutive op events share a timestamp (one clock read per op).
     buffer = ProfilerThreadBuffer();
     uint64_t t = ProfilerTicks();
-    for (auto& op : ops) {
-      current = op.get();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      PreparedOp* op = current = ops[i].get();
       FL_VLOG(4) << op->DebugString(place);
       int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
       open_token = token;
@@ -152,6 +210,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       open_token = -1;
       if (token >= 0) CloseEventAt(buffer, token, t, args);
       FL_VLOG(3) << op->DebugString(place);
+      ReleaseAfter(release, i);
     }
   } catch (const std::exception& e) {
     // Close the failing op's event: never closed, it was missing from the profile (and without an
@@ -176,7 +235,7 @@ std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
     Variable* v;
     ~ClearFeeds() { v->GetMutableTensorList()->clear(); }
   } clear{feed_var_};
-  RunPreparedOps(ops_, place_);
+  RunPreparedOps(ops_, place_, &release_);
   ++runs_;
   std::vector<Tensor> out = std::move(*fetched);
   fetched->clear();

@@ -46,6 +46,7 @@ class PreparedProgram {
   void CreateVariablesAndBind();
   void CheckFeeds(const std::vector<Tensor>& feeds) const;
   void RunOps();
+  void PlanReleases();
 
   std::unique_ptr<ProgramDesc> program_;
   int block_id_;
@@ -56,6 +57,9 @@ class PreparedProgram {
   std::vector<FeedTarget> feed_targets_;
   size_t num_fetch_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
+  // Eager deletion: release_[i] are the temporaries whose last use in the block is op i; after it runs,
+  // their memory goes back to the allocator (when a tensor holds at least kEagerReleaseBytes).
+  std::vector<std::vector<Variable*>> release_;
   Variable* feed_var_ = nullptr;
   Variable* fetch_var_ = nullptr;
   uint64_t scope_generation_ = 0;
@@ -67,7 +71,9 @@ class PreparedProgram {
 
 // Runs an already prepared op list in `scope` (used by the executor and by sub-block ops such as
 // recurrent). Errors are rethrown naming the op type and its creation site.
-void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place);
+// `release`, when given, lists per op the variables whose tensors to release after it (eager deletion).
+void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place,
+                    const std::vector<std::vector<Variable*>>* release = nullptr);
 
 // Creates the variables that block `block` declares: persistable ones in `persist_scope` (unless a
 // parent already has them), the rest in `local`.

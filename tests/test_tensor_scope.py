@@ -127,8 +127,11 @@ def test_lod_round_trip():
 
 def test_memory_stats_in_use_and_peak():
     gc.collect()
+    core.release_cached_memory()
     s0 = core.memory_stats()
-    assert set(s0) == {"bytes_in_use", "peak_bytes", "num_allocs", "num_frees"}
+    assert set(s0) == {"bytes_in_use", "peak_bytes", "num_allocs", "num_frees", "bytes_cached",
+                       "num_system_allocs"}
+    assert s0["bytes_cached"] == 0
     assert s0["peak_bytes"] >= s0["bytes_in_use"] >= 0
     core.reset_peak_memory()
     assert core.memory_stats()["peak_bytes"] == s0["bytes_in_use"]
@@ -145,9 +148,20 @@ def test_memory_stats_in_use_and_peak():
     assert s2["bytes_in_use"] == s0["bytes_in_use"] + 24000
     assert s2["num_frees"] == s1["num_frees"] + 1
     assert s2["peak_bytes"] == s0["bytes_in_use"] + 1024000  # both were alive at once
+    # the freed 1 MB block (>= 64 KiB) is kept for reuse: the next tensor of that size takes it
+    assert s2["bytes_cached"] == 1000000
+    w = core.LoDTensor()
+    w.set(np.zeros((250, 1000), "float32"))
+    s_w = core.memory_stats()
+    assert s_w["num_system_allocs"] == s2["num_system_allocs"] and s_w["bytes_cached"] == 0
+    del w
+    assert core.memory_stats()["bytes_cached"] == 1000000
+    core.release_cached_memory()
+    assert core.memory_stats()["bytes_cached"] == 0
     # resetting to a size that fits reuses the buffer: no new allocation
+    allocs = core.memory_stats()["num_allocs"]
     u.set(np.ones(1000, "float64"))
-    assert core.memory_stats()["num_allocs"] == s2["num_allocs"]
+    assert core.memory_stats()["num_allocs"] == allocs
     v = u._share_numpy()
     del u
     assert core.memory_stats()["bytes_in_use"] == s0["bytes_in_use"] + 24000  # the view holds it
@@ -159,26 +173,58 @@ def test_memory_stats_in_use_and_peak():
     assert core.memory_stats()["peak_bytes"] == s3["bytes_in_use"]
 
 
-def test_memory_of_a_program_run_is_accounted_and_released():
+def _scale_chain():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         x = fluid.layers.data(name="x", shape=[1000], dtype="float64")
         y = fluid.layers.scale(fluid.layers.scale(x, scale=2.0), scale=3.0)
+    return main, y
+
+
+def test_memory_of_a_program_run_is_accounted_and_released():
+    # Eager deletion (Fluid's garbage collector): x's fed copy and the first scale's output are released
+    # after their last reader, so only the fetched result outlives the run.
+    main, y = _scale_chain()
     exe = fluid.Executor(fluid.CPUPlace())
     gc.collect()
     base = core.memory_stats()["bytes_in_use"]
     core.reset_peak_memory()
     scope = fluid.Scope()
     r, = exe.run(main, feed={"x": np.ones((10, 1000))}, fetch_list=[y], scope=scope)
+    np.testing.assert_array_equal(r, np.full((10, 1000), 6.0))
+    assert core.memory_stats()["bytes_in_use"] - base == 80000  # the fetched result
+    # never more than three 80,000-byte tensors at once (input, output, and the fetch copy)
+    assert 2 * 80000 <= core.memory_stats()["peak_bytes"] - base <= 3 * 80000
+    del r
+    assert core.memory_stats()["bytes_in_use"] == base
+    # the next run takes the released blocks back from the allocator's cache, not from the system
+    system = core.memory_stats()["num_system_allocs"]
+    r, = exe.run(main, feed={"x": np.ones((10, 1000))}, fetch_list=[y], scope=scope)
+    assert core.memory_stats()["num_system_allocs"] == system
+    del r
+    main._exec_cache.clear()
+    gc.collect()
+    assert core.memory_stats()["bytes_in_use"] == base
+    assert scope.num_kids() == 0
+
+
+def test_eager_deletion_off_keeps_temporaries(monkeypatch):
+    # FLAGS_eager_delete_tensor_gb < 0 (read when the program is prepared), as in Fluid: temporaries keep
+    # their buffers between runs.
+    monkeypatch.setenv("FLAGS_eager_delete_tensor_gb", "-1")
+    main, y = _scale_chain()
+    exe = fluid.Executor(fluid.CPUPlace())
+    gc.collect()
+    base = core.memory_stats()["bytes_in_use"]
+    scope = fluid.Scope()
+    r, = exe.run(main, feed={"x": np.ones((10, 1000))}, fetch_list=[y], scope=scope)
     # x (fed copy), two temporaries and the fetched result, 80,000 bytes each
     assert core.memory_stats()["bytes_in_use"] - base == 4 * 80000
-    assert core.memory_stats()["peak_bytes"] - base >= 4 * 80000
     del r
     assert core.memory_stats()["bytes_in_use"] - base == 3 * 80000
     main._exec_cache.clear()  # the prepared program owns the kid scope with the temporaries
     gc.collect()
     assert core.memory_stats()["bytes_in_use"] == base
-    assert scope.num_kids() == 0
 
 
 def test_scopes_variables_and_tensors():
