@@ -1,9 +1,10 @@
 // The executor. Prepare turns (program, block, feed names, fetch names, scope) into a PreparedProgram
 // once: a private copy of the program with feed/fetch ops, one PreparedOp per op with its kernel
 // cached and its variables resolved, persistable vars created in the given scope and temporaries in a
-// kid scope that lives as long as the PreparedProgram and is reused by every run (tensors keep their
-// buffers, so a steady-state run allocates only the fetched results). Run executes the whole block in
-// C++ and is safe to call with the GIL released.
+// kid scope that lives as long as the PreparedProgram and is reused by every run. Temporaries of 64 KiB
+// and more are released after their last use (eager deletion) into the allocator's cache, smaller ones
+// keep their buffers, so a steady-state run takes no new memory from the system. Run executes the whole
+// block in C++ and is safe to call with the GIL released.
 #pragma once
 #include <memory>
 #include <mutex>
