@@ -378,7 +378,7 @@ PYBIND11_MODULE(_core, m) {
         return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " + t.place().ToString() + ")";
       });
 
-  py::class_<Variable>(m, "Variable")
+  py::class_<Variable, std::shared_ptr<Variable>>(m, "Variable")
       .def("get_tensor", &Variable::GetMutableTensor, py::return_value_policy::reference_internal)
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);
@@ -391,8 +391,12 @@ PYBIND11_MODULE(_core, m) {
   };
   py::class_<Scope>(m, "Scope")
       .def(py::init<>())
-      .def("var", [live](Scope& s, const std::string& n) { return live(s).Var(n); }, py::return_value_policy::reference_internal)
-      .def("find_var", [live](Scope& s, const std::string& n) { return live(s).FindVar(n); }, py::return_value_policy::reference_internal)
+      // Handles share ownership of the variable: they outlive erase_vars() and drop_kids() safely.
+      .def("var", [live](Scope& s, const std::string& n) { return live(s).Var(n)->shared_from_this(); })
+      .def("find_var", [live](Scope& s, const std::string& n) {
+        Variable* v = live(s).FindVar(n);
+        return v ? v->shared_from_this() : std::shared_ptr<Variable>();
+      })
       .def("find_local_var", [live](Scope& s, const std::string& n) { return live(s).FindLocalVar(n); }, py::return_value_policy::reference_internal)
       .def("new_scope", [live](Scope& s) { return &live(s).NewScope(); }, py::return_value_policy::reference_internal)
       .def("drop_kids", [live](Scope& s) { live(s).DropKids(); })

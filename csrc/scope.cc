@@ -56,7 +56,7 @@ Variable* Scope::Var(const std::string& name) {
   if (it != vars_.end()) return it->second.get();
   FL_VLOG(3) << "Create variable " << name;
   auto& slot = vars_[name];
-  slot = std::make_unique<Variable>();
+  slot = std::make_shared<Variable>();
   return slot.get();
 }
 

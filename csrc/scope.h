@@ -20,7 +20,9 @@ class Scope;
 using TensorList = std::vector<Tensor>;   // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
 using StepScopes = std::vector<Scope*>;   // STEP_SCOPES (owned by the scope that created them)
 
-class Variable {
+// Shared by its scope and by Python handles (`scope.var(...)`): erasing the variable or dropping its
+// scope only detaches it, so a handle kept in Python stays valid instead of dangling.
+class Variable : public std::enable_shared_from_this<Variable> {
  public:
   bool IsInitialized() const { return !std::holds_alternative<std::monostate>(value_); }
   bool IsTensor() const { return std::holds_alternative<Tensor>(value_); }
@@ -80,7 +82,7 @@ class Scope {
   bool HasKid(const Scope* kid, uint64_t uid) const;
 
  private:
-  std::unordered_map<std::string, std::unique_ptr<Variable>> vars_;
+  std::unordered_map<std::string, std::shared_ptr<Variable>> vars_;
   std::list<Scope*> kids_;
   Scope* parent_ = nullptr;
   uint64_t generation_ = 0;

@@ -275,3 +275,30 @@ def test_global_scope_and_scope_guard_nesting():
         with fluid.scope_guard(a):
             raise RuntimeError("inside")
     assert fluid.global_scope() is g
+
+
+def test_variable_handles_outlive_drop_kids_and_erase_vars():
+    # Handles share ownership with the scope: after the scope lets go of a variable, a handle kept in
+    # Python still reads and writes its own (now detached) variable instead of freed memory.
+    parent = fluid.Scope()
+    kid = parent.new_scope()
+    v = kid.var("x")
+    t = v.get_tensor()
+    t.set(np.arange(3, dtype="float32"), fluid.CPUPlace())
+    parent.drop_kids()
+    assert v.is_initialized() and v.kind() == "LoDTensor"
+    np.testing.assert_array_equal(np.array(t), [0, 1, 2])
+    np.testing.assert_array_equal(np.array(v.get_tensor()), [0, 1, 2])
+    with pytest.raises(core.EnforceNotMet, match="this scope was deleted"):
+        kid.var("y")
+    s = fluid.Scope()
+    w = s.var("y")
+    w.get_tensor().set(np.ones(4, "float64"), fluid.CPUPlace())
+    s.erase_vars(["y"])
+    assert s.find_var("y") is None
+    np.testing.assert_array_equal(np.array(w.get_tensor()), np.ones(4))
+    w.get_tensor().set(np.zeros(2, "float64"), fluid.CPUPlace())  # the detached variable, not the scope
+    assert s.find_var("y") is None
+    assert not s.var("y").is_initialized()  # a new variable of that name starts empty
+    del v, t, w
+    gc.collect()
