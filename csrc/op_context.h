@@ -42,6 +42,9 @@ class InferShapeContext {
   }
   // "X 'fc_0.tmp_0' [-1, 32]" for error messages.
   std::string Describe(const char* slot, int i = 0) const;
+  // Throws unless inputs a and b have the same dtype (ops whose kernels take one T for both): caught when
+  // the op is built, not first at run time. An undefined dtype (not known yet) passes.
+  void EnforceSameDType(const char* a, const char* b) const;
 };
 
 // Out takes X's dims, dtype and LoD: the rule of every unary elementwise op.

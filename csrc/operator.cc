@@ -13,6 +13,12 @@ std::string InferShapeContext::Describe(const char* slot, int i) const {
   return Str(slot, " '", InputName(slot, i), "' ", InputDim(slot, i).ToString());
 }
 
+void InferShapeContext::EnforceSameDType(const char* a, const char* b) const {
+  const DType da = InputDType(a), db = InputDType(b);
+  FL_ENFORCE(da == db || da == DType::UNDEFINED || db == DType::UNDEFINED, Type(), ": ", Describe(a), " is ",
+             DTypeName(da), " but ", Describe(b), " is ", DTypeName(db), "; cast one of them (layers.cast)");
+}
+
 void SameShapeAsInput(InferShapeContext& ctx, const char* in, const char* out) {
   ctx.SetOutput(out, ctx.InputDim(in), ctx.InputDType(in));
   ctx.ShareLoD(in, out);

@@ -57,9 +57,7 @@ void ConvInferShape(InferShapeContext& ctx) {
   const DDim in = ctx.InputDim("Input"), filter = ctx.InputDim("Filter");
   FL_ENFORCE(in.size() == 4, op, ": ", ctx.Describe("Input"), " must be 4-D [N, C, H, W]");
   FL_ENFORCE(filter.size() == 4, op, ": ", ctx.Describe("Filter"), " must be 4-D [M, C/groups, kh, kw]");
-  FL_ENFORCE(ctx.InputDType("Input") == ctx.InputDType("Filter"), op, ": ", ctx.Describe("Input"), " is ",
-             DTypeName(ctx.InputDType("Input")), " but ", ctx.Describe("Filter"), " is ",
-             DTypeName(ctx.InputDType("Filter")));
+  ctx.EnforceSameDType("Input", "Filter");
   const int64_t c = in[1], m = filter[0], g = a.groups;
   FL_ENFORCE(c < 0 || c % g == 0, op, ": ", c, " input channels of ", ctx.Describe("Input"),
              " are not divisible by groups = ", g);

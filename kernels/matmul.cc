@@ -93,6 +93,7 @@ FL_REGISTER_OP(matmul, op) {
       .Attr<bool>("transpose_Y", false, "transpose the last two dims of Y before multiplying")
       .Attr<float>("alpha", 1.0f, "scale of the product")
       .SetInferShape([](InferShapeContext& ctx) {
+        ctx.EnforceSameDType("X", "Y");
         ctx.SetOutput("Out", Plan(ctx).out, ctx.InputDType("X"));
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {

@@ -17,6 +17,7 @@ int64_t KnownProduct(const DDim& d, int begin, int end) {  // -1 if any dim in r
 }
 
 void MulInferShape(InferShapeContext& ctx) {
+  ctx.EnforceSameDType("X", "Y");
   const DDim x = ctx.InputDim("X"), y = ctx.InputDim("Y");
   const int xn = ctx.Attr<int32_t>("x_num_col_dims"), yn = ctx.Attr<int32_t>("y_num_col_dims");
   FL_ENFORCE(xn >= 1 && xn < x.size(), "mul: x_num_col_dims=", xn, " is out of range [1, ", x.size(), ") for ",

@@ -223,13 +223,19 @@ def test_unknown_dim_mismatch_found_at_run_time():
         exe.run(main, feed={"x": np.zeros((2, 3), "float32"), "y": np.zeros((4, 3), "float32")}, fetch_list=[out])
 
 
-def test_dtype_mismatch_fails_at_run_time():
+@pytest.mark.parametrize("build", [
+    lambda x, y: fluid.layers.elementwise_add(x, y),
+    lambda x, y: fluid.layers.less_than(x, y),
+    lambda x, y: fluid.layers.mul(x, fluid.layers.reshape(y, [3, 1])),
+    lambda x, y: fluid.layers.matmul(x, fluid.layers.reshape(y, [3, 1])),
+], ids=["elementwise_add", "less_than", "mul", "matmul"])
+def test_dtype_mismatch_fails_when_the_op_is_built(build):
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
-        out = fluid.layers.elementwise_add(_data("x", [2, 3]), _data("y", [3], "float64"))
-    exe = fluid.Executor(fluid.CPUPlace())
-    with pytest.raises(fluid.core.EnforceNotMet, match="elementwise_add: X 'x' is float32 but Y 'y' is float64"):
-        exe.run(main, feed={"x": np.zeros((2, 3), "float32"), "y": np.zeros(3, "float64")}, fetch_list=[out])
+        x, y = _data("x", [2, 3]), _data("y", [3], "float64")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r": X 'x' \[2, 3\] is float32 but Y '[^']+' \[3(, 1)?\] "
+                                                          r"is float64; cast one of them \(layers.cast\)"):
+            build(x, y)
 
 
 def test_integer_division_by_zero_is_an_error_not_a_crash():

@@ -87,6 +87,7 @@ inline DDim BroadcastOutDims(const DDim& x, const DDim& y, int axis, const std::
 
 // The shared InferShape of binary elementwise ops: Out gets the broadcast dims, X's dtype and X's LoD.
 inline void InferBroadcastShape(InferShapeContext& ctx) {
+  ctx.EnforceSameDType("X", "Y");
   DDim x = ctx.InputDim("X"), y = ctx.InputDim("Y");
   DDim out = BroadcastOutDims(x, y, ctx.Attr<int32_t>("axis"), ctx.Type(), ctx.InputName("X"), ctx.InputName("Y"));
   ctx.SetOutput("Out", out, ctx.InputDType("X"));
