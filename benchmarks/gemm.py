@@ -71,7 +71,7 @@ def main():
         m["git_commit"] or "no git"))
     n = args.n
     flop = 2.0 * n * n * n
-    print("%dx%d @ %dx%d float32 (%.2f GFLOP per call), fluidlite BLAS threads %d; median of %d x %d calls\n"
+    print("%dx%d @ %dx%d float32 (%.2f GFLOP per call), fluidlite threads %d; median of %d x %d calls\n"
           % (n, n, n, n, flop / 1e9, threads, args.repeat, args.runs))
 
     rs = np.random.RandomState(0)

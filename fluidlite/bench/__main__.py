@@ -85,7 +85,8 @@ def build_parser():
     p.add_argument("--iterations", type=_int_at_least(1), help="timed steps per repetition (default: the model's)")
     p.add_argument("--warmup", type=_int_at_least(0), help="untimed steps before timing (default: the model's)")
     p.add_argument("--repeat", type=_int_at_least(1), help="timed repetitions (default: the model's)")
-    p.add_argument("--threads", type=_int_at_least(1), help="BLAS threads, also for torch (default: leave as is)")
+    p.add_argument("--threads", type=_int_at_least(1),
+                   help="threads for fluidlite's pool, also for torch and numpy's BLAS (default: leave as is)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed (default: %(default)s)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="device (default: %(default)s)")
     p.add_argument("--compare", type=_framework_list, metavar="FW[,FW...]",
