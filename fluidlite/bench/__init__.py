@@ -8,7 +8,8 @@ reference implementations for ``--compare`` next to them (see ``fluidlite.bench.
 Also measured: program construction (time, and the Program/Block/Variable/Operator objects created,
 with ``append_backward`` separately; see ``_measure``), the allocator's peak tensor bytes, and the peak
 RSS growth during the timed steps. With ``compare``, references run interleaved with fluidlite (round
-robin over repetitions, so machine noise hits each alike) after their first step was checked against
+robin over repetitions, so machine noise hits each alike, with a short pause before each repetition so
+one framework's idle-spinning threads do not slow the next) after their first step was checked against
 fluidlite's, and each framework's memory footprint is measured in a fresh subprocess (``_memprobe``).
 """
 import os
@@ -144,6 +145,12 @@ def _progress(total, desc, enabled):
     return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, delay=2.0, leave=False, dynamic_ncols=True)
 
 
+# Pause before each framework's timed repetition when several are compared: a BLAS or OpenMP runtime
+# keeps its threads spinning for a while after its last call (OpenBLAS for ~0.1 s), which would take
+# cores from whichever framework runs next.
+SETTLE_SECONDS = 0.25
+
+
 def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, threads=None, seed=0,
               device="cpu", compare=(), profile=False, sorted_key=None, timeline=None, cprofile=None,
               progress=True, footprint=None):
@@ -221,6 +228,8 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                 for _ in range(cfg["repeat"]):
                     for r in runners:
                         step = r.step
+                        if len(runners) > 1:
+                            time.sleep(SETTLE_SECONDS)
                         peak.start()
                         t0 = time.perf_counter()
                         for _ in range(n):
