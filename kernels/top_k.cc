@@ -1,5 +1,6 @@
 // top_k: the k largest values of each row (last axis), sorted descending, and their int64 indices.
-// Ties keep the lower index first; NaN counts as larger than any number.
+// Ties keep the lower index first; NaN counts as larger than any number. The gradient routes Out@GRAD
+// back to the selected positions (zero elsewhere).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -54,6 +55,49 @@ FL_REGISTER_OP(top_k, op) {
             out[n * k + j] = row[order[j]];
           }
         }
+      })
+      .SetGradMaker([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("top_k_grad");
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Indices", g.Output("Indices"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      });
+}
+
+FL_REGISTER_OP(top_k_grad, op) {
+  op.Doc("Gradient of top_k: X@GRAD = zeros, then X@GRAD[row, Indices[row, j]] = Out@GRAD[row, j].")
+      .Input("X", "forward X (only the dims are read)")
+      .Input("Indices", "forward Indices")
+      .Input("Out@GRAD", "gradient of Out")
+      .DispensableOutput("X@GRAD", "gradient of X")
+      .Attr<int32_t>("k", 1, "as in the forward op")
+      .KernelDTypeFrom("Out@GRAD")
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor* dxt = ctx.OutputOrNull("X@GRAD");
+        if (!dxt) return;
+        const Tensor& xt = ctx.Input("X");
+        const Tensor& it = ctx.Input("Indices");
+        const Tensor& gt = ctx.Input("Out@GRAD");
+        FL_ENFORCE(it.dims() == gt.dims(), "top_k_grad: Indices '", ctx.InputName("Indices"), "' ", it.dims(),
+                   " and Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", gt.dims(), " must match");
+        dxt->Resize(xt.dims());
+        T* dx = dxt->mutable_data<T>(ctx.place());
+        std::fill(dx, dx + xt.numel(), T(0));
+        const int64_t d = xt.dims()[xt.rank() - 1], k = gt.dims()[gt.rank() - 1];
+        const int64_t rows = k ? gt.numel() / k : 0;
+        const int64_t* idx = it.data<int64_t>();
+        const T* g = gt.data<T>();
+        for (int64_t n = 0; n < rows; ++n)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t i = idx[n * k + j];
+            FL_ENFORCE(i >= 0 && i < d, "top_k_grad: index ", i, " at row ", n, " is outside [0, ", d, ")");
+            dx[n * d + i] += g[n * k + j];
+          }
       });
 }
 

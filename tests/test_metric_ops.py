@@ -89,3 +89,30 @@ def test_accuracy_label_shape_mismatch(lshape, msg):
         label = fluid.layers.data(name="label", shape=lshape, dtype="int64", append_batch_size=False)
         with pytest.raises(fluid.core.EnforceNotMet, match=msg):
             fluid.layers.accuracy(x, label, k=2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_top_k_grad_routes_to_selected_positions(dtype):
+    # d sum(top_k(x) * w) / dx puts w at the chosen positions; numeric gradients agree (distinct values,
+    # so small perturbations keep the same selection).
+    rng = np.random.RandomState(3)
+    x = rng.permutation(24).reshape(2, 3, 4).astype(dtype) * 0.5
+    w = rng.uniform(-1, 1, (2, 3, 2)).astype(dtype)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=[2, 3, 4], dtype=dtype, append_batch_size=False)
+        wv = fluid.layers.data("w", shape=[2, 3, 2], dtype=dtype, append_batch_size=False)
+        xv.stop_gradient = False
+        values, indices = fluid.layers.topk(xv, k=2)
+        values.stop_gradient = False  # Fluid's topk stops gradients by default; the op itself has one
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(values, wv))
+        gx, = fluid.gradients([loss], [xv])
+    exe = fluid.Executor(fluid.CPUPlace())
+    idx, got = exe.run(main, feed={"x": x, "w": w}, fetch_list=[indices, gx])
+    want = np.zeros_like(x)
+    np.put_along_axis(want, idx, w, axis=-1)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(idx, np.argsort(-x, axis=-1, kind="stable")[..., :2])
+    if dtype == "float64":
+        OpTest("top_k", {"X": x}, {"Out": np.take_along_axis(x, idx, -1), "Indices": idx},
+               {"k": 2}).check_grad(["X"], "Out")
