@@ -72,9 +72,6 @@ inline void RunSums(const T* x, const T* g, int64_t n, T k, double& s1, double& 
   s2 += t2;
 }
 
-// Elements per thread-pool part, at least: below this a second thread costs more than it saves.
-constexpr int64_t kParallelElements = int64_t(1) << 15;
-
 // Per-channel sums over the view (see RunSums); k holds one shift per channel.
 template <bool kGrad, typename T>
 void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, double* s1, double* s2) {
@@ -82,7 +79,7 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
   std::fill(s2, s2 + v.C, 0.0);
   if (v.inner > 1) {
     // Channels split across the thread pool; each channel sums its runs in the same order either way.
-    ParallelFor(v.C, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(1, v.count())),
+    ParallelFor(v.C, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, v.count())),
                 [&](int64_t c0, int64_t c1) {
                   for (int64_t o = 0; o < v.outer; ++o)
                     for (int64_t c = c0; c < c1; ++c) {
@@ -150,7 +147,7 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
 template <typename T>
 void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out) {
   const int64_t row = v.C * v.inner;
-  ParallelFor(v.outer, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(1, row)),
+  ParallelFor(v.outer, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row)),
               [&](int64_t o0, int64_t o1) { ChannelAffineRows(v, x, a, b, g, e, out, o0, o1); });
 }
 

@@ -160,10 +160,10 @@ void PoolForward(const PoolGeom& g, const T* x, T* out, int64_t planes) {
 }
 
 // f(first plane, number of planes) over slices of the N*C planes, split across the thread pool when
-// each part gets at least ~32K input elements.
+// each part gets at least kMinParallelElements input elements.
 template <typename F>
 void ForPlanes(const PoolGeom& g, int64_t planes, F f) {
-  ParallelFor(planes, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, g.H * g.W)),
+  ParallelFor(planes, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, g.H * g.W)),
               [&](int64_t b, int64_t e) { f(b, e - b); });
 }
 
