@@ -165,14 +165,11 @@ bool UseDirect(const ConvShape& s) {
   }
 }
 
-// The direct filter gradient too, up to K = C*kh*kw = 1152 (3x3 over 128 channels): past it OpenBLAS's
-// GEMM on patch rows wins (VGG's 256 -> 256 layer at 8x8: 12.6 ms forward + backward against 14.5 with
-// the direct filter gradient, benchmarks/conv.py), while the direct forward stays as fast or faster.
-template <typename T>
-bool UseDirectFilterGrad(const ConvShape& s) {
-  constexpr int64_t kMaxDirectPatch = 1152;
-  return UseDirect<T>(s) && s.geom.PatchSize() <= kMaxDirectPatch;
-}
+// The direct filter gradient too (when the direct kernel is used), up to K = C*kh*kw = 1152 (3x3 over
+// 128 channels): past it OpenBLAS's GEMM on patch rows wins (VGG's 256 -> 256 layer at 8x8: 12.6 ms
+// forward + backward against 14.5 with the direct filter gradient, benchmarks/conv.py), while the direct
+// forward stays as fast or faster.
+constexpr int64_t kMaxDirectFilterGradPatch = 1152;
 
 // The GEMM path, on channels-last patch rows. For a chunk of n images (R = n*P rows) and group g:
 //   out_g [R, Mg]  = rows_g [R, Kg] @ Wp_g^T           (then [P, M] -> [M, P] per image)
@@ -190,7 +187,7 @@ class PatchConv {
   PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
       : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
         image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)),
-        direct_dw_(UseDirectFilterGrad<T>(s)), mp_(direct_conv::PaddedChannels(s.out_channels)) {
+        direct_dw_(direct_ && s.geom.PatchSize() <= kMaxDirectFilterGradPatch), mp_(direct_conv::PaddedChannels(s.out_channels)) {
     T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
     ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
     wp_ = wp;
@@ -403,7 +400,7 @@ class PatchConv {
   const bool direct_dw_;  // the filter gradient by the direct kernel
   const int64_t mp_;  // output channels rounded up to 16 (the direct kernel's packed filters and outputs)
   const T* wp_;
-  float* wd_ = nullptr;  // filters packed [taps, C, M] for the direct kernel
+  float* wd_ = nullptr;  // filters packed for the direct kernel (direct_conv::PackFilters)
 };
 
 // Depthwise convolution (one input channel per group, `mult` output channels per input channel) as
