@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -71,7 +72,9 @@ class ThreadPool {
   int Size() const { return size_.load(); }
 
   // Runs f(part) for part in [0, parts) with parts <= Size(); part 0 on the caller. Returns false (having
-  // run nothing) if the pool is busy, so the caller falls back to a serial loop.
+  // run nothing) if the pool is busy, so the caller falls back to a serial loop. An exception thrown by
+  // any part (an FL_ENFORCE inside a job) is rethrown here once every part has finished, so it reaches
+  // Python as EnforceNotMet instead of terminating a worker thread or leaving workers on a dead job.
   bool Run(int parts, const std::function<void(int)>& f) {
     bool idle = false;
     if (getpid() != pid_ || !busy_.compare_exchange_strong(idle, true)) return false;
@@ -84,9 +87,12 @@ class ThreadPool {
       std::lock_guard<std::mutex> l(mu_);
       cv_.notify_all();
     }
-    f(0);
+    RunPart(f, 0);
     for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) Pause(spins);
+    std::exception_ptr error;
+    std::swap(error, error_);
     busy_.store(false);
+    if (error) std::rethrow_exception(error);
     return true;
   }
 
@@ -112,6 +118,16 @@ class ThreadPool {
     if (spins > (int64_t(1) << 16)) std::this_thread::yield();  // oversubscribed: let others run
   }
 
+  // f(part), keeping the job's first exception for Run to rethrow.
+  void RunPart(const std::function<void(int)>& f, int part) {
+    try {
+      f(part);
+    } catch (...) {
+      std::lock_guard<std::mutex> l(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+
   void Loop(int index, uint64_t seen) {
     Slot& slot = slots_[index];
     for (;;) {
@@ -127,7 +143,7 @@ class ThreadPool {
         Pause(0);
       }
       seen = slot.generation.load(std::memory_order_acquire);
-      (*slot.job)(index);
+      RunPart(*slot.job, index);
       pending_.fetch_sub(1, std::memory_order_release);
     }
   }
@@ -146,6 +162,8 @@ class ThreadPool {
   std::condition_variable cv_;
   Slot slots_[kMaxThreads];
   std::atomic<int> pending_{0}, sleepers_{0};
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the running job's first exception
 };
 
 // Elementwise loops (activations, elementwise ops, batch norm, pooling, sum) go parallel from this many
