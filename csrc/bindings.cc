@@ -552,7 +552,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("release_cached_memory", [](const Place& p) { GetAllocator(p).ReleaseCached(); }, py::arg("place") = Place::CPU(),
         "give the allocator's cached free blocks back to the system");
   m.def("set_num_threads", [](int n) {
-    FL_ENFORCE(n >= 1, "set_num_threads: n = ", n, " must be >= 1");
+    FL_ENFORCE(n >= 1 && n <= ThreadPool::kMaxThreads, "set_num_threads: n = ", n, " must be in [1, ",
+               ThreadPool::kMaxThreads, "]");
     ThreadPool::Instance().SetSize(n);
   }, py::arg("n"), "threads fluidlite's kernels and GEMMs run on (OpenBLAS itself stays single-threaded)");
   m.def("get_num_threads", []() { return ThreadPool::Instance().Size(); });

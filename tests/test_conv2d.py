@@ -355,5 +355,7 @@ def test_thread_counts_agree():
     for gx, gw in results[1:]:
         np.testing.assert_allclose(gx, results[0][0], rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(gw, results[0][1], rtol=1e-4, atol=1e-3)
-    with pytest.raises(fluid.core.EnforceNotMet, match="set_num_threads: n = 0 must be >= 1"):
-        fluid.core.set_num_threads(0)
+    for bad in (0, 257):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"set_num_threads: n = %d must be in \[1, 256\]" % bad):
+            fluid.core.set_num_threads(bad)
+    assert fluid.core.get_num_threads() == saved

@@ -71,6 +71,8 @@ class ThreadPool {
 
   int Size() const { return size_.load(); }
 
+  static constexpr int kMaxThreads = 256;
+
   // Runs f(part) for part in [0, parts) with parts <= Size(); part 0 on the caller. Returns false (having
   // run nothing) if the pool is busy, so the caller falls back to a serial loop. An exception thrown by
   // any part (an FL_ENFORCE inside a job) is rethrown here once every part has finished, so it reaches
@@ -148,7 +150,6 @@ class ThreadPool {
     }
   }
 
-  static constexpr int kMaxThreads = 256;
   struct alignas(64) Slot {  // one cache line per worker
     std::atomic<uint64_t> generation{0};
     const std::function<void(int)>* job = nullptr;
