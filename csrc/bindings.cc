@@ -9,6 +9,7 @@
 
 #include "allocator.h"
 #include "executor.h"
+#include "grad_op_maker.h"
 #include "helpers/parallel.h"
 #include "logging.h"
 #include "op_builder.h"
@@ -297,7 +298,10 @@ py::dict ProtoDict(const OpInfo& info) {
   d["attrs"] = attrs;
   d["has_kernel"] = info.HasAnyKernel();
   d["kernels"] = info.KernelListString();
-  d["has_grad"] = info.grad_maker != nullptr;
+  d["has_grad"] = info.differentiable();
+  d["grad"] = GradKindName(info.grad_kind);  // composed, grad_op, no_gradient or none
+  d["grad_op"] = info.grad_op;                // the generated grad op's type ("" unless grad == grad_op)
+  d["forward_op"] = info.forward ? info.forward->type : std::string();  // on a generated grad op
   return d;
 }
 
@@ -317,6 +321,7 @@ py::dict StatsDict(const MemoryStats& s) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fluidlite C++ core";
   InitLoggingFromEnv();
+  OpRegistry::Instance().Finalize();
 
   static py::exception<EnforceNotMet> enforce_exc(m, "EnforceNotMet", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
@@ -506,14 +511,33 @@ PYBIND11_MODULE(_core, m) {
   m.def("op_types", []() { return OpRegistry::Instance().Types(); });
   m.def("has_op", [](const std::string& t) { return OpRegistry::Instance().Find(t) != nullptr; });
   m.def("op_proto", [](const std::string& t) { return ProtoDict(OpRegistry::Instance().Get(t)); });
-  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad, const std::vector<int>& grad_blocks) {
+  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad, const std::vector<int>& grad_blocks,
+                            const std::map<std::string, std::string>& renames, const std::string& temp_prefix) {
         const OpInfo& info = OpRegistry::Instance().Get(fwd.type());
-        FL_ENFORCE(info.grad_maker != nullptr, "op ", fwd.type(), " has no gradient", CreationSuffix(fwd));
-        GradOpMaker maker(fwd, no_grad, grad_blocks);
-        info.grad_maker(maker);
-        return maker.ops();
+        FL_ENFORCE(info.differentiable(), "op ", fwd.type(), " has no gradient", CreationSuffix(fwd));
+        GradOpMaker maker(fwd, no_grad, grad_blocks, &renames, temp_prefix);
+        if (info.grad_maker) info.grad_maker(maker);
+        return maker.TakeOps();
       }, py::arg("fwd"), py::arg("no_grad_set"), py::arg("grad_blocks") = std::vector<int>{},
-      "the grad op descs for a forward op (Fluid's get_grad_op_desc); grad_blocks: the grad blocks of its sub-blocks");
+      py::arg("renames") = std::map<std::string, std::string>{}, py::arg("temp_prefix") = std::string(),
+      "the grad op descs for a forward op (Fluid's get_grad_op_desc); grad_blocks: the grad blocks of its "
+      "sub-blocks; renames: gradient names already taken in the block -> fresh names; temp_prefix: makes the "
+      "names of intermediate variables unique");
+  m.def("names", []() {
+    py::dict d;
+    d["grad_suffix"] = kGradSuffix;
+    d["empty"] = kEmptyVarName;
+    d["rename"] = kRenameMarker;
+    d["temp"] = kTempVarName;
+    return d;
+  }, "reserved variable names: the gradient suffix, @EMPTY@, @RENAME@, @TEMP@");
+  m.def("op_roles", []() {
+    py::dict d;
+#define FL_OP_ROLE_ENTRY(name, value) d[#name] = static_cast<int>(OpRole::value);
+    FL_FOR_EACH_OP_ROLE(FL_OP_ROLE_ENTRY)
+#undef FL_OP_ROLE_ENTRY
+    return d;
+  }, "op_role attribute values: Forward, Backward, Optimize, RPC, Dist, LRSched, Loss");
 
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")

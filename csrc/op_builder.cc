@@ -17,6 +17,15 @@ class CompileTimeInferShapeContext : public InferShapeContext {
       : block_(block), op_(op), info_(info) {}
   bool IsRuntime() const override { return false; }
   const std::string& Type() const override { return op_->type(); }
+  const OpInfo& Info() const override { return info_; }
+  bool HasInputAt(const char* slot, int i) const override {
+    auto& a = op_->Input(slot);
+    return i >= 0 && i < static_cast<int>(a.size()) && a[i] != kEmptyVarName && block_->FindVarRecursive(a[i]);
+  }
+  bool HasOutputAt(const char* slot, int i) const override {
+    auto& a = op_->Output(slot);
+    return i >= 0 && i < static_cast<int>(a.size()) && a[i] != kEmptyVarName;
+  }
   bool HasInput(const char* slot) const override {
     auto& a = op_->Input(slot);
     return !a.empty() && a[0] != kEmptyVarName;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "desc.h"
+#include "names.h"
 #include "op_registry.h"
 #include "scope.h"
 #include "tensor.h"
@@ -20,8 +21,12 @@ class InferShapeContext {
   virtual ~InferShapeContext() = default;
   virtual bool IsRuntime() const = 0;
   virtual const std::string& Type() const = 0;
+  virtual const OpInfo& Info() const = 0;
   virtual bool HasInput(const char* slot) const = 0;  // present and non-empty
   virtual bool HasOutput(const char* slot) const = 0;
+  // Argument i of the slot is given (not @EMPTY@), and at run time holds a tensor.
+  virtual bool HasInputAt(const char* slot, int i) const = 0;
+  virtual bool HasOutputAt(const char* slot, int i) const = 0;
   virtual int InputSize(const char* slot) const = 0;
   virtual int OutputSize(const char* slot) const = 0;
   virtual DDim InputDim(const char* slot, int i = 0) const = 0;  // -1 for unknown dims at compile time
@@ -133,43 +138,6 @@ class ExecutionContext {
   const std::vector<Variable*>& OutVars(const char* slot) const;
   const PreparedOp& op_;
   Place place_;
-};
-
-// ------------------------------------------------------------------ gradients
-
-constexpr const char* kGradSuffix = "@GRAD";
-constexpr const char* kEmptyVarName = "@EMPTY@";
-inline std::string GradName(const std::string& n) { return n + kGradSuffix; }
-
-// Given a forward op, a grad maker appends the ops that compute the input gradients. Names follow
-// Fluid: X@GRAD; an input gradient nobody needs is @EMPTY@ (backward.py drops or keeps it).
-class GradOpMaker {
- public:
-  GradOpMaker(const OpDesc& fwd, const std::set<std::string>& no_grad_set, std::vector<int> grad_blocks = {})
-      : fwd_(fwd), no_grad_(no_grad_set), grad_blocks_(std::move(grad_blocks)) {}
-
-  // Grad blocks that backward built for this op's sub-blocks (in sub-block order).
-  const std::vector<int>& GradBlocks() const { return grad_blocks_; }
-  const OpDesc& Forward() const { return fwd_; }
-  const std::vector<std::string>& Input(const std::string& slot) const { return fwd_.Input(slot); }
-  const std::vector<std::string>& Output(const std::string& slot) const { return fwd_.Output(slot); }
-  std::vector<std::string> OutputGrad(const std::string& slot) const;
-  std::vector<std::string> InputGrad(const std::string& slot) const;
-  template <typename T>
-  const T& Attr(const std::string& name) const { return fwd_.Attr<T>(name); }
-
-  // A new grad op; forward attrs are copied unless told otherwise.
-  OpDesc& NewOp(const std::string& type, bool copy_attrs = true);
-  // Fluid's default: <type>_grad with every forward input and output, Out@GRAD, and X@GRAD outputs.
-  OpDesc& DefaultGradOp();
-
-  std::vector<OpDesc>& ops() { return ops_; }
-
- private:
-  const OpDesc& fwd_;
-  const std::set<std::string>& no_grad_;
-  std::vector<int> grad_blocks_;
-  std::vector<OpDesc> ops_;
 };
 
 }  // namespace fl

@@ -1,8 +1,10 @@
 #include "op_registry.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "enforce.h"
+#include "grad_op_maker.h"
 
 namespace fl {
 
@@ -46,6 +48,61 @@ std::string OpInfo::KernelListString() const {
   return s.empty() ? "none" : s;
 }
 
+const char* GradKindName(GradKind k) {
+  switch (k) {
+    case GradKind::kComposed: return "composed";
+    case GradKind::kGradOp: return "grad_op";
+    case GradKind::kNoGradient: return "no_gradient";
+    default: return "none";
+  }
+}
+
+// ------------------------------------------------------------------ the gradient clause
+
+OpBuilder& OpBuilder::NonDifferentiable(std::initializer_list<const char*> inputs) {
+  for (const char* n : inputs) {
+    bool found = false;
+    for (auto& s : info_->inputs)
+      if (s.name == n) s.no_grad = found = true;
+    FL_ENFORCE(found, "op ", info_->type, ": NonDifferentiable names no input '", n, "' (declare inputs first)");
+  }
+  return *this;
+}
+
+OpBuilder& OpBuilder::Grad(GradMakerFn composed) {
+  info_->grad_kind = GradKind::kComposed;
+  info_->grad_maker = composed;
+  return *this;
+}
+
+OpBuilder& OpBuilder::NoGradient() {
+  info_->grad_kind = GradKind::kNoGradient;
+  info_->grad_maker = nullptr;
+  return *this;
+}
+
+OpBuilder OpBuilder::GradOp(std::vector<std::string> reads) {
+  info_->grad_kind = GradKind::kGradOp;
+  info_->grad_maker = MakeDerivedGradOp;
+  info_->grad_op = info_->type + "_grad";
+  OpInfo* grad = OpRegistry::Instance().GetOrCreate(info_->grad_op);
+  grad->forward = info_;
+  grad->grad_reads = std::move(reads);
+  return OpBuilder(grad);
+}
+
+OpBuilder& OpBuilder::Optional(std::vector<std::string> reads) {
+  for (auto& r : reads) info_->optional_reads.push_back(r);
+  return *this;
+}
+
+OpBuilder& OpBuilder::ShapeLike(const std::string& input, const std::string& read) {
+  info_->shape_like.emplace_back(input, read);
+  return *this;
+}
+
+// ------------------------------------------------------------------ the registry
+
 OpRegistry& OpRegistry::Instance() {
   static OpRegistry* r = new OpRegistry();
   return *r;
@@ -70,6 +127,78 @@ const OpInfo& OpRegistry::Get(const std::string& type) const {
   FL_ENFORCE(i != nullptr, "unknown op type '", type, "' (", ops_.size(),
              " ops are registered; fluidlite.core.op_types() lists them)");
   return *i;
+}
+
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// The grad op's slots, attributes and defaults, from its forward op and its list of reads.
+void DeriveGradOp(OpInfo& grad) {
+  const OpInfo& fwd = *grad.forward;
+  const std::string& type = grad.type;
+  FL_ENFORCE(grad.inputs.empty() && grad.outputs.empty(), "grad op ", type,
+             " declares its own slots: they are derived from ", fwd.type, "'s registration");
+  for (const std::string& r : grad.grad_reads) {
+    const bool optional = Contains(grad.optional_reads, r);
+    const SlotSpec* s = fwd.FindInput(r);
+    if (s == nullptr) s = fwd.FindOutput(r);
+    if (s != nullptr) {
+      grad.inputs.push_back(SlotSpec{r, "forward " + r + ": " + s->doc, s->duplicable, optional || s->dispensable});
+      continue;
+    }
+    const std::string base = SlotOfGrad(r);
+    const SlotSpec* out = fwd.FindOutput(base);
+    FL_ENFORCE(out != nullptr, "grad op ", type, " reads ", r, ", which is neither a slot of ", fwd.type,
+               " nor the gradient of one of its outputs");
+    grad.inputs.push_back(SlotSpec{r, "gradient of " + base, out->duplicable, optional || out->dispensable});
+  }
+  for (auto& r : grad.optional_reads)
+    FL_ENFORCE(Contains(grad.grad_reads, r), "grad op ", type, ": optional read ", r, " is not read");
+  for (const SlotSpec& in : fwd.inputs) {
+    if (in.no_grad) continue;
+    grad.outputs.push_back(SlotSpec{GradName(in.name), "gradient of " + in.name, in.duplicable, true});
+    bool has_shape = grad.infer_shape != nullptr || grad.FindInput(in.name) != nullptr;
+    for (auto& [x, like] : grad.shape_like) {
+      if (x != in.name) continue;
+      FL_ENFORCE(grad.FindInput(like) != nullptr, "grad op ", type, ": ", GradName(x), " takes the shape of ",
+                 like, ", which it does not read");
+      has_shape = true;
+    }
+    FL_ENFORCE(has_shape, "grad op ", type, " does not read ", in.name, ": say with ShapeLike whose shape ",
+               GradName(in.name), " takes, or give an InferShape");
+  }
+  std::vector<AttrSpec> attrs = fwd.attrs;  // inherited, never restated
+  for (auto& a : grad.attrs) {
+    FL_ENFORCE(fwd.FindAttr(a.name) == nullptr, "grad op ", type, " restates ", fwd.type, "'s attribute '", a.name,
+               "': grad ops inherit the forward attributes");
+    attrs.push_back(a);
+  }
+  grad.attrs = std::move(attrs);
+  if (grad.doc.empty()) grad.doc = "Gradient of " + fwd.type + ".";
+  if (!grad.infer_shape) grad.infer_shape = DefaultGradInferShape;
+  if (grad.kernel_dtype_slot.empty() && !grad.kernel_dtype) {
+    for (auto& r : grad.grad_reads)
+      if (!fwd.FindInput(r) && !fwd.FindOutput(r)) {
+        grad.kernel_dtype_slot = r;
+        break;
+      }
+  }
+}
+
+}  // namespace
+
+void OpRegistry::Finalize() {
+  if (finalized_) return;
+  for (auto& kv : ops_) {
+    OpInfo& info = *kv.second;
+    if (info.forward) DeriveGradOp(info);
+    FL_ENFORCE(info.grad_kind != GradKind::kGradOp || Find(info.grad_op) != nullptr, "op ", info.type,
+               " names grad op ", info.grad_op, ", which is not registered");
+  }
+  finalized_ = true;
 }
 
 std::vector<std::string> OpRegistry::Types() const {

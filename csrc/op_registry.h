@@ -1,16 +1,28 @@
 // The op registry: op type -> signature (slots, attrs with defaults and docs), shape inference,
-// kernels keyed by (place kind, dtype), and the grad maker. Each op file registers itself with
+// kernels keyed by (place kind, dtype), and the gradient. Each op file registers itself with
 //
-//   FL_REGISTER_OP(scale, op) {
-//     op.Doc("Out = scale * X + bias")
-//         .Input("X", "input tensor").Output("Out", "result")
-//         .Attr<float>("scale", 1.0f, "multiplier")
-//         .SetInferShape(SameShapeAsX)
-//         .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) { ... })
-//         .SetGradMaker(...);
+//   FL_REGISTER_OP(mul, op) {
+//     op.Doc("Out = X @ Y")
+//         .Input("X", "left operand").Input("Y", "right operand").Output("Out", "the product")
+//         .Attr<int32_t>("x_num_col_dims", 1, "...")
+//         .SetInferShape(MulInferShape)
+//         .CPUKernel<float, double>(kMul);
+//     op.GradOp({"X", "Y", "Out@GRAD"})          // mul_grad reads X, Y and Out@GRAD ...
+//         .CPUKernel<float, double>(kMulGrad)    // ... and has a kernel of its own
+//         .Grad(BilinearGradGrad);               // its own gradient, for double grad
 //   }
 //
 // and nothing else lists ops: the file is compiled into _core and its static registrar runs at load.
+//
+// The gradient clause says how the op differentiates, in one of four ways:
+//   .Grad(maker)       composed: the maker emits ops of other differentiable types (scale, elementwise_*,
+//                      the forward op itself), so gradients of gradients come for free;
+//   .GradOp(reads)     a dedicated <type>_grad op reading the listed forward inputs, outputs and output
+//                      gradients. Its slots (X@GRAD for every differentiable input X), its attributes (the
+//                      forward op's, inherited) and its shape inference (X@GRAD takes X's shape) are derived
+//                      from the forward registration by OpRegistry::Finalize; the file gives the kernel;
+//   .NoGradient()      the outputs do not depend differentiably on the inputs (comparisons, fill_*_like);
+//   nothing            the op has no gradient: backward raises if a gradient must flow through it.
 #pragma once
 #include <array>
 #include <functional>
@@ -37,6 +49,7 @@ struct SlotSpec {
   std::string doc;
   bool duplicable = false;   // takes a list of variables
   bool dispensable = false;  // may be absent
+  bool no_grad = false;      // an input the op does not differentiate (labels, indices): no X@GRAD
 };
 
 struct AttrSpec {
@@ -50,10 +63,14 @@ struct AttrSpec {
 using KernelFn = std::function<void(const ExecutionContext&)>;
 using InferShapeFn = void (*)(InferShapeContext&);
 using GradMakerFn = void (*)(GradOpMaker&);
+void MakeDerivedGradOp(GradOpMaker& g);  // the grad maker of every op with a GradOp clause (grad_op_maker.cc)
 // Ops without kernels (feed, fetch, recurrent) run through this instead.
 using RunFn = std::function<void(const ExecutionContext&)>;
 // Picks the dtype of the kernel to run; default: the dtype of the first initialized input tensor.
 using KernelDTypeFn = DType (*)(const ExecutionContext&);
+
+enum class GradKind { kNone, kComposed, kGradOp, kNoGradient };
+const char* GradKindName(GradKind k);  // "none", "composed", "grad_op", "no_gradient"
 
 struct OpInfo {
   std::string type;
@@ -61,12 +78,21 @@ struct OpInfo {
   std::vector<SlotSpec> inputs, outputs;
   std::vector<AttrSpec> attrs;
   InferShapeFn infer_shape = nullptr;
-  GradMakerFn grad_maker = nullptr;
+  GradKind grad_kind = GradKind::kNone;
+  GradMakerFn grad_maker = nullptr;  // emits the grad ops (kComposed, kGradOp)
+  // On a forward op with kGradOp: the type of its grad op. On that grad op: the forward op, what it reads
+  // (forward input and output slots, and Out@GRAD for output Out), which of those may be missing, and the
+  // read whose shape X@GRAD takes when X itself is not read.
+  std::string grad_op;
+  const OpInfo* forward = nullptr;
+  std::vector<std::string> grad_reads, optional_reads;
+  std::vector<std::pair<std::string, std::string>> shape_like;
   RunFn run;  // set for kernel-less ops
   KernelDTypeFn kernel_dtype = nullptr;
-  std::string kernel_dtype_slot;  // or: take the dtype from this input slot
+  std::string kernel_dtype_slot;  // or: prefer the dtype of this input slot (grad ops: their first Out@GRAD)
   std::array<std::array<KernelFn, kNumDTypeSlots>, kNumPlaceKinds> kernels;
 
+  bool differentiable() const { return grad_kind != GradKind::kNone; }
   const SlotSpec* FindInput(const std::string& n) const;
   const SlotSpec* FindOutput(const std::string& n) const;
   const AttrSpec* FindAttr(const std::string& n) const;
@@ -113,7 +139,17 @@ class OpBuilder {
   }
 
   OpBuilder& SetInferShape(InferShapeFn f) { info_->infer_shape = f; return *this; }
-  OpBuilder& SetGradMaker(GradMakerFn f) { info_->grad_maker = f; return *this; }
+  // Inputs the op does not differentiate: its grad op has no X@GRAD output for them.
+  OpBuilder& NonDifferentiable(std::initializer_list<const char*> inputs);
+
+  // The gradient clause (see the top of this file).
+  OpBuilder& Grad(GradMakerFn composed);
+  OpBuilder& NoGradient();
+  OpBuilder GradOp(std::vector<std::string> reads);
+  // On a GradOp builder: reads that may be missing (an output nobody used), and the read whose shape X@GRAD
+  // takes when the grad op does not read X.
+  OpBuilder& Optional(std::vector<std::string> reads);
+  OpBuilder& ShapeLike(const std::string& input, const std::string& read);
   OpBuilder& SetRun(RunFn f) { info_->run = std::move(f); return *this; }
   OpBuilder& KernelDTypeFrom(const std::string& slot) { info_->kernel_dtype_slot = slot; return *this; }
   OpBuilder& SetKernelDType(KernelDTypeFn f) { info_->kernel_dtype = f; return *this; }
@@ -144,16 +180,24 @@ class OpRegistry {
  public:
   static OpRegistry& Instance();
   OpInfo* GetOrCreate(const std::string& type);  // registration (any order: CUDA files add kernels)
+  // Derives every generated grad op's slots, attributes, shape inference and kernel dtype from its forward
+  // op, and checks the registrations. Called once when the module loads, after all static registrars ran.
+  void Finalize();
   const OpInfo* Find(const std::string& type) const;
   const OpInfo& Get(const std::string& type) const;  // throws "unknown op type"
   std::vector<std::string> Types() const;
 
  private:
   std::map<std::string, std::unique_ptr<OpInfo>> ops_;
+  bool finalized_ = false;
 };
 
 // Attributes every op accepts (Fluid's OpProtoAndCheckerMaker adds them to all ops).
 const std::vector<AttrSpec>& CommonAttrs();
+
+// Shape inference of a generated grad op: X@GRAD[i] takes the dims, dtype and LoD of X[i] (or of its
+// ShapeLike read).
+void DefaultGradInferShape(InferShapeContext& ctx);
 
 struct OpRegistrar {
   OpRegistrar(const char* type, void (*body)(OpBuilder&)) {

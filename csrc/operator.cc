@@ -67,6 +67,17 @@ class RuntimeInferShapeContext : public InferShapeContext {
   explicit RuntimeInferShapeContext(const PreparedOp& op) : op_(op) {}
   bool IsRuntime() const override { return true; }
   const std::string& Type() const override { return op_.info_->type; }
+  const OpInfo& Info() const override { return *op_.info_; }
+  bool HasInputAt(const char* slot, int i) const override {
+    const auto& vars = In(slot);
+    if (i < 0 || i >= static_cast<int>(vars.size()) || !vars[i]) return false;
+    const Tensor* t = vars[i]->GetTensor();
+    return t && t->IsInitialized();
+  }
+  bool HasOutputAt(const char* slot, int i) const override {
+    const auto& vars = Out(slot);
+    return i >= 0 && i < static_cast<int>(vars.size()) && vars[i];
+  }
   bool HasInput(const char* slot) const override {
     int i = op_.info_->InputIndex(slot);
     return i >= 0 && !op_.ins_[i].empty() && op_.ins_[i][0] != nullptr;
@@ -151,20 +162,19 @@ void AppendArgs(std::string& s, const std::vector<SlotSpec>& specs, const VarNam
 }
 
 DType DefaultKernelDType(const PreparedOp& op, const OpInfo& info) {
-  for (size_t s = 0; s < info.inputs.size(); ++s) {
-    if (!info.kernel_dtype_slot.empty() && info.inputs[s].name != info.kernel_dtype_slot) continue;
-    ExecutionContext ctx(op, Place::CPU());
-    for (int i = 0; i < ctx.InputSize(info.inputs[s].name.c_str()); ++i) {
-      const Tensor* t = ctx.InputOrNull(info.inputs[s].name.c_str(), i);
-      if (t) return t->dtype();
-    }
-  }
+  ExecutionContext ctx(op, Place::CPU());
+  auto first_tensor = [&ctx](const std::string& slot) -> const Tensor* {
+    for (int i = 0; i < ctx.InputSize(slot.c_str()); ++i)
+      if (const Tensor* t = ctx.InputOrNull(slot.c_str(), i)) return t;
+    return nullptr;
+  };
+  // The preferred slot (a grad op's Out@GRAD) when it holds a tensor, else the first input that does.
+  if (!info.kernel_dtype_slot.empty())
+    if (const Tensor* t = first_tensor(info.kernel_dtype_slot)) return t->dtype();
+  for (auto& slot : info.inputs)
+    if (const Tensor* t = first_tensor(slot.name)) return t->dtype();
   // No input tensor: ops like fill_constant choose by their dtype attr.
-  if (const AttrSpec* spec = info.FindAttr("dtype")) {
-    (void)spec;
-    ExecutionContext ctx(op, Place::CPU());
-    return static_cast<DType>(ctx.Attr<int32_t>("dtype"));
-  }
+  if (info.FindAttr("dtype")) return static_cast<DType>(ctx.Attr<int32_t>("dtype"));
   FL_THROW("op ", info.type, " has no initialized input tensor to choose a kernel dtype from");
 }
 
@@ -329,44 +339,6 @@ const Attribute& ExecutionContext::GetAttr(const char* name) const {
   for (size_t i = 0; i < specs.size(); ++i)
     if (std::strcmp(specs[i].name.c_str(), name) == 0) return *op_.attrs_[i];
   return op_.desc_->GetAttr(name);
-}
-
-// ------------------------------------------------------------------ GradOpMaker
-
-std::vector<std::string> GradOpMaker::OutputGrad(const std::string& slot) const {
-  std::vector<std::string> r;
-  for (auto& n : fwd_.Output(slot)) r.push_back(GradName(n));
-  return r;
-}
-
-std::vector<std::string> GradOpMaker::InputGrad(const std::string& slot) const {
-  std::vector<std::string> r;
-  for (auto& n : fwd_.Input(slot)) {
-    std::string g = GradName(n);
-    r.push_back(no_grad_.count(g) ? kEmptyVarName : g);
-  }
-  return r;
-}
-
-OpDesc& GradOpMaker::NewOp(const std::string& type, bool copy_attrs) {
-  ops_.emplace_back(type);
-  OpDesc& op = ops_.back();
-  if (copy_attrs)
-    for (auto& kv : fwd_.attrs())
-      if (kv.first != "op_role" && kv.first != "op_role_var" && kv.first != "op_callstack") op.SetAttr(kv.first, kv.second);
-  if (fwd_.HasAttr("op_callstack")) op.SetAttr("op_callstack", fwd_.GetAttr("op_callstack"));
-  return op;
-}
-
-OpDesc& GradOpMaker::DefaultGradOp() {
-  OpDesc& g = NewOp(fwd_.type() + "_grad");
-  for (auto& kv : fwd_.inputs()) g.SetInput(kv.first, kv.second);
-  for (auto& kv : fwd_.outputs()) {
-    g.SetInput(kv.first, kv.second);
-    g.SetInput(GradName(kv.first), OutputGrad(kv.first));
-  }
-  for (auto& kv : fwd_.inputs()) g.SetOutput(GradName(kv.first), InputGrad(kv.first));
-  return g;
 }
 
 }  // namespace fl

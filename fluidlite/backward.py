@@ -17,8 +17,10 @@ from .framework import OpRole, Parameter, Program, Variable
 
 __all__ = ["append_backward", "gradients", "calc_gradient"]
 
-GRAD_SUFFIX = "@GRAD"
-EMPTY = "@EMPTY@"
+_NAMES = core.names()
+GRAD_SUFFIX = _NAMES["grad_suffix"]
+EMPTY = _NAMES["empty"]
+RENAME = _NAMES["rename"]
 
 
 def _grad_name(name):
@@ -125,7 +127,7 @@ def _addup_repetitive_outputs(op_descs):
                     done.append((args, arg_idx))
                     continue
                 if len(versions[name]) == 1:
-                    first = "%s@RENAME@%d" % (name, rename_count[name])
+                    first = "%s%s%d" % (name, RENAME, rename_count[name])
                     rename_count[name] += 1
                     versions[name][0] = first
                     rename_in(op_descs[:idx], name, first)
@@ -134,7 +136,7 @@ def _addup_repetitive_outputs(op_descs):
                         if prev_args[prev_idx] == name:
                             prev_args[prev_idx] = first
                 done.append((args, arg_idx))
-                new = "%s@RENAME@%d" % (name, rename_count[name])
+                new = "%s%s%d" % (name, RENAME, rename_count[name])
                 rename_count[name] += 1
                 args[arg_idx] = new
                 versions[name].append(new)
@@ -171,10 +173,11 @@ def _remove_no_grad_branch(op_descs, no_grad_set):
     return op_descs
 
 
-def _make_grad_descs(op, no_grad_set, grad_blocks=()):
+def _make_grad_descs(op, no_grad_set, grad_blocks, renames):
     """The grad op descs of one forward op, with single @EMPTY@ outputs dropped (Fluid's rule)."""
     descs = []
-    for core_desc in core.make_grad_ops(op.desc, set(no_grad_set), list(grad_blocks)):
+    temp_prefix = unique_name.generate(op.type + "_grad")
+    for core_desc in core.make_grad_ops(op.desc, set(no_grad_set), list(grad_blocks), renames, temp_prefix):
         d = _OpDesc.from_core(core_desc)
         for slot in list(d.outputs):
             args = d.outputs[slot]
@@ -184,7 +187,49 @@ def _make_grad_descs(op, no_grad_set, grad_blocks=()):
     return descs
 
 
-def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, callbacks=None):
+_dispensable_inputs_cache = {}
+
+
+def _dispensable_inputs(op_type):
+    slots = _dispensable_inputs_cache.get(op_type)
+    if slots is None:
+        slots = {s["name"] for s in core.op_proto(op_type)["inputs"] if s["dispensable"]}
+        _dispensable_inputs_cache[op_type] = slots
+    return slots
+
+
+def _fill_unwritten_gradients(op_descs, block, external):
+    """A gradient that no op writes is zero. A required input slot that reads one gets fill_zeros_like(var)
+    first (e.g. concat, the gradient of split, when a part is unused); a dispensable slot reads it as absent.
+    Gradients that exist already (seeds, an earlier pass) and `external` ones (set from outside the block,
+    as recurrent_grad sets its step block's output gradients) are written."""
+    written = set(external)
+    out = []
+    for d in op_descs:
+        optional = _dispensable_inputs(d.type)
+        for slot, args in d.inputs.items():
+            if slot in optional:
+                continue
+            for a in args:
+                if GRAD_SUFFIX not in a or a in written or a == EMPTY or block.desc.find_var_recursive(a) is not None:
+                    continue
+                out.append(_OpDesc("fill_zeros_like", {"X": [_strip_grad_suffix(a)]}, {"Out": [a]}))
+                written.add(a)
+        out.append(d)
+        written.update(d.output_arg_names())
+    return out
+
+
+def _leaf_outputs(block):
+    """Variables some op of the block writes and none reads."""
+    written, read = set(), set()
+    for op in block.ops:
+        written.update(op.output_arg_names)
+        read.update(op.input_arg_names)
+    return written - read
+
+
+def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None):
     no_grad = no_grad_dict[block.idx]
     no_grad.add(EMPTY)
     grad_descs = []
@@ -198,7 +243,7 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
             grad_block = program._create_block()
             grad_block._set_forward_block_idx(sub_block.idx)
             try:
-                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, grad_to_var, callbacks)
+                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, renames, callbacks)
             finally:
                 program._rollback()
             grad_blocks.append(grad_block.idx)
@@ -208,13 +253,12 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
             raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
                                      "inputs stop_gradient=True or put them in no_grad_set"
                                      % (op.type, op.desc.creation_site() or "?"))
-        for d in _make_grad_descs(op, no_grad, grad_blocks):
-            for name in d.output_arg_names():
-                if name != EMPTY:
-                    grad_to_var[name] = _strip_grad_suffix(name)
-            grad_descs.append(d)
+        grad_descs.extend(_make_grad_descs(op, no_grad, grad_blocks, renames))
     grad_descs = _addup_repetitive_outputs(grad_descs)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
+    # In a grad block, the gradients of the step block's leaf outputs come from the enclosing grad op.
+    external = {_grad_name(n) for n in _leaf_outputs(block)} if target_block.idx != block.idx else set()
+    grad_descs = _fill_unwritten_gradients(grad_descs, target_block, external)
     program = target_block.program
     with program._backward_role_guard():
         for d in grad_descs:
@@ -264,9 +308,10 @@ def _materialise(block, d):
     block.ops.append(Operator(block, new))
 
 
-def _seed_gradient(block, target, target_gradient=None):
+def _seed_gradient(block, target, target_gradient=None, renames=None):
     """target@GRAD = 1 (or the given gradient), Fluid's fill_constant seed."""
     grad = _grad_name(target.name)
+    grad = (renames or {}).get(grad, grad)
     if target_gradient is not None:
         block.append_op(type="assign", inputs={"X": [target_gradient]}, outputs={"Out": [block.create_var(
             name=grad, dtype=target.dtype, shape=target.shape)]}, attrs={"op_role": OpRole.Backward})
@@ -299,8 +344,7 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
     no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
     op_path = _find_op_path(block, [loss.name], [], no_grad_vars)
     _seed_gradient(block, loss)
-    grad_to_var = {}
-    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var, callbacks)
+    _append_backward_ops(block, op_path, block, no_grad_dict, {}, callbacks)
 
     if parameter_list is not None:
         params = [p.name if isinstance(p, Variable) else p for p in parameter_list]
@@ -337,18 +381,39 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
     no_grad_dict[0].update(_grad_name(n) for n in _names(no_grad_set))
     no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
     op_path = _find_op_path(block, [t.name for t in targets], [v.name for v in inputs], no_grad_vars)
+    renames = _fresh_gradient_names(block, op_path, targets)
+    for idx, names in no_grad_dict.items():
+        no_grad_dict[idx] = {renames.get(n, n) for n in names}
     with program._backward_role_guard():
         for i, t in enumerate(targets):
-            _seed_gradient(block, t, target_gradients[i] if target_gradients else None)
-    grad_to_var = {}
-    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var)
+            _seed_gradient(block, t, target_gradients[i] if target_gradients else None, renames)
+    _append_backward_ops(block, op_path, block, no_grad_dict, renames)
     out = []
     for v in inputs:
-        g = block.vars.get(_grad_name(v.name))
-        out.append(g)
+        gname = _grad_name(v.name)
+        out.append(block.vars.get(renames.get(gname, gname)))
     return out
+
+
+def _fresh_gradient_names(block, op_path, targets):
+    """Gradient names this pass would write that the block already has (from an earlier pass, as in
+    gradients(gradients(y, x), x)) -> fresh names, so the passes do not overwrite each other."""
+    names = {t.name for t in targets}
+    for op in op_path:
+        names.update(op.input_arg_names)
+        names.update(op.output_arg_names)
+    renames = {}
+    for n in sorted(names):
+        g = _grad_name(n)
+        if block.desc.find_var_recursive(g) is None:
+            continue
+        fresh = unique_name.generate(g)
+        while block.desc.find_var_recursive(fresh) is not None:
+            fresh = unique_name.generate(g)
+        renames[g] = fresh
+    return renames
 
 
 calc_gradient = gradients
 
-del Parameter, Program, unique_name
+del Parameter, Program

@@ -2,6 +2,7 @@
 // (what layers.assign(numpy_array) and NumpyArrayInitializer emit).
 #include <cstring>
 
+#include "grad_op_maker.h"
 #include "helpers/any_dtype.h"
 #include "helpers/shape_attr.h"
 #include "op_context.h"
@@ -15,7 +16,7 @@ FL_REGISTER_OP(assign, op) {
       .SetInferShape(InferSameShapeAsX);
   CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto) {
     TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
-  }).SetGradMaker([](GradOpMaker& g) {
+  }).Grad([](GradOpMaker& g) {
     OpDesc& op = g.NewOp("assign", false);
     op.SetInput("X", g.OutputGrad("Out"));
     op.SetOutput("Out", g.InputGrad("X"));

@@ -295,16 +295,6 @@ void BatchNormBackward(const ExecutionContext& ctx) {
   ChannelAffine<T>(v, xp, a.data(), b.data(), gp, e.data(), dxp);
 }
 
-void AddBatchNormAttrs(OpBuilder& op) {
-  op.Attr<float>("momentum", 0.9f, "running stats: new = old * momentum + batch * (1 - momentum)")
-      .Attr<float>("epsilon", 1e-5f, "added to the variance before the square root")
-      .Attr<bool>("is_test", false, "normalise with the running Mean / Variance and leave them unchanged")
-      .Attr("data_layout", "NCHW", "NCHW (channel axis 1) or NHWC (channel axis last)")
-      .Attr<bool>("use_global_stats", false, "like is_test for the normalisation, also while training")
-      .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
-      .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)");
-}
-
 }  // namespace
 
 FL_REGISTER_OP(batch_norm, op) {
@@ -318,43 +308,22 @@ FL_REGISTER_OP(batch_norm, op) {
       .Output("MeanOut", "updated running mean (the Mean variable itself)")
       .Output("VarianceOut", "updated running variance (the Variance variable itself)")
       .DispensableOutput("SavedMean", "mean used for normalising (batch mean in training)")
-      .DispensableOutput("SavedVariance", "1 / sqrt(var + epsilon) used for normalising");
-  AddBatchNormAttrs(op);
-  op.SetInferShape(InferBatchNorm)
+      .DispensableOutput("SavedVariance", "1 / sqrt(var + epsilon) used for normalising")
+      .NonDifferentiable({"Mean", "Variance"})
+      .Attr<float>("momentum", 0.9f, "running stats: new = old * momentum + batch * (1 - momentum)")
+      .Attr<float>("epsilon", 1e-5f, "added to the variance before the square root")
+      .Attr<bool>("is_test", false, "normalise with the running Mean / Variance and leave them unchanged")
+      .Attr("data_layout", "NCHW", "NCHW (channel axis 1) or NHWC (channel axis last)")
+      .Attr<bool>("use_global_stats", false, "like is_test for the normalisation, also while training")
+      .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
+      .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
+      .SetInferShape(InferBatchNorm)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         BatchNormForward<typename decltype(tag)::type>(ctx);
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("batch_norm_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Scale", g.Input("Scale"));
-        op.SetInput("SavedMean", g.Output("SavedMean"));
-        op.SetInput("SavedVariance", g.Output("SavedVariance"));
-        op.SetInput("Y@GRAD", g.OutputGrad("Y"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-        op.SetOutput("Scale@GRAD", g.InputGrad("Scale"));
-        op.SetOutput("Bias@GRAD", g.InputGrad("Bias"));
       });
-}
-
-FL_REGISTER_OP(batch_norm_grad, op) {
-  op.Doc("Gradients of batch_norm for X, Scale and Bias from SavedMean / SavedVariance.")
-      .Input("X", "forward input")
-      .Input("Scale", "per-channel scale [C]")
-      .Input("SavedMean", "forward SavedMean")
-      .Input("SavedVariance", "forward SavedVariance (1 / sqrt(var + epsilon))")
-      .Input("Y@GRAD", "gradient of Y")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("Scale@GRAD", "gradient of Scale")
-      .DispensableOutput("Bias@GRAD", "gradient of Bias");
-  AddBatchNormAttrs(op);
-  op.KernelDTypeFrom("X")
-      .SetInferShape([](InferShapeContext& ctx) {
-        const DType dt = ctx.InputDType("X");
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), dt);
-        if (ctx.HasOutput("Scale@GRAD")) ctx.SetOutput("Scale@GRAD", ctx.InputDim("Scale"), dt);
-        if (ctx.HasOutput("Bias@GRAD")) ctx.SetOutput("Bias@GRAD", ctx.InputDim("Scale"), dt);
-      })
+  op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"})
+      .Doc("Gradients of batch_norm for X, Scale and Bias from SavedMean / SavedVariance.")
+      .ShapeLike("Bias", "Scale")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         BatchNormBackward<typename decltype(tag)::type>(ctx);
       });

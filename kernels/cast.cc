@@ -1,6 +1,7 @@
 // cast: Out = X converted to out_dtype (C++ static_cast per element; to bool means != 0, like numpy).
 // The kernel is chosen by X's dtype and the output type by VisitDType, so every pair of plain dtypes
 // works without a table of pairs.
+#include "grad_op_maker.h"
 #include "helpers/any_dtype.h"
 #include "op_context.h"
 
@@ -32,7 +33,7 @@ FL_REGISTER_OP(cast, op) {
       O* op = out->mutable_data<O>(ctx.place());
       for (int64_t i = 0; i < n; ++i) op[i] = static_cast<O>(xp[i]);
     });
-  }).SetGradMaker([](GradOpMaker& g) {
+  }).Grad([](GradOpMaker& g) {
     // The gradient flows back through the inverse cast.
     OpDesc& op = g.NewOp("cast", false);
     op.SetInput("X", g.OutputGrad("Out"));

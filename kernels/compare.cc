@@ -1,5 +1,6 @@
 // Comparison ops: Out (bool) = X <op> Y elementwise, with the elementwise broadcasting rule (`axis`).
-// No gradient (the output is boolean). LR schedules use them (piecewise_decay), as do user conditions.
+// No gradient flows through them (the output is boolean). LR schedules use them (piecewise_decay), as do
+// user conditions.
 #include <functional>
 
 #include "helpers/broadcast.h"
@@ -16,6 +17,7 @@ void RegisterCompare(OpBuilder& op, const char* doc) {
       .Output("Out", "bool result")
       .Attr<int32_t>("axis", -1, "where Y's dims align inside X's (-1: trailing)")
       .Attr<bool>("force_cpu", false, "keep the result on the CPU")
+      .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {
         InferBroadcastShape(ctx);
         ctx.SetOutputDType("Out", DType::BOOL);

@@ -1,4 +1,5 @@
 // concat: Out = the X tensors joined along `axis`; its grad hands each X its slice of Out@GRAD.
+#include "grad_op_maker.h"
 #include "helpers/concat_split.h"
 
 namespace fl {
@@ -76,26 +77,10 @@ FL_REGISTER_OP(concat, op) {
       .Output("Out", "the joined tensor")
       .Attr<int32_t>("axis", 0, "the axis to join along; negative counts from the end")
       .SetInferShape(ConcatInferShape)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kConcat)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("concat_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
-}
-
-FL_REGISTER_OP(concat_grad, op) {
-  op.Doc("Gradient of concat: X@GRAD[i] = the slice of Out@GRAD that X[i] filled (@EMPTY@ entries skipped).")
-      .DuplicableInput("X", "forward X (only the dims are read)")
-      .Input("Out@GRAD", "gradient of Out")
-      .DuplicableOutput("X@GRAD", "gradients of the X tensors")
-      .Attr<int32_t>("axis", 0, "as in concat")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        const int n = std::min(ctx.InputSize("X"), ctx.OutputSize("X@GRAD"));
-        for (int i = 0; i < n; ++i) ctx.SetOutput("X@GRAD", ctx.InputDim("X", i), ctx.InputDType("X", i), i);
-      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kConcat);
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("Gradient of concat: X@GRAD[i] = the slice of Out@GRAD that X[i] filled (@EMPTY@ entries skipped).")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double, int32_t, int64_t>(kConcatGrad);
 }
 

@@ -583,39 +583,10 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
       .SetInferShape(ConvInferShape)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         ConvForwardKernel<typename decltype(tag)::type>(ctx);
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
-        OpDesc& op = g.NewOp(g.Forward().type() + "_grad");
-        op.SetInput("Input", g.Input("Input"));
-        op.SetInput("Filter", g.Input("Filter"));
-        op.SetInput("Output@GRAD", g.OutputGrad("Output"));
-        op.SetOutput("Input@GRAD", g.InputGrad("Input"));
-        op.SetOutput("Filter@GRAD", g.InputGrad("Filter"));
       });
-}
-
-void RegisterConvGrad(OpBuilder& op, const std::string& type) {
-  op.Doc(type + ": gradients of the convolution; Input@GRAD and Filter@GRAD are each optional.")
-      .Input("Input", "forward Input")
-      .Input("Filter", "forward Filter")
-      .DispensableInput("Output", "forward Output (accepted for Fluid programs; unused)")
-      .Input("Output@GRAD", "gradient of Output")
-      .DispensableOutput("Input@GRAD", "gradient of Input")
-      .DispensableOutput("Filter@GRAD", "gradient of Filter")
-      .Attr("strides", std::vector<int32_t>{1, 1}, "as in the forward op")
-      .Attr("paddings", std::vector<int32_t>{0, 0}, "as in the forward op")
-      .Attr("dilations", std::vector<int32_t>{1, 1}, "as in the forward op")
-      .Attr<int32_t>("groups", 1, "as in the forward op")
-      .Attr<bool>("use_cudnn", false, "as in the forward op")
-      .Attr<bool>("use_mkldnn", false, "as in the forward op")
-      .Attr("data_format", "AnyLayout", "as in the forward op")
-      .KernelDTypeFrom("Output@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("Input@GRAD")) ctx.SetOutput("Input@GRAD", ctx.InputDim("Input"), ctx.InputDType("Input"));
-        if (ctx.HasOutput("Filter@GRAD"))
-          ctx.SetOutput("Filter@GRAD", ctx.InputDim("Filter"), ctx.InputDType("Filter"));
-      })
+  // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
+  op.GradOp({"Input", "Filter", "Output@GRAD"})
+      .Doc(type + "_grad: gradients of the convolution; Input@GRAD and Filter@GRAD are each optional.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         ConvGradKernel<typename decltype(tag)::type>(ctx);
       });
@@ -624,8 +595,6 @@ void RegisterConvGrad(OpBuilder& op, const std::string& type) {
 }  // namespace
 
 FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
-FL_REGISTER_OP(conv2d_grad, op) { RegisterConvGrad(op, "conv2d_grad"); }
 FL_REGISTER_OP(depthwise_conv2d, op) { RegisterConv(op, "depthwise_conv2d"); }
-FL_REGISTER_OP(depthwise_conv2d_grad, op) { RegisterConvGrad(op, "depthwise_conv2d_grad"); }
 
 }  // namespace fl

@@ -26,6 +26,7 @@ FL_REGISTER_OP(cross_entropy, op) {
       .Input("X", "probabilities [.., D]")
       .Input("Label", "int64 class ids [.., 1], or soft labels [.., D] of X's dtype")
       .Output("Y", "the loss [.., 1]")
+      .NonDifferentiable({"Label"})
       .Attr<bool>("soft_label", false, "Label holds a distribution per row instead of a class id")
       .Attr<int32_t>("ignore_index", -100, "hard label value whose loss (and gradient) is 0")
       .SetInferShape([](InferShapeContext& ctx) {
@@ -51,28 +52,9 @@ FL_REGISTER_OP(cross_entropy, op) {
           const int64_t l = label[n];
           y[n] = LabelIgnored(ctx, "X", l, n, a.classes, a.ignore_index) ? T(0) : -TolerableLog(x[n * a.classes + l]);
         }
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("cross_entropy_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Label", g.Input("Label"));
-        op.SetInput("Y@GRAD", g.OutputGrad("Y"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(cross_entropy_grad, op) {
-  op.Doc("X@GRAD = -Y@GRAD / X at the label (hard) or -Y@GRAD * Label / X (soft).")
-      .Input("X", "forward input")
-      .Input("Label", "forward label")
-      .Input("Y@GRAD", "gradient of Y")
-      .Output("X@GRAD", "gradient of X")
-      .Attr<bool>("soft_label", false, "as in the forward op")
-      .Attr<int32_t>("ignore_index", -100, "as in the forward op")
-      .KernelDTypeFrom("X")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) SameShapeAsInput(ctx, "X", "X@GRAD");
-      })
+  op.GradOp({"X", "Label", "Y@GRAD"})
+      .Doc("X@GRAD = -Y@GRAD / X at the label (hard) or -Y@GRAD * Label / X (soft).")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("X@GRAD");

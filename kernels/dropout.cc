@@ -33,23 +33,19 @@ void InferDropout(InferShapeContext& ctx) {
   if (ctx.HasOutput("Mask")) ctx.SetOutput("Mask", ctx.InputDim("X"), ctx.InputDType("X"));
 }
 
-void AddDropoutAttrs(OpBuilder& op) {
-  op.Attr<float>("dropout_prob", 0.5f, "probability of dropping an element")
-      .Attr<bool>("is_test", false, "inference: no mask, Out = X * (1 - p) (downgrade) or X (upscale)")
-      .Attr<bool>("fix_seed", false, "draw from an engine seeded with `seed` on every run (reproducible)")
-      .Attr<int32_t>("seed", 0, "the seed used when fix_seed")
-      .Attr("dropout_implementation", "downgrade_in_infer", "'downgrade_in_infer' or 'upscale_in_train'");
-}
-
 }  // namespace
 
 FL_REGISTER_OP(dropout, op) {
   op.Doc("Out = X with elements zeroed at random (probability dropout_prob), scaled per dropout_implementation.")
       .Input("X", "input tensor")
       .Output("Out", "output, X's shape")
-      .DispensableOutput("Mask", "1 where kept, 0 where dropped (X's dtype; training only)");
-  AddDropoutAttrs(op);
-  op.SetInferShape(InferDropout)
+      .DispensableOutput("Mask", "1 where kept, 0 where dropped (X's dtype; training only)")
+      .Attr<float>("dropout_prob", 0.5f, "probability of dropping an element")
+      .Attr<bool>("is_test", false, "inference: no mask, Out = X * (1 - p) (downgrade) or X (upscale)")
+      .Attr<bool>("fix_seed", false, "draw from an engine seeded with `seed` on every run (reproducible)")
+      .Attr<int32_t>("seed", 0, "the seed used when fix_seed")
+      .Attr("dropout_implementation", "downgrade_in_infer", "'downgrade_in_infer' or 'upscale_in_train'")
+      .SetInferShape(InferDropout)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const float p = ctx.Attr<float>("dropout_prob");
@@ -76,26 +72,11 @@ FL_REGISTER_OP(dropout, op) {
         const T* xp = x.data<T>();
         T* out = ctx.Output("Out")->mutable_data<T>(x.dims(), ctx.place());
         for (int64_t i = 0; i < n; ++i) out[i] = xp[i] * mask[i] * s;
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("dropout_grad");
-        op.SetInput("Mask", g.Output("Mask"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(dropout_grad, op) {
-  op.Doc("X@GRAD = Out@GRAD * Mask (divided by 1 - dropout_prob for upscale_in_train); Out@GRAD * (1 - p) or "
-         "Out@GRAD when is_test.")
-      .DispensableInput("Mask", "forward Mask (training)")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X");
-  AddDropoutAttrs(op);
-  op.KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) SameShapeAsInput(ctx, "Out@GRAD", "X@GRAD");
-      })
+  op.GradOp({"Mask", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD * Mask (divided by 1 - dropout_prob for upscale_in_train); Out@GRAD * (1 - p) or "
+           "Out@GRAD when is_test.")
+      .ShapeLike("X", "Out@GRAD")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         if (!ctx.HasOutput("X@GRAD")) return;

@@ -1,9 +1,10 @@
-// elementwise_{add,sub,mul,div,max,min}: Out = X op Y with Fluid's axis broadcasting, and their grads.
-// Each op is one functor (forward value and the two per-element partials); the signature, shape
-// inference, broadcasting loops (helpers/broadcast.h) and registration are shared by all six.
-#include <limits>
+// elementwise_{add,sub,mul,div,max,min}: Out = X op Y with Fluid's axis broadcasting (helpers/broadcast.h).
+// Each op is a functor. add, sub and mul, on every model's hot path, have a dedicated grad kernel (the two
+// per-element partials, summed over broadcast dims in one pass); div, max and min compose their gradient
+// from those ops, so every gradient here is differentiable again.
 #include <type_traits>
 
+#include "grad_op_maker.h"
 #include "helpers/broadcast.h"
 
 namespace fl {
@@ -19,53 +20,44 @@ inline T Divide(T a, T b) {
   return a / b;
 }
 
-// Fwd(x, y) = out; Dx/Dy(x, y, out, dout) = dout * d(out)/dx, dout * d(out)/dy.
+// Fwd(x, y) = out; Dx/Dy(x, y, g) = g * d(out)/dx, g * d(out)/dy for the ops with a grad kernel.
 struct AddOp {
   static constexpr const char* kFormula = "X + Y";
-  static constexpr bool kUsesOut = false, kDivides = false;
   template <typename T> static T Fwd(T x, T y) { return x + y; }
-  template <typename T> static T Dx(T, T, T, T g) { return g; }
-  template <typename T> static T Dy(T, T, T, T g) { return g; }
+  template <typename T> static T Dx(T, T, T g) { return g; }
+  template <typename T> static T Dy(T, T, T g) { return g; }
 };
 struct SubOp {
   static constexpr const char* kFormula = "X - Y";
-  static constexpr bool kUsesOut = false, kDivides = false;
   template <typename T> static T Fwd(T x, T y) { return x - y; }
-  template <typename T> static T Dx(T, T, T, T g) { return g; }
-  template <typename T> static T Dy(T, T, T, T g) { return -g; }
+  template <typename T> static T Dx(T, T, T g) { return g; }
+  template <typename T> static T Dy(T, T, T g) { return -g; }
 };
 struct MulOp {
   static constexpr const char* kFormula = "X * Y";
-  static constexpr bool kUsesOut = false, kDivides = false;
   template <typename T> static T Fwd(T x, T y) { return x * y; }
-  template <typename T> static T Dx(T, T y, T, T g) { return g * y; }
-  template <typename T> static T Dy(T x, T, T, T g) { return g * x; }
+  template <typename T> static T Dx(T, T y, T g) { return g * y; }
+  template <typename T> static T Dy(T x, T, T g) { return g * x; }
 };
 struct DivOp {
   static constexpr const char* kFormula = "X / Y (integers truncate toward zero)";
-  static constexpr bool kUsesOut = true, kDivides = true;
+  static constexpr bool kDivides = true;
   template <typename T> static T Fwd(T x, T y) { return Divide(x, y); }
-  template <typename T> static T Dx(T, T y, T, T g) { return Divide(g, y); }
-  template <typename T> static T Dy(T, T y, T out, T g) { return Divide(static_cast<T>(-g * out), y); }
 };
 // Ties send the gradient to Y, as in Fluid: dX = dOut * (X > Y), dY = dOut * (X <= Y).
 struct MaxOp {
   static constexpr const char* kFormula = "max(X, Y)";
-  static constexpr bool kUsesOut = false, kDivides = false;
   template <typename T> static T Fwd(T x, T y) { return x > y ? x : y; }
-  template <typename T> static T Dx(T x, T y, T, T g) { return x > y ? g : T(0); }
-  template <typename T> static T Dy(T x, T y, T, T g) { return x > y ? T(0) : g; }
 };
 struct MinOp {
   static constexpr const char* kFormula = "min(X, Y)";
-  static constexpr bool kUsesOut = false, kDivides = false;
   template <typename T> static T Fwd(T x, T y) { return x < y ? x : y; }
-  template <typename T> static T Dx(T x, T y, T, T g) { return x < y ? g : T(0); }
-  template <typename T> static T Dy(T x, T y, T, T g) { return x < y ? T(0) : g; }
 };
 
-constexpr const char* kAxisDoc =
-    "Y's dims align with X's starting at this dim (-1: trailing alignment); size-1 dims broadcast";
+template <typename Op, typename = void>
+struct Divides : std::false_type {};
+template <typename Op>
+struct Divides<Op, std::void_t<decltype(Op::kDivides)>> : std::true_type {};
 
 BroadcastPlan PlanFor(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
   FL_ENFORCE(x.dtype() == y.dtype(), ctx.Type(), ": X '", ctx.InputName("X"), "' is ", DTypeName(x.dtype()),
@@ -75,21 +67,16 @@ BroadcastPlan PlanFor(const ExecutionContext& ctx, const Tensor& x, const Tensor
 }
 
 template <typename Op, typename T>
-void CheckDivisor(const ExecutionContext& ctx, const Tensor& y) {
-  if constexpr (Op::kDivides && std::is_integral_v<T>) {
+void ForwardKernel(const ExecutionContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  const Tensor& y = ctx.Input("Y");
+  BroadcastPlan plan = PlanFor(ctx, x, y);
+  if constexpr (Divides<Op>::value && std::is_integral_v<T>) {
     const T* p = y.data<T>();
     for (int64_t i = 0, n = y.numel(); i < n; ++i)
       FL_ENFORCE(p[i] != 0, ctx.Type(), ": Y '", ctx.InputName("Y"), "' has a zero at flat index ", i,
                  " (integer division by zero)");
   }
-}
-
-template <typename Op, typename T>
-void ForwardKernel(const ExecutionContext& ctx) {
-  const Tensor& x = ctx.Input("X");
-  const Tensor& y = ctx.Input("Y");
-  BroadcastPlan plan = PlanFor(ctx, x, y);
-  CheckDivisor<Op, T>(ctx, y);
   Tensor* out = ctx.Output("Out");
   // Writing in place into an operand is fine only if it already has the output's size.
   FL_ENFORCE((out != &x || x.numel() == plan.numel) && (out != &y || y.numel() == plan.numel), ctx.Type(),
@@ -107,83 +94,110 @@ void GradKernel(const ExecutionContext& ctx) {
   BroadcastPlan plan = PlanFor(ctx, x, y);
   FL_ENFORCE(dout.dims() == plan.out_dims, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' has dims ",
              dout.dims(), " but the forward output has ", plan.out_dims);
-  CheckDivisor<Op, T>(ctx, y);
   const T* xp = x.data<T>();
   const T* yp = y.data<T>();
   const T* gp = dout.data<T>();
-  const T* op = gp;  // stand-in of the output's size when the partials do not read Out
-  if constexpr (Op::kUsesOut) {
-    const Tensor& out = ctx.Input("Out");
-    FL_ENFORCE(out.dims() == plan.out_dims, ctx.Type(), ": Out '", ctx.InputName("Out"), "' has dims ", out.dims(),
-               ", expected ", plan.out_dims);
-    op = out.data<T>();
-  }
   if (Tensor* dx = ctx.OutputOrNull("X@GRAD")) {
     dx->Resize(x.dims());
-    BroadcastReduce<BroadcastSide::X>(plan, xp, yp, op, gp, dx->mutable_data<T>(ctx.place()),
-                                      [](T a, T b, T o, T g) { return Op::template Dx<T>(a, b, o, g); });
+    BroadcastReduce<BroadcastSide::X>(plan, xp, yp, gp, gp, dx->mutable_data<T>(ctx.place()),
+                                      [](T a, T b, T, T g) { return Op::template Dx<T>(a, b, g); });
   }
   if (Tensor* dy = ctx.OutputOrNull("Y@GRAD")) {
     dy->Resize(y.dims());
-    BroadcastReduce<BroadcastSide::Y>(plan, xp, yp, op, gp, dy->mutable_data<T>(ctx.place()),
-                                      [](T a, T b, T o, T g) { return Op::template Dy<T>(a, b, o, g); });
+    BroadcastReduce<BroadcastSide::Y>(plan, xp, yp, gp, gp, dy->mutable_data<T>(ctx.place()),
+                                      [](T a, T b, T, T g) { return Op::template Dy<T>(a, b, g); });
   }
 }
 
+// ------------------------------------------------------------------ composed gradients
+
+// Emits <type>(a, b) -> out with the forward op's axis (operands of the out shape broadcast as X and Y did;
+// identical shapes ignore it).
+std::string Binary(GradOpMaker& g, const char* type, const std::string& a, const std::string& b,
+                   const std::string& out) {
+  OpDesc& op = g.NewOp(type);
+  op.SetInput("X", {a});
+  op.SetInput("Y", {b});
+  op.SetOutput("Out", {out});
+  return out;
+}
+
+std::string Unary(GradOpMaker& g, const char* type, const std::string& x, const std::string& out) {
+  OpDesc& op = g.NewOp(type, false);
+  op.SetInput("X", {x});
+  op.SetOutput("Out", {out});
+  return out;
+}
+
+// dX = t reduced to X's shape, and dY = u (or -u with kNegateY) reduced to Y's shape, for t and u of the out
+// shape: the grad kernels of elementwise_add and elementwise_sub are exactly these reductions.
+template <bool kNegateY = false>
+void ReduceToOperands(GradOpMaker& g, const std::string& t, const std::string& u) {
+  const std::string dx = FirstArg(g.InputGrad("X")), dy = FirstArg(g.InputGrad("Y"));
+  auto reduce = [&g](const char* type, const char* slot, const std::string& value, const std::string& grad) {
+    OpDesc& op = g.NewOp(type);
+    op.SetInput("X", g.Input("X"));
+    op.SetInput("Y", g.Input("Y"));
+    op.SetInput("Out@GRAD", {value});
+    op.SetOutput(slot, {grad});
+  };
+  if (!dx.empty()) reduce("elementwise_add_grad", "X@GRAD", t, dx);
+  if (!dy.empty()) reduce(kNegateY ? "elementwise_sub_grad" : "elementwise_add_grad", "Y@GRAD", u, dy);
+}
+
+// Out = X / Y: dX = reduce(dOut / Y), dY = -reduce(dOut / Y * Out).
+void DivGrad(GradOpMaker& g) {
+  const std::string t = Binary(g, "elementwise_div", FirstArg(g.OutputGrad("Out")), FirstArg(g.Input("Y")),
+                               g.Temp("dout_over_y"));
+  std::string u;
+  if (!FirstArg(g.InputGrad("Y")).empty())
+    u = Binary(g, "elementwise_mul", t, FirstArg(g.Output("Out")), g.Temp("dout_out_over_y"));
+  ReduceToOperands<true>(g, t, u);
+}
+
+// Out = max(X, Y) (kMax) or min(X, Y): the mask relu(sign(X - Y)) (of Y - X for min) is 1 where X is taken
+// and 0 on ties, so dX = reduce(dOut * mask) and dY = reduce(dOut - dOut * mask).
+template <bool kMax>
+void SelectGrad(GradOpMaker& g) {
+  const std::string x = FirstArg(g.Input("X")), y = FirstArg(g.Input("Y")), dout = FirstArg(g.OutputGrad("Out"));
+  const std::string diff = Binary(g, "elementwise_sub", kMax ? x : y, kMax ? y : x, g.Temp("diff"));
+  const std::string mask = Unary(g, "relu", Unary(g, "sign", diff, g.Temp("sign")), g.Temp("x_taken"));
+  const std::string t = Binary(g, "elementwise_mul", dout, mask, g.Temp("dout_x"));
+  std::string u;
+  if (!FirstArg(g.InputGrad("Y")).empty()) u = Binary(g, "elementwise_sub", dout, t, g.Temp("dout_y"));
+  ReduceToOperands(g, t, u);
+}
+
+constexpr const char* kAxisDoc =
+    "Y's dims align with X's starting at this dim (-1: trailing alignment); size-1 dims broadcast";
+
 template <typename Op>
-void RegisterForward(OpBuilder& op) {
+OpBuilder& RegisterForward(OpBuilder& op) {
   // The doc depends on Op, so it is set apart from the (non-dependent) builder chain.
   op.Doc(Str("Out = ", Op::kFormula, ", elementwise, with Y broadcast into X's shape (or X into Y's) by `axis`."));
-  op.Input("X", "first operand")
+  return op.Input("X", "first operand")
       .Input("Y", "second operand")
       .Output("Out", "result, of the broadcast shape")
       .Attr<int32_t>("axis", -1, kAxisDoc)
       .SetInferShape(InferBroadcastShape)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         ForwardKernel<Op, typename decltype(tag)::type>(ctx);
-      })
-      .SetGradMaker([](GradOpMaker& g) { g.DefaultGradOp(); });
-}
-
-void InferBinaryGradShape(InferShapeContext& ctx) {
-  // Re-check the broadcast so a hand-built grad op with mismatched operands fails at build time too.
-  BroadcastOutDims(ctx.InputDim("X"), ctx.InputDim("Y"), ctx.Attr<int32_t>("axis"), ctx.Type(), ctx.InputName("X"),
-                   ctx.InputName("Y"));
-  for (const char* slot : {"X", "Y"}) {
-    std::string grad = GradName(slot);
-    if (!ctx.HasOutput(grad.c_str())) continue;
-    ctx.SetOutput(grad.c_str(), ctx.InputDim(slot), ctx.InputDType(slot));
-    ctx.ShareLoD(slot, grad.c_str());
-  }
+      });
 }
 
 template <typename Op>
-void RegisterGrad(OpBuilder& op) {
-  op.Doc(Str("Gradients of Out = ", Op::kFormula, ": X@GRAD and Y@GRAD, summed over broadcast dims."));
-  op.Input("X", "forward X")
-      .Input("Y", "forward Y")
-      .DispensableInput("Out", "forward Out (read only by elementwise_div_grad)")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X (absent or @EMPTY@ if not needed)")
-      .DispensableOutput("Y@GRAD", "gradient of Y (absent or @EMPTY@ if not needed)")
-      .Attr<int32_t>("axis", -1, kAxisDoc)
-      .SetInferShape(InferBinaryGradShape)
-      .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
-        GradKernel<Op, typename decltype(tag)::type>(ctx);
-      });
+OpBuilder RegisterWithGradKernel(OpBuilder& op) {
+  return RegisterForward<Op>(op).GradOp({"X", "Y", "Out@GRAD"}).template CPUKernel<float, double, int32_t, int64_t>(
+      [](const ExecutionContext& ctx, auto tag) { GradKernel<Op, typename decltype(tag)::type>(ctx); });
 }
 
 }  // namespace
 
-#define FL_ELEMENTWISE_OP(name, Functor)                                                 \
-  FL_REGISTER_OP(elementwise_##name, op) { RegisterForward<Functor>(op); }               \
-  FL_REGISTER_OP(elementwise_##name##_grad, op) { RegisterGrad<Functor>(op); }
-
-FL_ELEMENTWISE_OP(add, AddOp)
-FL_ELEMENTWISE_OP(sub, SubOp)
-FL_ELEMENTWISE_OP(mul, MulOp)
-FL_ELEMENTWISE_OP(div, DivOp)
-FL_ELEMENTWISE_OP(max, MaxOp)
-FL_ELEMENTWISE_OP(min, MinOp)
+FL_REGISTER_OP(elementwise_add, op) { RegisterWithGradKernel<AddOp>(op).Grad(LinearGradGrad); }
+FL_REGISTER_OP(elementwise_sub, op) { RegisterWithGradKernel<SubOp>(op).Grad(LinearGradGrad); }
+FL_REGISTER_OP(elementwise_mul, op) { RegisterWithGradKernel<MulOp>(op).Grad(BilinearGradGrad); }
+FL_REGISTER_OP(elementwise_div, op) { RegisterForward<DivOp>(op).Grad(DivGrad); }
+FL_REGISTER_OP(elementwise_max, op) { RegisterForward<MaxOp>(op).Grad(SelectGrad<true>); }
+FL_REGISTER_OP(elementwise_min, op) { RegisterForward<MinOp>(op).Grad(SelectGrad<false>); }
 
 }  // namespace fl

@@ -50,6 +50,7 @@ FL_REGISTER_OP(fill_any_like, op) {
       .Output("Out", "the filled tensor")
       .Attr<float>("value", 0.0f, "fill value")
       .Attr<int32_t>("dtype", -1, "output dtype (VarType value); -1 keeps X's dtype")
+      .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {
         int dt = ctx.Attr<int32_t>("dtype");
         ctx.SetOutput("Out", ctx.InputDim("X"), dt < 0 ? ctx.InputDType("X") : static_cast<DType>(dt));

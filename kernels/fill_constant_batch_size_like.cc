@@ -32,6 +32,7 @@ FL_REGISTER_OP(fill_constant_batch_size_like, op) {
       .Attr<int32_t>("input_dim_idx", 0, "which dim of Input holds the batch size")
       .Attr<int32_t>("output_dim_idx", 0, "which dim of Out receives it")
       .Attr<bool>("force_cpu", false, "keep the output on the CPU")
+      .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {
         ctx.SetOutput("Out", BatchSizeLikeDims(ctx), static_cast<DType>(ctx.Attr<int32_t>("dtype")));
       })

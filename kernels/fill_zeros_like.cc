@@ -10,7 +10,8 @@ FL_REGISTER_OP(fill_zeros_like, op) {
   op.Doc("Out = zeros shaped and typed like X.")
       .Input("X", "tensor whose dims and dtype Out takes")
       .Output("Out", "zeros")
-      .SetInferShape(InferSameShapeAsX);
+      .SetInferShape(InferSameShapeAsX)
+      .NoGradient();
   CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto tag) {
     using T = typename decltype(tag)::type;
     Tensor* out = ctx.Output("Out");

@@ -1,5 +1,6 @@
 // gather: Out = X[Index] along dim 0 (Index int32 or int64, [N] or [N, 1]); the grad scatter-adds
 // Out@GRAD rows into a zeroed X@GRAD, so repeated indices accumulate.
+#include "grad_op_maker.h"
 #include "helpers/rows.h"
 
 namespace fl {
@@ -56,6 +57,7 @@ FL_REGISTER_OP(gather, op) {
       .Input("X", "the tensor to gather rows from, rank >= 1")
       .Input("Index", "int32 or int64 row indices, [N] or [N, 1], each in [0, X.dims[0])")
       .Output("Out", "[N] + X.dims[1:]")
+      .NonDifferentiable({"Index"})
       .KernelDTypeFrom("X")
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
@@ -69,26 +71,10 @@ FL_REGISTER_OP(gather, op) {
         for (int i = 1; i < x.size(); ++i) out.push_back(x[i]);
         ctx.SetOutput("Out", out, ctx.InputDType("X"));
       })
-      .CPUKernel<float, double, int32_t, int64_t>(kGather)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("gather_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Index", g.Input("Index"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-      });
-}
-
-FL_REGISTER_OP(gather_grad, op) {
-  op.Doc("Gradient of gather: X@GRAD = zeros, then X@GRAD[Index[i]] += Out@GRAD[i].")
-      .Input("X", "forward X (only the dims are read)")
-      .Input("Index", "forward Index")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-      })
+      .CPUKernel<float, double, int32_t, int64_t>(kGather);
+  op.GradOp({"X", "Index", "Out@GRAD"})
+      .Doc("Gradient of gather: X@GRAD = zeros, then X@GRAD[Index[i]] += Out@GRAD[i].")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double>(kGatherGrad);
 }
 

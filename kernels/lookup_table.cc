@@ -1,6 +1,7 @@
 // lookup_table (fluid.layers.embedding): Out[..., :] = W[Ids[..., 0], :]; rows whose id is padding_idx
 // are zeros and get no gradient. The grad is a dense W@GRAD: zeroed once, then the Out@GRAD rows are
 // added into the rows their ids name.
+#include "grad_op_maker.h"
 #include "helpers/rows.h"
 
 namespace fl {
@@ -69,6 +70,7 @@ FL_REGISTER_OP(lookup_table, op) {
       .Input("W", "the table [vocab, width]")
       .Input("Ids", "int64 ids, last dim 1, each in [0, vocab)")
       .Output("Out", "Ids' dims with the trailing 1 replaced by width")
+      .NonDifferentiable({"Ids"})
       .Attr<bool>("is_sparse", false, "Fluid's SelectedRows gradient; fluidlite always computes a dense W@GRAD")
       .Attr<bool>("is_distributed", false, "distributed table (accepted for compatibility; no effect)")
       .Attr<int64_t>("padding_idx", -1, "id whose rows output zeros and get no gradient (-1: none)")
@@ -78,30 +80,10 @@ FL_REGISTER_OP(lookup_table, op) {
         ctx.SetOutput("Out", LookupDims(ctx), ctx.InputDType("W"));
         ctx.ShareLoD("Ids", "Out");
       })
-      .CPUKernel<float, double>(kLookup)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("lookup_table_grad");
-        op.SetInput("W", g.Input("W"));
-        op.SetInput("Ids", g.Input("Ids"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("W@GRAD", g.InputGrad("W"));
-      });
-}
-
-FL_REGISTER_OP(lookup_table_grad, op) {
-  op.Doc("Gradient of lookup_table: W@GRAD (dense) = zeros, then W@GRAD[Ids[i]] += Out@GRAD[i] except padding ids.")
-      .Input("W", "forward W (only the dims are read)")
-      .Input("Ids", "forward Ids")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("W@GRAD", "gradient of W, dense [vocab, width]")
-      .Attr<bool>("is_sparse", false, "as in lookup_table")
-      .Attr<bool>("is_distributed", false, "as in lookup_table")
-      .Attr<int64_t>("padding_idx", -1, "as in lookup_table")
-      .Attr<bool>("remote_prefetch", false, "as in lookup_table")
-      .KernelDTypeFrom("W")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("W@GRAD")) ctx.SetOutput("W@GRAD", ctx.InputDim("W"), ctx.InputDType("W"));
-      })
+      .CPUKernel<float, double>(kLookup);
+  op.GradOp({"W", "Ids", "Out@GRAD"})
+      .Doc("Gradient of lookup_table: W@GRAD (dense) = zeros, then W@GRAD[Ids[i]] += Out@GRAD[i] except padding ids.")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double>(kLookupGrad);
 }
 

@@ -135,34 +135,11 @@ FL_REGISTER_OP(lstm_unit, op) {
       .Output("H", "new hidden state [N, D]")
       .Attr<float>("forget_bias", 0.0f, "added to the forget gate pre-activation")
       .SetInferShape(LstmUnitInferShape)
-      .CPUKernel<float, double>(kLstmUnit)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("lstm_unit_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("C_prev", g.Input("C_prev"));
-        op.SetInput("C@GRAD", g.OutputGrad("C"));
-        op.SetInput("H@GRAD", g.OutputGrad("H"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
-        op.SetOutput("C_prev@GRAD", g.InputGrad("C_prev"));
-      });
-}
-
-FL_REGISTER_OP(lstm_unit_grad, op) {
-  op.Doc("Gradient of lstm_unit: X@GRAD and C_prev@GRAD from C@GRAD and H@GRAD (either may be missing: zeros); "
-         "the gates are recomputed from X and C_prev.")
-      .Input("X", "forward X")
-      .Input("C_prev", "forward C_prev")
-      .DispensableInput("C@GRAD", "gradient of C")
-      .DispensableInput("H@GRAD", "gradient of H")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .DispensableOutput("C_prev@GRAD", "gradient of C_prev")
-      .Attr<float>("forget_bias", 0.0f, "as in lstm_unit")
-      .KernelDTypeFrom("X")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-        if (ctx.HasOutput("C_prev@GRAD"))
-          ctx.SetOutput("C_prev@GRAD", ctx.InputDim("C_prev"), ctx.InputDType("C_prev"));
-      })
+      .CPUKernel<float, double>(kLstmUnit);
+  op.GradOp({"X", "C_prev", "C@GRAD", "H@GRAD"})
+      .Doc("Gradient of lstm_unit: X@GRAD and C_prev@GRAD from C@GRAD and H@GRAD (either may be missing: zeros); "
+           "the gates are recomputed from X and C_prev.")
+      .Optional({"C@GRAD", "H@GRAD"})
       .CPUKernel<float, double>(kLstmUnitGrad);
 }
 

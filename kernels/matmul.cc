@@ -1,6 +1,6 @@
 // matmul: Out = alpha * op(X) @ op(Y), batched over leading dims, with Fluid's (numpy's) 1-D rules.
 #include "helpers/blas.h"
-#include "helpers/grad_makers.h"
+#include "grad_op_maker.h"
 #include "op_context.h"
 
 namespace fl {
@@ -107,22 +107,16 @@ FL_REGISTER_OP(matmul, op) {
         const int64_t m = p.x.op_rows(), n = p.y.op_cols(), k = p.x.op_cols();
         blas::GemmBatched<T>(p.x.trans, p.y.trans, p.batch_dims.numel(), m, n, k, T(ctx.Attr<float>("alpha")),
                              Operand(x.data<T>(), p.x), Operand(y.data<T>(), p.y), T(0), {o, m * n});
-      })
-      .SetGradMaker(XYGradMaker);
-}
-
-// With Out = alpha * op(X) @ op(Y) and G = Out@GRAD (per batch entry):
-//   no transposes:  dX = alpha G @ Y^T      dY = alpha X^T @ G
-//   transpose_X:    dX = alpha Y @ G^T      dY = alpha X @ G
-//   transpose_Y:    dX = alpha G @ Y        dY = alpha G^T @ X
-//   both:           dX = alpha Y^T @ G^T    dY = alpha G^T @ X^T
-// A broadcast operand (no batch dims) gets the sum over the batch (a GEMM with C stride 0).
-FL_REGISTER_OP(matmul_grad, op) {
-  op.Doc("Gradients of matmul (each output optional).");
-  XYGradOp(op)
-      .Attr<bool>("transpose_X", false, "as in matmul")
-      .Attr<bool>("transpose_Y", false, "as in matmul")
-      .Attr<float>("alpha", 1.0f, "as in matmul")
+      });
+  // With Out = alpha * op(X) @ op(Y) and G = Out@GRAD (per batch entry):
+  //   no transposes:  dX = alpha G @ Y^T      dY = alpha X^T @ G
+  //   transpose_X:    dX = alpha Y @ G^T      dY = alpha X @ G
+  //   transpose_Y:    dX = alpha G @ Y        dY = alpha G^T @ X
+  //   both:           dX = alpha Y^T @ G^T    dY = alpha G^T @ X^T
+  // A broadcast operand (no batch dims) gets the sum over the batch (a GEMM with C stride 0).
+  op.GradOp({"X", "Y", "Out@GRAD"})
+      .Doc("Gradients of matmul (each output optional).")
+      .Grad(BilinearGradGrad)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

@@ -1,4 +1,5 @@
 // mean: Out[0] = the mean of every element of X (the usual last step of a loss).
+#include "grad_op_maker.h"
 #include "helpers/reduce.h"
 
 namespace fl {
@@ -14,27 +15,10 @@ FL_REGISTER_OP(mean, op) {
       .SetInferShape([](InferShapeContext& ctx) { ctx.SetOutput("Out", DDim{1}, ctx.InputDType("X")); })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         ReduceTensor<SumReducer, typename decltype(tag)::type>(ctx, AllAxes(ctx.Input("X")), true);
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        // Only X's shape is needed, but Fluid's mean_grad also takes X; Out is not.
-        OpDesc& op = g.NewOp("mean_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(mean_grad, op) {
-  op.Doc("X@GRAD = Out@GRAD[0] / numel(X) everywhere.")
-      .Input("X", "forward input (its shape)")
-      .Input("Out@GRAD", "gradient of Out, shape [1]")
-      .Output("X@GRAD", "gradient of X")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (!ctx.HasOutput("X@GRAD")) return;
-        ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-        ctx.ShareLoD("X", "X@GRAD");
-      })
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD[0] / numel(X) everywhere.")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("X@GRAD");

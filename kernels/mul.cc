@@ -1,6 +1,6 @@
 // mul: Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims), the matrix product behind fc.
 #include "helpers/blas.h"
-#include "helpers/grad_makers.h"
+#include "grad_op_maker.h"
 #include "op_context.h"
 
 namespace fl {
@@ -62,15 +62,10 @@ FL_REGISTER_OP(mul, op) {
         const MulSizes s = Sizes(ctx, x.dims(), y.dims());
         T* out = ctx.Alloc<T>("Out");
         blas::Gemm<T>(false, false, s.m, s.n, s.k, T(1), x.data<T>(), y.data<T>(), T(0), out);
-      })
-      .SetGradMaker(XYGradMaker);
-}
-
-FL_REGISTER_OP(mul_grad, op) {
-  op.Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).");
-  XYGradOp(op)
-      .Attr<int32_t>("x_num_col_dims", 1, "as in mul")
-      .Attr<int32_t>("y_num_col_dims", 1, "as in mul")
+      });
+  op.GradOp({"X", "Y", "Out@GRAD"})
+      .Doc("Gradients of mul: X@GRAD = Out@GRAD @ Y'^T, Y@GRAD = X'^T @ Out@GRAD (each optional).")
+      .Grad(BilinearGradGrad)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");

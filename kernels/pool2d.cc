@@ -226,8 +226,13 @@ void PoolBackward(const PoolGeom& g, const T* x, const T* out, const T* dout, T*
   }
 }
 
-void AddPoolAttrs(OpBuilder& op) {
-  op.Attr("pooling_type", "max", "'max' or 'avg'")
+}  // namespace
+
+FL_REGISTER_OP(pool2d, op) {
+  op.Doc("Out = max or average of X over sliding kh x kw windows of H, W (NCHW).")
+      .Input("X", "input tensor [N, C, H, W]")
+      .Output("Out", "pooled tensor [N, C, OH, OW]")
+      .Attr("pooling_type", "max", "'max' or 'avg'")
       .Attr<std::vector<int32_t>>("ksize", {}, "window size [kh, kw] (ignored with global_pooling)")
       .Attr<bool>("global_pooling", false, "pool over the whole H, W (ksize = [H, W], paddings = 0)")
       .Attr<std::vector<int32_t>>("strides", {1, 1}, "window strides [sh, sw]")
@@ -236,17 +241,8 @@ void AddPoolAttrs(OpBuilder& op) {
       .Attr<bool>("ceil_mode", false, "output size rounds up: (H - kh + 2ph + sh - 1) / sh + 1")
       .Attr<bool>("use_cudnn", false, "accepted for compatibility (no effect on CPU)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
-      .Attr("data_format", "NCHW", "layout of X: NCHW (AnyLayout is taken as NCHW)");
-}
-
-}  // namespace
-
-FL_REGISTER_OP(pool2d, op) {
-  op.Doc("Out = max or average of X over sliding kh x kw windows of H, W (NCHW).")
-      .Input("X", "input tensor [N, C, H, W]")
-      .Output("Out", "pooled tensor [N, C, OH, OW]");
-  AddPoolAttrs(op);
-  op.SetInferShape(InferPool)
+      .Attr("data_format", "NCHW", "layout of X: NCHW (AnyLayout is taken as NCHW)")
+      .SetInferShape(InferPool)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");
@@ -258,26 +254,8 @@ FL_REGISTER_OP(pool2d, op) {
         ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
           PoolForward<T>(g, xd + p0 * g.H * g.W, od + p0 * g.OH * g.OW, n);
         });
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("pool2d_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Out", g.Output("Out"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(pool2d_grad, op) {
-  op.Doc("X@GRAD of pool2d: max routes each output gradient to the first maximum of its window, avg spreads it.")
-      .Input("X", "forward input")
-      .Input("Out", "forward output")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X");
-  AddPoolAttrs(op);
-  op.SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-      })
+  op.GradOp({"X", "Out", "Out@GRAD"})
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("X@GRAD");

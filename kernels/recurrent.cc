@@ -306,15 +306,6 @@ void RunRecurrentGrad(const ExecutionContext& ctx) {
   }
 }
 
-void InferRecurrentGrad(InferShapeContext& ctx) {
-  for (const char* slot : {"inputs", "initial_states", "parameters"}) {
-    std::string grad = std::string(slot) + "@GRAD";
-    if (!ctx.HasOutput(grad.c_str()) && ctx.OutputSize(grad.c_str()) == 0) continue;
-    for (int i = 0; i < ctx.OutputSize(grad.c_str()) && i < ctx.InputSize(slot); ++i)
-      ctx.SetOutput(grad.c_str(), ctx.InputDim(slot, i), ctx.InputDType(slot, i), i);
-  }
-}
-
 void DeclareRecurrentSlots(OpBuilder& op) {
   op.DuplicableInput("inputs", "step inputs, [seq_len, ...] (sliced on dim 0 per step)")
       .OptionalDuplicableInput("initial_states", "initial value of each memory")
@@ -334,33 +325,11 @@ FL_REGISTER_OP(recurrent, op) {
   DeclareRecurrentSlots(op);
   op.OptionalDuplicableOutput("outputs", "step outputs stacked to [seq_len, ...]")
       .Output("step_scopes", "the step scopes (STEP_SCOPES), reused across runs")
-      .SetRun(RunRecurrent)
-      .SetGradMaker([](GradOpMaker& g) {
-        FL_ENFORCE(g.GradBlocks().size() == 1, "recurrent: backward must build exactly one grad block, got ",
-                   g.GradBlocks().size());
-        OpDesc& op = g.NewOp("recurrent_grad");
-        for (const char* slot : {"inputs", "initial_states", "parameters"}) {
-          op.SetInput(slot, g.Input(slot));
-          op.SetOutput(std::string(slot) + "@GRAD", g.InputGrad(slot));
-        }
-        op.SetInput("outputs", g.Output("outputs"));
-        op.SetInput("outputs@GRAD", g.OutputGrad("outputs"));
-        op.SetInput("step_scopes", g.Output("step_scopes"));
-        op.SetAttr("sub_block", BlockRef{g.GradBlocks()[0]});
-      });
-}
-
-FL_REGISTER_OP(recurrent_grad, op) {
-  op.Doc("Backward of recurrent: runs the grad block over the steps in reverse, passing memory gradients back "
-         "and adding parameter gradients over the steps with one n-ary sum per parameter.");
-  DeclareRecurrentSlots(op);
-  op.OptionalDuplicableInput("outputs", "forward outputs")
-      .OptionalDuplicableInput("outputs@GRAD", "gradients of the forward outputs (missing ones are zeros)")
-      .Input("step_scopes", "the forward op's step scopes")
-      .OptionalDuplicableOutput("inputs@GRAD", "gradients of the step inputs")
-      .OptionalDuplicableOutput("initial_states@GRAD", "gradients of the initial states")
-      .OptionalDuplicableOutput("parameters@GRAD", "gradients of the parameters, summed over the steps")
-      .SetInferShape(InferRecurrentGrad)
+      .SetRun(RunRecurrent);
+  // recurrent_grad gets sub_block = the grad block of the step block, as every op with a sub-block does.
+  op.GradOp({"inputs", "initial_states", "parameters", "outputs", "outputs@GRAD", "step_scopes"})
+      .Doc("Backward of recurrent: runs the grad block over the steps in reverse, passing memory gradients back "
+           "and adding parameter gradients over the steps with one n-ary sum per parameter.")
       .SetRun(RunRecurrentGrad);
 }
 
@@ -382,22 +351,10 @@ FL_REGISTER_OP(rnn_memory_helper, op) {
           out->ShareDataWith(x);
         }
         out->set_lod(x.lod());
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("rnn_memory_helper_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(rnn_memory_helper_grad, op) {
-  op.Doc("X@GRAD = Out@GRAD (shared), or zeros shaped like X when Out@GRAD was never set (the last step).")
-      .Input("X", "forward input")
-      .DispensableInput("Out@GRAD", "gradient of Out (may be unset)")
-      .Output("X@GRAD", "gradient of X")
-      .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "data type (kept for Fluid compatibility)")
-      .SetInferShape([](InferShapeContext& ctx) { SameShapeAsInput(ctx, "X", "X@GRAD"); })
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD (shared), or zeros shaped like X when Out@GRAD was never set (the last step).")
+      .Optional({"Out@GRAD"})
       .SetRun([](const ExecutionContext& ctx) {
         Tensor* dx = ctx.OutputOrNull("X@GRAD");
         if (!dx) return;

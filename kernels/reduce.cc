@@ -1,5 +1,6 @@
 // reduce_sum, reduce_mean, reduce_max: Out = X reduced over `dim` (or every axis with reduce_all).
 // All three share the signature, shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
+#include "grad_op_maker.h"
 #include "helpers/reduce.h"
 
 namespace fl {
@@ -42,13 +43,7 @@ struct ReduceKernel {
   }
 };
 
-// Grad ops: X@GRAD[i] = f(i, o) where o is the Out position element i was reduced into.
-void ReduceGradInferShape(InferShapeContext& ctx) {
-  if (!ctx.HasOutput("X@GRAD")) return;
-  ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-  ctx.ShareLoD("X", "X@GRAD");
-}
-
+// Grad kernels: X@GRAD[i] = f(i, o) where o is the Out position element i was reduced into.
 template <typename T, typename F>
 void ReduceGradMap(const ExecutionContext& ctx, F f) {
   Tensor* dx = ctx.OutputOrNull("X@GRAD");
@@ -64,48 +59,40 @@ void ReduceGradMap(const ExecutionContext& ctx, F f) {
   f(l, g, d);
 }
 
-void DeclareReduceGrad(OpBuilder& op, bool needs_out) {
-  op.Input("X", "forward input (its shape; its values for reduce_max)");
-  if (needs_out) op.Input("Out", "forward output");
-  op.Input("Out@GRAD", "gradient of Out")
-      .Output("X@GRAD", "gradient of X")
-      .Attr<std::vector<int32_t>>("dim", {0}, "as in the forward op")
-      .Attr<bool>("keep_dim", false, "as in the forward op")
-      .Attr<bool>("reduce_all", false, "as in the forward op")
-      .KernelDTypeFrom("X")
-      .SetInferShape(ReduceGradInferShape);
-}
-
-// Sum and mean grads only need X's shape and Out@GRAD; max also needs X and Out to find the maxima.
-template <bool kNeedsOut>
-void ReduceGradMaker(GradOpMaker& g) {
-  OpDesc& op = g.NewOp(g.Forward().type() + "_grad");
-  op.SetInput("X", g.Input("X"));
-  if (kNeedsOut) op.SetInput("Out", g.Output("Out"));
-  op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-  op.SetOutput("X@GRAD", g.InputGrad("X"));
+// reduce_max_grad(X, Out, dOut) routes dOut to the maxima: linear in dOut with the mask (X == Out), which
+// does not depend on X differentiably. So d(dOut) = reduce_sum(ddX * mask), the mask being
+// reduce_max_grad(X, Out, ones).
+void ReduceMaxGradGrad(GradOpMaker& g) {
+  const std::string ddx = FirstArg(g.OutputGrad("X@GRAD")), d_dout = FirstArg(g.InputGrad("Out@GRAD"));
+  if (ddx.empty() || d_dout.empty()) return;
+  const std::string ones = g.Temp("ones"), mask = g.Temp("mask"), masked = g.Temp("masked");
+  OpDesc& fill = g.NewOp("fill_any_like", false);
+  fill.SetInput("X", g.Input("Out"));
+  fill.SetOutput("Out", {ones});
+  fill.SetAttr("value", 1.0f);
+  OpDesc& sel = g.NewOp(g.Forward().type());
+  sel.SetInput("X", g.Input("X"));
+  sel.SetInput("Out", g.Input("Out"));
+  sel.SetInput("Out@GRAD", {ones});
+  sel.SetOutput("X@GRAD", {mask});
+  OpDesc& mul = g.NewOp("elementwise_mul", false);
+  mul.SetInput("X", {ddx});
+  mul.SetInput("Y", {mask});
+  mul.SetOutput("Out", {masked});
+  OpDesc& sum = g.NewOp("reduce_sum");
+  sum.SetInput("X", {masked});
+  sum.SetOutput("Out", {d_dout});
 }
 
 }  // namespace
 
+// Sum and mean grads only need X's shape and Out@GRAD; max also needs X and Out to find the maxima.
 FL_REGISTER_OP(reduce_sum, op) {
   DeclareReduce(op, "Out = sum of X over dim.");
-  op.CPUKernel<float, double, int32_t, int64_t>(ReduceKernel<SumReducer, false>{}).SetGradMaker(ReduceGradMaker<false>);
-}
-
-FL_REGISTER_OP(reduce_mean, op) {
-  DeclareReduce(op, "Out = mean of X over dim.");
-  op.CPUKernel<float, double>(ReduceKernel<SumReducer, true>{}).SetGradMaker(ReduceGradMaker<false>);
-}
-
-FL_REGISTER_OP(reduce_max, op) {
-  DeclareReduce(op, "Out = max of X over dim.");
-  op.CPUKernel<float, double, int32_t, int64_t>(ReduceKernel<MaxReducer, false>{}).SetGradMaker(ReduceGradMaker<true>);
-}
-
-FL_REGISTER_OP(reduce_sum_grad, op) {
-  DeclareReduceGrad(op, false);
-  op.Doc("X@GRAD = Out@GRAD broadcast back over the reduced axes.")
+  op.CPUKernel<float, double, int32_t, int64_t>(ReduceKernel<SumReducer, false>{});
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD broadcast back over the reduced axes.")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         ReduceGradMap<T>(ctx, [](const ReduceLayout& l, T* g, const T* d) {
@@ -114,9 +101,12 @@ FL_REGISTER_OP(reduce_sum_grad, op) {
       });
 }
 
-FL_REGISTER_OP(reduce_mean_grad, op) {
-  DeclareReduceGrad(op, false);
-  op.Doc("X@GRAD = Out@GRAD / count broadcast back over the reduced axes.")
+FL_REGISTER_OP(reduce_mean, op) {
+  DeclareReduce(op, "Out = mean of X over dim.");
+  op.CPUKernel<float, double>(ReduceKernel<SumReducer, true>{});
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD / count broadcast back over the reduced axes.")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         ReduceGradMap<T>(ctx, [](const ReduceLayout& l, T* g, const T* d) {
@@ -126,9 +116,12 @@ FL_REGISTER_OP(reduce_mean_grad, op) {
       });
 }
 
-FL_REGISTER_OP(reduce_max_grad, op) {
-  DeclareReduceGrad(op, true);
-  op.Doc("X@GRAD = Out@GRAD at the positions where X equals the max, 0 elsewhere.")
+FL_REGISTER_OP(reduce_max, op) {
+  DeclareReduce(op, "Out = max of X over dim.");
+  op.CPUKernel<float, double, int32_t, int64_t>(ReduceKernel<MaxReducer, false>{});
+  op.GradOp({"X", "Out", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD at the positions where X equals the max, 0 elsewhere.")
+      .Grad(ReduceMaxGradGrad)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const T* x = ctx.Input("X").data<T>();

@@ -1,4 +1,5 @@
 // scale: Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is false).
+#include "grad_op_maker.h"
 #include "helpers/elementwise_loop.h"
 #include "op_context.h"
 
@@ -19,7 +20,7 @@ FL_REGISTER_OP(scale, op) {
         if (!ctx.Attr<bool>("bias_after_scale")) bias = bias * scale;
         UnaryMap<T>(ctx, [scale, bias](T x) { return scale * x + bias; });
       })
-      .SetGradMaker([](GradOpMaker& g) {
+      .Grad([](GradOpMaker& g) {
         // d(scale*x + b)/dx = scale: the grad is another scale op, with no bias.
         OpDesc& op = g.NewOp("scale", false);
         op.SetInput("X", g.OutputGrad("Out"));

@@ -3,6 +3,7 @@
 // back into a zeroed Input@GRAD.
 #include <cstring>
 
+#include "grad_op_maker.h"
 #include "helpers/concat_split.h"
 
 namespace fl {
@@ -138,29 +139,10 @@ FL_REGISTER_OP(slice, op) {
         const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
         ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSlice)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("slice_grad");
-        op.SetInput("Input", g.Input("Input"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("Input@GRAD", g.InputGrad("Input"));
-      });
-}
-
-FL_REGISTER_OP(slice_grad, op) {
-  op.Doc("Gradient of slice: Input@GRAD = zeros with Out@GRAD written into the sliced region.")
-      .Input("Input", "forward Input (only the dims are read)")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("Input@GRAD", "gradient of Input")
-      .Attr<std::vector<int32_t>>("axes", {}, "as in slice")
-      .Attr<std::vector<int32_t>>("starts", {}, "as in slice")
-      .Attr<std::vector<int32_t>>("ends", {}, "as in slice")
-      .Attr<std::vector<int32_t>>("decrease_axis", {}, "as in slice")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("Input@GRAD"))
-          ctx.SetOutput("Input@GRAD", ctx.InputDim("Input"), ctx.InputDType("Input"));
-      })
+      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSlice);
+  op.GradOp({"Input", "Out@GRAD"})
+      .Doc("Gradient of slice: Input@GRAD = zeros with Out@GRAD written into the sliced region.")
+      .Grad(LinearGradGrad)
       .CPUKernel<float, double, int32_t, int64_t>(kSliceGrad);
 }
 

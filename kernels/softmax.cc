@@ -17,24 +17,10 @@ FL_REGISTER_OP(softmax, op) {
         const Tensor& x = ctx.Input("X");
         const AxisView v = ViewAroundAxis(x.dims(), ctx.Attr<int32_t>("axis"));
         SoftmaxForward(x.data<T>(), ctx.Alloc<T>("Out"), v);
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("softmax_grad");
-        op.SetInput("Out", g.Output("Out"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(softmax_grad, op) {
-  op.Doc("X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out along axis)).")
-      .Input("Out", "forward output")
-      .Input("Out@GRAD", "gradient of Out")
-      .Output("X@GRAD", "gradient of X")
-      .Attr<int32_t>("axis", -1, "as in the forward op")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) SameShapeAsInput(ctx, "Out", "X@GRAD");
-      })
+  op.GradOp({"Out", "Out@GRAD"})
+      .Doc("X@GRAD = Out * (Out@GRAD - sum(Out@GRAD * Out along axis)).")
+      .ShapeLike("X", "Out")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("X@GRAD");

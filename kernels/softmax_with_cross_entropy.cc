@@ -17,6 +17,7 @@ FL_REGISTER_OP(softmax_with_cross_entropy, op) {
       .Input("Label", "int64 class ids (Logits' shape with 1 on axis), or soft labels of Logits' shape")
       .Output("Softmax", "softmax of Logits, same shape")
       .Output("Loss", "the loss: Logits' shape with 1 on axis")
+      .NonDifferentiable({"Label"})
       .Attr<bool>("soft_label", false, "Label holds a distribution instead of a class id")
       .Attr<int32_t>("ignore_index", -100, "hard label value whose loss (and gradient) is 0")
       .Attr<bool>("numeric_stable_mode", true, "accepted for Fluid compatibility; the CPU kernel is always stable")
@@ -61,31 +62,11 @@ FL_REGISTER_OP(softmax_with_cross_entropy, op) {
                           : std::log(sum[i]) - (x[o * block + l * v.inner + i] - mx[i]);
           }
         });
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        // The gradient is (Softmax - onehot(Label)) * Loss@GRAD: Logits and Loss are not needed.
-        OpDesc& op = g.NewOp("softmax_with_cross_entropy_grad");
-        op.SetInput("Label", g.Input("Label"));
-        op.SetInput("Softmax", g.Output("Softmax"));
-        op.SetInput("Loss@GRAD", g.OutputGrad("Loss"));
-        op.SetOutput("Logits@GRAD", g.InputGrad("Logits"));
       });
-}
-
-FL_REGISTER_OP(softmax_with_cross_entropy_grad, op) {
-  op.Doc("Logits@GRAD = (Softmax - Label as one-hot or distribution) * Loss@GRAD.")
-      .Input("Label", "forward label")
-      .Input("Softmax", "forward Softmax output")
-      .Input("Loss@GRAD", "gradient of Loss")
-      .Output("Logits@GRAD", "gradient of Logits")
-      .Attr<bool>("soft_label", false, "as in the forward op")
-      .Attr<int32_t>("ignore_index", -100, "as in the forward op")
-      .Attr<bool>("numeric_stable_mode", true, "as in the forward op")
-      .Attr<int32_t>("axis", -1, "as in the forward op")
-      .KernelDTypeFrom("Softmax")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("Logits@GRAD")) SameShapeAsInput(ctx, "Softmax", "Logits@GRAD");
-      })
+  // The gradient is (Softmax - onehot(Label)) * Loss@GRAD: Logits and Loss are not needed.
+  op.GradOp({"Label", "Softmax", "Loss@GRAD"})
+      .Doc("Logits@GRAD = (Softmax - Label as one-hot or distribution) * Loss@GRAD.")
+      .ShapeLike("Logits", "Softmax")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("Logits@GRAD");

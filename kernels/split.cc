@@ -1,5 +1,6 @@
-// split: X cut along `axis` into `num` equal parts or parts of the given `sections`; the grad joins the
-// Out gradients back, with zeros for outputs that got no gradient.
+// split: X cut along `axis` into `num` equal parts or parts of the given `sections`; the gradient is the
+// concat of the parts' gradients.
+#include "grad_op_maker.h"
 #include "helpers/concat_split.h"
 
 namespace fl {
@@ -84,28 +85,6 @@ const auto kSplit = [](const ExecutionContext& ctx, auto tag) {
   SplitParts(MakeAxisParts(x.dims(), p.axis, p.sizes, sizeof(T)), x.data<T>(), parts);
 };
 
-const auto kSplitGrad = [](const ExecutionContext& ctx, auto tag) {
-  using T = typename decltype(tag)::type;
-  Tensor* dx = ctx.OutputOrNull("X@GRAD");
-  if (!dx) return;
-  const Tensor& x = ctx.Input("X");
-  const int n = ctx.InputSize("Out@GRAD");
-  const SplitPlan p = Plan(ctx, x.dims(), n, "X");
-  std::vector<const void*> parts;
-  for (int i = 0; i < n; ++i) {
-    const Tensor* g = ctx.InputOrNull("Out@GRAD", i);  // absent or never computed: zeros
-    if (g) {
-      DDim d = x.dims();
-      d[p.axis] = p.sizes[i];
-      FL_ENFORCE(g->dims() == d, "split_grad: Out@GRAD[", i, "] '", ctx.InputName("Out@GRAD", i), "' ", g->dims(),
-                 " does not match the split part ", d);
-    }
-    parts.push_back(g ? g->data<T>() : nullptr);
-  }
-  dx->Resize(x.dims());
-  ConcatParts(MakeAxisParts(x.dims(), p.axis, p.sizes, sizeof(T)), parts, dx->mutable_data<T>(ctx.place()));
-};
-
 }  // namespace
 
 FL_REGISTER_OP(split, op) {
@@ -127,27 +106,13 @@ FL_REGISTER_OP(split, op) {
         }
       })
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSplit)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("split_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      .Grad([](GradOpMaker& g) {
+        // The parts' gradients joined back (backward fills zeros for a part that got none).
+        OpDesc& op = g.NewOp("concat", false);
+        op.SetInput("X", g.OutputGrad("Out"));
+        op.SetOutput("Out", g.InputGrad("X"));
+        op.SetAttr("axis", g.Attr<int32_t>("axis"));
       });
-}
-
-FL_REGISTER_OP(split_grad, op) {
-  op.Doc("Gradient of split: X@GRAD = the Out gradients joined along the axis; a missing one counts as zeros.")
-      .Input("X", "forward X (only the dims are read)")
-      .DuplicableInput("Out@GRAD", "gradients of the parts; entries may be @EMPTY@ or never computed")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .Attr<int32_t>("num", 0, "as in split")
-      .Attr<std::vector<int32_t>>("sections", {}, "as in split")
-      .Attr<int32_t>("axis", 0, "as in split")
-      .KernelDTypeFrom("X")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-      })
-      .CPUKernel<float, double, int32_t, int64_t>(kSplitGrad);
 }
 
 }  // namespace fl

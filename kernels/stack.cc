@@ -1,6 +1,7 @@
-// stack / unstack and their grads: stacking K tensors of dims D at `axis` is concat of the K tensors
-// seen as D with a 1 inserted at `axis`; unstack is the matching split. Both directions are the
-// concat/split part copies of helpers/concat_split.h, so each grad is the other op's kernel.
+// stack / unstack: stacking K tensors of dims D at `axis` is concat of the K tensors seen as D with a 1
+// inserted at `axis`; unstack is the matching split (the part copies of helpers/concat_split.h). Each is the
+// other's gradient.
+#include "grad_op_maker.h"
 #include "helpers/concat_split.h"
 
 namespace fl {
@@ -83,16 +84,6 @@ const auto kStack = [](const ExecutionContext& ctx, auto tag) {
   Stack<T>(xs, axis, y, ctx.place());
 };
 
-const auto kStackGrad = [](const ExecutionContext& ctx, auto tag) {
-  using T = typename decltype(tag)::type;
-  const Tensor& dy = ctx.Input("Y@GRAD");
-  const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), dy.rank(), "stack_grad", "Y@GRAD");
-  const std::vector<Tensor*> dxs = ctx.MultiOutput("X@GRAD");
-  FL_ENFORCE(static_cast<int64_t>(dxs.size()) == dy.dims()[axis], "stack_grad: ", dxs.size(),
-             " X@GRAD outputs for Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", dy.dims(), " at axis ", axis);
-  Unstack<T>(dy, axis, dxs, ctx.place());
-};
-
 const auto kUnstack = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
   const Tensor& x = ctx.Input("X");
@@ -101,26 +92,6 @@ const auto kUnstack = [](const ExecutionContext& ctx, auto tag) {
   FL_ENFORCE(static_cast<int64_t>(ys.size()) == x.dims()[axis], "unstack: ", ys.size(), " Y outputs for X '",
              ctx.InputName("X"), "' ", x.dims(), " at axis ", axis);
   Unstack<T>(x, axis, ys, ctx.place());
-};
-
-const auto kUnstackGrad = [](const ExecutionContext& ctx, auto tag) {
-  using T = typename decltype(tag)::type;
-  Tensor* dx = ctx.OutputOrNull("X@GRAD");
-  if (!dx) return;
-  const Tensor& x = ctx.Input("X");
-  const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), x.rank(), "unstack_grad", "X");
-  const DDim part = RemoveDim(x.dims(), axis);
-  std::vector<const Tensor*> dys;
-  for (int i = 0; i < ctx.InputSize("Y@GRAD"); ++i) {
-    const Tensor* g = ctx.InputOrNull("Y@GRAD", i);  // absent or never computed: zeros
-    FL_ENFORCE(!g || g->dims() == part, "unstack_grad: Y@GRAD[", i, "] '", ctx.InputName("Y@GRAD", i), "' ",
-               g ? g->dims() : DDim(), " does not match ", part);
-    dys.push_back(g);
-  }
-  FL_ENFORCE(static_cast<int64_t>(dys.size()) == x.dims()[axis], "unstack_grad: ", dys.size(),
-             " Y@GRAD inputs for X ", x.dims(), " at axis ", axis);
-  dx->Resize(x.dims());
-  Stack<T>(dys, axis, dx, ctx.place());
 };
 
 }  // namespace
@@ -132,25 +103,13 @@ FL_REGISTER_OP(stack, op) {
       .Attr<int32_t>("axis", 0, "the new axis, in [-(rank+1), rank+1)")
       .SetInferShape(StackInferShape)
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kStack)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("stack_grad");
-        op.SetInput("Y@GRAD", g.OutputGrad("Y"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      .Grad([](GradOpMaker& g) {  // the slices of Y@GRAD along the stacked axis
+        OpDesc& op = g.NewOp("unstack", false);
+        op.SetInput("X", g.OutputGrad("Y"));
+        op.SetOutput("Y", g.InputGrad("X"));
+        op.SetAttr("axis", g.Attr<int32_t>("axis"));
+        op.SetAttr("num", static_cast<int32_t>(g.Input("X").size()));
       });
-}
-
-FL_REGISTER_OP(stack_grad, op) {
-  op.Doc("Gradient of stack: X@GRAD[i] = Y@GRAD[..., i, ...] along axis (@EMPTY@ entries skipped).")
-      .Input("Y@GRAD", "gradient of Y")
-      .DuplicableOutput("X@GRAD", "gradients of the X tensors")
-      .Attr<int32_t>("axis", 0, "as in stack")
-      .SetInferShape([](InferShapeContext& ctx) {
-        const DDim dy = ctx.InputDim("Y@GRAD");
-        const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), dy.size(), "stack_grad", ctx.Describe("Y@GRAD"));
-        for (int i = 0; i < ctx.OutputSize("X@GRAD"); ++i)
-          ctx.SetOutput("X@GRAD", RemoveDim(dy, axis), ctx.InputDType("Y@GRAD"), i);
-      })
-      .CPUKernel<float, double, int32_t, int64_t>(kStackGrad);
 }
 
 FL_REGISTER_OP(unstack, op) {
@@ -168,26 +127,12 @@ FL_REGISTER_OP(unstack, op) {
         for (int i = 0; i < n; ++i) ctx.SetOutput("Y", RemoveDim(x, axis), ctx.InputDType("X"), i);
       })
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kUnstack)
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("unstack_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Y@GRAD", g.OutputGrad("Y"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
+      .Grad([](GradOpMaker& g) {  // the Y gradients stacked back (backward fills zeros for one that got none)
+        OpDesc& op = g.NewOp("stack", false);
+        op.SetInput("X", g.OutputGrad("Y"));
+        op.SetOutput("Y", g.InputGrad("X"));
+        op.SetAttr("axis", g.Attr<int32_t>("axis"));
       });
-}
-
-FL_REGISTER_OP(unstack_grad, op) {
-  op.Doc("Gradient of unstack: X@GRAD = the Y gradients stacked along axis; a missing one counts as zeros.")
-      .Input("X", "forward X (only the dims are read)")
-      .DuplicableInput("Y@GRAD", "gradients of the Y tensors; entries may be @EMPTY@ or never computed")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .Attr<int32_t>("axis", 0, "as in unstack")
-      .Attr<int32_t>("num", 0, "as in unstack")
-      .KernelDTypeFrom("X")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-      })
-      .CPUKernel<float, double, int32_t, int64_t>(kUnstackGrad);
 }
 
 }  // namespace fl

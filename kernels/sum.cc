@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "grad_op_maker.h"
 #include "helpers/sum_into.h"
 #include "op_context.h"
 
@@ -98,7 +99,7 @@ FL_REGISTER_OP(sum, op) {
         }
         if (out->lod() != *lod) out->set_lod(*lod);
       })
-      .SetGradMaker([](GradOpMaker& g) {
+      .Grad([](GradOpMaker& g) {
         // d(sum)/dX[i] = Out@GRAD for every i: one scale(1.0) per input, as Fluid does.
         const auto dout = g.OutputGrad("Out");
         for (const auto& dx : g.InputGrad("X")) {

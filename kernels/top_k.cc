@@ -55,27 +55,9 @@ FL_REGISTER_OP(top_k, op) {
             out[n * k + j] = row[order[j]];
           }
         }
-      })
-      .SetGradMaker([](GradOpMaker& g) {
-        OpDesc& op = g.NewOp("top_k_grad");
-        op.SetInput("X", g.Input("X"));
-        op.SetInput("Indices", g.Output("Indices"));
-        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
-        op.SetOutput("X@GRAD", g.InputGrad("X"));
       });
-}
-
-FL_REGISTER_OP(top_k_grad, op) {
-  op.Doc("Gradient of top_k: X@GRAD = zeros, then X@GRAD[row, Indices[row, j]] = Out@GRAD[row, j].")
-      .Input("X", "forward X (only the dims are read)")
-      .Input("Indices", "forward Indices")
-      .Input("Out@GRAD", "gradient of Out")
-      .DispensableOutput("X@GRAD", "gradient of X")
-      .Attr<int32_t>("k", 1, "as in the forward op")
-      .KernelDTypeFrom("Out@GRAD")
-      .SetInferShape([](InferShapeContext& ctx) {
-        if (ctx.HasOutput("X@GRAD")) ctx.SetOutput("X@GRAD", ctx.InputDim("X"), ctx.InputDType("X"));
-      })
+  op.GradOp({"X", "Indices", "Out@GRAD"})
+      .Doc("Gradient of top_k: X@GRAD = zeros, then X@GRAD[row, Indices[row, j]] = Out@GRAD[row, j].")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dxt = ctx.OutputOrNull("X@GRAD");

@@ -1,5 +1,6 @@
 // transpose2: Out = X with its dims permuted by `axis` (Out.dims[k] = X.dims[axis[k]]); XShape records
-// [0] + X.dims. The grad applies the inverse permutation to Out@GRAD.
+// [0] + X.dims (Fluid's convention). The gradient is transpose2 by the inverse permutation.
+#include "grad_op_maker.h"
 #include "helpers/transpose.h"
 #include "helpers/xshape.h"
 #include "op_context.h"
@@ -15,29 +16,20 @@ DDim Permuted(const DDim& d, const std::vector<int32_t>& perm) {
 }
 
 std::vector<int32_t> Inverse(const std::vector<int32_t>& perm) {
+  CheckPermutation(perm, static_cast<int>(perm.size()), "transpose2: the gradient of axis");
   std::vector<int32_t> inv(perm.size());
   for (size_t k = 0; k < perm.size(); ++k) inv[perm[k]] = static_cast<int32_t>(k);
   return inv;
 }
 
-// Transposes `in_slot` into `out_slot` by `perm` (Out already shaped by InferShape or the caller).
-template <typename T>
-void RunTranspose(const ExecutionContext& ctx, const char* in_slot, Tensor* out, const std::vector<int32_t>& perm) {
-  const Tensor& x = ctx.Input(in_slot);
-  CheckPermutation(perm, x.rank(), Str(ctx.Type(), ": ", in_slot, " '", ctx.InputName(in_slot), "' ", x.dims()));
-  out->Resize(Permuted(x.dims(), perm));
-  Transpose<T>(x.data<T>(), x.dims(), perm, out->mutable_data<T>(ctx.place()));
-}
-
 const auto kTranspose = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
-  RunTranspose<T>(ctx, "X", ctx.Output("Out"), ctx.Attr<std::vector<int32_t>>("axis"));
-};
-
-const auto kTransposeGrad = [](const ExecutionContext& ctx, auto tag) {
-  using T = typename decltype(tag)::type;
-  if (Tensor* dx = ctx.OutputOrNull("X@GRAD"))
-    RunTranspose<T>(ctx, "Out@GRAD", dx, Inverse(ctx.Attr<std::vector<int32_t>>("axis")));
+  const Tensor& x = ctx.Input("X");
+  const auto& perm = ctx.Attr<std::vector<int32_t>>("axis");
+  CheckPermutation(perm, x.rank(), Str(ctx.Type(), ": X '", ctx.InputName("X"), "' ", x.dims()));
+  Tensor* out = ctx.Output("Out");
+  out->Resize(Permuted(x.dims(), perm));
+  Transpose<T>(x.data<T>(), x.dims(), perm, out->mutable_data<T>(ctx.place()));
 };
 
 }  // namespace
@@ -55,14 +47,12 @@ FL_REGISTER_OP(transpose2, op) {
         SetOutAndXShape(ctx, x, Permuted(x, perm));
       })
       .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kTranspose)
-      .SetGradMaker(XShapeGradMaker);
-}
-
-FL_REGISTER_OP(transpose2_grad, op) {
-  op.Doc("Gradient of transpose2: X@GRAD = Out@GRAD permuted by the inverse of `axis`.");
-  XShapeGradOp(op, "transpose2")
-      .Attr<std::vector<int32_t>>("axis", {}, "as in transpose2")
-      .CPUKernel<float, double, int32_t, int64_t>(kTransposeGrad);
+      .Grad([](GradOpMaker& g) {  // Out@GRAD permuted back by the inverse permutation
+        OpDesc& op = g.NewOp("transpose2", false);
+        op.SetInput("X", g.OutputGrad("Out"));
+        op.SetOutput("Out", g.InputGrad("X"));
+        op.SetAttr("axis", Inverse(g.Attr<std::vector<int32_t>>("axis")));
+      });
 }
 
 }  // namespace fl

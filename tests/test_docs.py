@@ -33,15 +33,17 @@ def test_every_registered_op_is_documented():
 def test_render_shows_slots_attrs_and_grad():
     gen = load_generator()
     proto = {
-        "type": "toy", "doc": "Out = X | Y.", "has_grad": True, "has_kernel": True,
+        "type": "toy", "doc": "Out = X | Y.", "has_grad": True, "has_kernel": True, "grad": "grad_op",
+        "grad_op": "toy_grad", "forward_op": "",
         "kernels": "CPU:float32,float64; CUDA:float32",
         "inputs": [{"name": "X", "doc": "first", "duplicable": True, "dispensable": False}],
         "outputs": [{"name": "Out", "doc": "result", "duplicable": False, "dispensable": True}],
         "attrs": [{"name": "alpha", "type": "FLOAT", "default": 0.10000000149011612, "doc": "a", "required": False},
                   {"name": "axis", "type": "INT", "default": None, "doc": "b", "required": True}],
     }
-    grad = dict(proto, type="toy_grad", doc="", has_grad=False, attrs=[])
-    text = gen.render([proto, grad])
+    grad = dict(proto, type="toy_grad", doc="", has_grad=False, grad="none", grad_op="", forward_op="toy", attrs=[])
+    composed = dict(proto, type="toy2", grad="composed", grad_op="")
+    text = gen.render([proto, grad, composed])
     assert "| [`toy`](#toy) | Out = X \\| Y. | float32, float64 | [`toy_grad`](#toy_grad) |" in text
     assert "| `X` | duplicable | first |" in text
     assert "| `Out` | dispensable | result |" in text
@@ -49,3 +51,5 @@ def test_render_shows_slots_attrs_and_grad():
     assert "| `axis` | INT | required | b |" in text
     assert "CUDA" not in text.split("## toy")[1]
     assert "## toy_grad" in text
+    assert "Generated from [`toy`](#toy): slots, attributes and shape inference are derived" in text
+    assert "| [`toy2`](#toy2) | Out = X \\| Y. | float32, float64 | composed of other ops |" in text

@@ -44,11 +44,11 @@ def cpu_kernels(proto):
     return "none"
 
 
-def _grad_cell(proto, types):
-    if not proto["has_grad"]:
-        return "no"
-    grad = proto["type"] + "_grad"
-    return "[`%s`](#%s)" % (grad, grad) if grad in types else "yes (emits forward ops)"
+def _grad_cell(proto):
+    kind = proto["grad"]
+    if kind == "grad_op":
+        return "[`%s`](#%s)" % (proto["grad_op"], proto["grad_op"])
+    return {"composed": "composed of other ops", "no_gradient": "none flows (zero)", "none": "no"}[kind]
 
 
 def _slot_rows(slots):
@@ -61,7 +61,6 @@ def _slot_rows(slots):
 
 def render(protos):
     """Markdown for a list of op_proto dicts (sorted by type)."""
-    types = {p["type"] for p in protos}
     out = [
         "# Operators",
         "",
@@ -69,17 +68,22 @@ def render(protos):
         "(`tests/test_docs.py` fails when this file is out of date).",
         "",
         "%d ops. Kernels lists the CPU kernels by dtype; an op without kernels is run by the executor "
-        "itself (feed, fetch). Grad names the gradient op, or says the grad maker emits forward ops." % len(protos),
+        "itself (feed, fetch). Grad names the dedicated gradient op, or says the gradient is composed of other "
+        "ops, or that no gradient flows through the op (its outputs do not depend differentiably on its inputs)."
+        % len(protos),
         "",
         "| op | summary | kernels (CPU) | grad |",
         "|---|---|---|---|",
     ]
     for p in protos:
         out.append("| [`%s`](#%s) | %s | %s | %s |" % (p["type"], p["type"], _cell(p["doc"]), cpu_kernels(p),
-                                                         _grad_cell(p, types)))
+                                                         _grad_cell(p)))
     for p in protos:
         out += ["", "## %s" % p["type"], "", p["doc"].strip() or "(no doc)", ""]
-        out.append("Kernels (CPU): %s. Gradient: %s." % (cpu_kernels(p), _grad_cell(p, types)))
+        out.append("Kernels (CPU): %s. Gradient: %s." % (cpu_kernels(p), _grad_cell(p)))
+        if p["forward_op"]:
+            out += ["", "Generated from [`%s`](#%s): slots, attributes and shape inference are derived from its "
+                    "registration." % (p["forward_op"], p["forward_op"])]
         for title, slots in (("Inputs", p["inputs"]), ("Outputs", p["outputs"])):
             out += ["", "**%s**" % title, ""]
             if slots:

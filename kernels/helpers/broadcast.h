@@ -1,8 +1,9 @@
 // Broadcasting for binary elementwise ops (X op Y -> Out), Fluid's `axis` rule plus numpy size-1 dims.
 //
-// Alignment: the lower-rank operand (normally Y) is placed inside the higher-rank one starting at `axis`
-// (axis = -1 means rank(big) - rank(small), i.e. trailing alignment); trailing size-1 dims of the small
-// operand that would not fit are trimmed first (Fluid's trim_trailing_singular_dims). After padding both to
+// Alignment: identical shapes are used as they are (axis is ignored, as in Fluid). Otherwise the lower-rank
+// operand (normally Y) is placed inside the higher-rank one starting at `axis` (axis = -1 means
+// rank(big) - rank(small), i.e. trailing alignment); trailing size-1 dims of the small operand that would not
+// fit are trimmed first (Fluid's trim_trailing_singular_dims). After padding both to
 // the output rank, each dim pair must be equal or contain a 1; the output takes the larger. Unknown (-1)
 // compile-time dims are compatible with anything.
 //
@@ -32,6 +33,10 @@ namespace fl {
 // reason in *why) if they cannot broadcast.
 inline bool AlignBroadcastDims(const DDim& x, const DDim& y, int axis, DDim* xa, DDim* ya, DDim* out,
                                std::string* why) {
+  if (x == y) {  // identical shapes need no alignment: axis is ignored, as in Fluid
+    *xa = *ya = *out = x;
+    return true;
+  }
   const bool y_small = x.size() >= y.size();
   const DDim& big = y_small ? x : y;
   const DDim& small = y_small ? y : x;

@@ -21,21 +21,39 @@ void UnaryMap(const ExecutionContext& ctx, F f, const char* in = "X", const char
   });
 }
 
-// G[i] = f(a[i], b[i]) for two equally shaped inputs (typical for activation gradients).
+// Out[i] = f(in_0[i], in_1[i], ...) over equally sized inputs (activation gradients and second derivatives).
+template <typename T, typename F, typename... Slots>
+void MapSameShape(const ExecutionContext& ctx, const char* out, F f, const char* first, Slots... rest) {
+  const Tensor& t0 = ctx.Input(first);
+  for (const char* slot : {rest...}) {
+    const Tensor& t = ctx.Input(slot);
+    FL_ENFORCE(t.numel() == t0.numel(), "op ", ctx.Type(), ": ", first, " '", ctx.InputName(first), "' ", t0.dims(),
+               " and ", slot, " '", ctx.InputName(slot), "' ", t.dims(), " must have the same number of elements");
+  }
+  Tensor* o = ctx.Output(out);
+  o->Resize(t0.dims());
+  const T* in[] = {t0.data<T>(), ctx.Input(rest).template data<T>()...};
+  T* op = o->mutable_data<T>(ctx.place());
+  ParallelFor(t0.numel(), kMinParallelElements, [&](int64_t b, int64_t e) {
+    const T* p0 = in[0];
+    const T* p1 = in[1];
+    if constexpr (sizeof...(rest) == 1) {
+      for (int64_t i = b; i < e; ++i) op[i] = f(p0[i], p1[i]);
+    } else {
+      const T* p2 = in[2];
+      for (int64_t i = b; i < e; ++i) op[i] = f(p0[i], p1[i], p2[i]);
+    }
+  });
+}
+
 template <typename T, typename F>
 void BinaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* b, const char* out, F f) {
-  const Tensor& ta = ctx.Input(a);
-  const Tensor& tb = ctx.Input(b);
-  FL_ENFORCE(ta.numel() == tb.numel(), "op ", ctx.Type(), ": ", a, " ", ta.dims(), " and ", b, " ", tb.dims(),
-             " must have the same number of elements");
-  Tensor* o = ctx.Output(out);
-  o->Resize(ta.dims());
-  const T* ap = ta.data<T>();
-  const T* bp = tb.data<T>();
-  T* op = o->mutable_data<T>(ctx.place());
-  ParallelFor(ta.numel(), kMinParallelElements, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) op[i] = f(ap[i], bp[i]);
-  });
+  MapSameShape<T>(ctx, out, f, a, b);
+}
+
+template <typename T, typename F>
+void TernaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* b, const char* c, const char* out, F f) {
+  MapSameShape<T>(ctx, out, f, a, b, c);
 }
 
 }  // namespace fl
