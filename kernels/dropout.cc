@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "grad_op_maker.h"
+#include "op_builder.h"
 #include "helpers/elementwise_loop.h"
 #include "helpers/random.h"
 
@@ -73,25 +75,30 @@ FL_REGISTER_OP(dropout, op) {
         T* out = ctx.Output("Out")->mutable_data<T>(x.dims(), ctx.place());
         for (int64_t i = 0; i < n; ++i) out[i] = xp[i] * mask[i] * s;
       });
-  op.GradOp({"Mask", "Out@GRAD"})
-      .Doc("X@GRAD = Out@GRAD * Mask (divided by 1 - dropout_prob for upscale_in_train); Out@GRAD * (1 - p) or "
-           "Out@GRAD when is_test.")
-      .ShapeLike("X", "Out@GRAD")
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        using T = typename decltype(tag)::type;
-        if (!ctx.HasOutput("X@GRAD")) return;
-        const float p = ctx.Attr<float>("dropout_prob");
-        const bool upscale = Upscale(ctx.Attr<std::string>("dropout_implementation"));
-        if (ctx.Attr<bool>("is_test")) {
-          const T s = upscale ? T(1) : static_cast<T>(1.0f - p);
-          UnaryMap<T>(ctx, [s](T g) { return g * s; }, "Out@GRAD", "X@GRAD");
-          return;
-        }
-        FL_ENFORCE(ctx.InputOrNull("Mask"), "dropout_grad: Mask '", ctx.HasInput("Mask") ? ctx.InputName("Mask") : "",
-                   "' was not computed (training-mode dropout must run first)");
-        const T s = upscale ? (p < 1.0f ? static_cast<T>(1.0 / (1.0 - p)) : T(0)) : T(1);
-        BinaryMapSameShape<T>(ctx, "Out@GRAD", "Mask", "X@GRAD", [s](T g, T m) { return g * m * s; });
-      });
+  op.Grad([](GradOpMaker& g) {
+    // X@GRAD = Out@GRAD * Mask * s in training, Out@GRAD * s when is_test, with the forward op's scale s.
+    const float p = g.Attr<float>("dropout_prob");
+    const bool upscale = Upscale(g.Attr<std::string>("dropout_implementation"));
+    const bool test = g.Attr<bool>("is_test");
+    const float s = test ? (upscale ? 1.0f : 1.0f - p) : (upscale ? (p < 1.0f ? 1.0f / (1.0f - p) : 0.0f) : 1.0f);
+    const std::string dx = FirstArg(g.InputGrad("X"));
+    std::string in = FirstArg(g.OutputGrad("Out"));
+    if (!test) {
+      FL_ENFORCE(!g.Output("Mask").empty(), "dropout: the gradient in training needs the Mask output",
+                 CreationSuffix(g.Forward()));
+      const std::string masked = s == 1.0f ? dx : g.Temp("masked");
+      OpDesc& mul = g.NewOp("elementwise_mul", false);
+      mul.SetInput("X", {in});
+      mul.SetInput("Y", g.Output("Mask"));
+      mul.SetOutput("Out", {masked});
+      if (s == 1.0f) return;
+      in = masked;
+    }
+    OpDesc& scale = g.NewOp("scale", false);
+    scale.SetInput("X", {in});
+    scale.SetOutput("Out", {dx});
+    scale.SetAttr("scale", s);
+  });
 }
 
 }  // namespace fl

@@ -99,13 +99,13 @@ void GradKernel(const ExecutionContext& ctx) {
   const T* gp = dout.data<T>();
   if (Tensor* dx = ctx.OutputOrNull("X@GRAD")) {
     dx->Resize(x.dims());
-    BroadcastReduce<BroadcastSide::X>(plan, xp, yp, gp, gp, dx->mutable_data<T>(ctx.place()),
-                                      [](T a, T b, T, T g) { return Op::template Dx<T>(a, b, g); });
+    BroadcastReduce<BroadcastSide::X>(plan, xp, yp, gp, dx->mutable_data<T>(ctx.place()),
+                                      [](T a, T b, T g) { return Op::template Dx<T>(a, b, g); });
   }
   if (Tensor* dy = ctx.OutputOrNull("Y@GRAD")) {
     dy->Resize(y.dims());
-    BroadcastReduce<BroadcastSide::Y>(plan, xp, yp, gp, gp, dy->mutable_data<T>(ctx.place()),
-                                      [](T a, T b, T, T g) { return Op::template Dy<T>(a, b, g); });
+    BroadcastReduce<BroadcastSide::Y>(plan, xp, yp, gp, dy->mutable_data<T>(ctx.place()),
+                                      [](T a, T b, T g) { return Op::template Dy<T>(a, b, g); });
   }
 }
 

@@ -1,5 +1,6 @@
-// reduce_sum, reduce_mean, reduce_max: Out = X reduced over `dim` (or every axis with reduce_all).
-// All three share the signature, shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
+// reduce_sum, reduce_mean, reduce_max: Out = X reduced over `dim` (or every axis with reduce_all), and mean
+// (Out = the mean of every element, shape [1]: the usual last step of a loss). They share the signature,
+// shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
 #include "grad_op_maker.h"
 #include "helpers/reduce.h"
 
@@ -129,6 +130,26 @@ FL_REGISTER_OP(reduce_max, op) {
         ReduceGradMap<T>(ctx, [x, y](const ReduceLayout& l, T* g, const T* d) {
           ForEachReduced(l, [x, y, g, d](int64_t i, int64_t o) { g[i] = x[i] == y[o] ? d[o] : T(0); });
         });
+      });
+}
+
+FL_REGISTER_OP(mean, op) {
+  op.Doc("Out = mean(X) over all elements, shape [1].")
+      .Input("X", "input tensor")
+      .Output("Out", "the mean, shape [1]")
+      .SetInferShape([](InferShapeContext& ctx) { ctx.SetOutput("Out", DDim{1}, ctx.InputDType("X")); })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        const Tensor& x = ctx.Input("X");
+        ReduceTensor<SumReducer, typename decltype(tag)::type>(ctx, std::vector<bool>(x.rank(), true), true);
+      })
+      .Grad([](GradOpMaker& g) {  // reduce_mean's gradient over every axis
+        OpDesc& op = g.NewOp("reduce_mean_grad", false);
+        op.SetInput("X", g.Input("X"));
+        op.SetInput("Out@GRAD", g.OutputGrad("Out"));
+        op.SetOutput("X@GRAD", g.InputGrad("X"));
+        op.SetAttr("dim", std::vector<int32_t>{0});
+        op.SetAttr("keep_dim", false);
+        op.SetAttr("reduce_all", true);
       });
 }
 

@@ -16,7 +16,7 @@
 //   [pre, n, post]        -> rank <= 3, plain nested loops (the bias / per-channel patterns)
 //   anything else         -> an odometer over the outer dims
 // Gradients use the same plan: BroadcastReduce writes dX (or dY) in the operand's own shape, summing over
-// the dims it was broadcast along; SumToShape is the plain "reduce a full-shape gradient" special case.
+// the dims it was broadcast along.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -251,10 +251,9 @@ void BroadcastBinary(const BroadcastPlan& p, const T* x, const T* y, O* out, F f
 enum class BroadcastSide { X, Y };
 
 // The gradient of one operand: d[k] = sum over output elements e that read operand element k of
-// g(x[xi], y[yi], out[e], dout[e]). `d` has the operand's own shape. Pass any buffer of the output's size
-// (e.g. dout) as `out` when g ignores it.
+// g(x[xi], y[yi], dout[e]). `d` has the operand's own shape.
 template <BroadcastSide kSide, typename T, typename G>
-void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* out, const T* dout, T* d, G g) {
+void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* dout, T* d, G g) {
   const int64_t d_numel = kSide == BroadcastSide::X ? p.x_numel : p.y_numel;
   const bool reduce = d_numel != p.numel;
   if (reduce) std::fill(d, d + d_numel, T(0));
@@ -263,7 +262,7 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
     detail::DispatchInner(p, [&](auto SX, auto SY) {
       detail::ParallelForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo, int64_t n) {
         T* dp = d + (kSide == BroadcastSide::X ? xo : yo);
-        for (int64_t i = 0; i < n; ++i) dp[i] = g(x[xo + i * SX], y[yo + i * SY], out[oo + i], dout[oo + i]);
+        for (int64_t i = 0; i < n; ++i) dp[i] = g(x[xo + i * SX], y[yo + i * SY], dout[oo + i]);
       });
     });
     return;
@@ -274,7 +273,6 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
     detail::ForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo) {
       const T* xp = x + xo;
       const T* yp = y + yo;
-      const T* outp = out + oo;
       const T* gp = dout + oo;
       T* dp = d + (kSide == BroadcastSide::X ? xo : yo);
       if constexpr (SD == 0) {  // this operand is one scalar along the row: a sum
@@ -286,24 +284,17 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* ou
         for (int64_t b = 0; b < blocks; ++b)
           for (int k = 0; k < 8; ++k) {
             const int64_t i = b * 8 + k;
-            acc[k] += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
+            acc[k] += g(xp[i * SX], yp[i * SY], gp[i]);
           }
         T s = 0;
-        for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
+        for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], gp[i]);
         for (int k = 0; k < 8; ++k) s += acc[k];
         dp[0] += s;
       } else {  // contiguous along the row, but summed over outer dims
-        for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], outp[i], gp[i]);
+        for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], gp[i]);
       }
     });
   });
-}
-
-// Sums a gradient of the broadcast output shape back to X's (kSide X) or Y's shape.
-template <BroadcastSide kSide, typename T>
-void SumToShape(const BroadcastPlan& p, const T* dout, T* d) {
-  // x/y/out are never read by the functor; dout is a valid stand-in of at least their size.
-  BroadcastReduce<kSide>(p, dout, dout, dout, dout, d, [](T, T, T, T g) { return g; });
 }
 
 }  // namespace fl
