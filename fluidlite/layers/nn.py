@@ -4,12 +4,13 @@ import operator
 
 from ..framework import Variable, VarType, convert_np_dtype_to_dtype_
 from ..layer_helper import LayerHelper
+from .layer_function_generator import generate_layer_fn
 
 __all__ = [
     "fc", "mul", "matmul", "scale", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
     "elementwise_max", "elementwise_min", "reduce_sum", "reduce_mean", "reduce_max", "mean", "softmax",
     "cross_entropy", "softmax_with_cross_entropy", "square_error_cost", "split", "reshape", "transpose", "topk",
-    "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "clip",
+    "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
     "embedding", "slice", "gather", "stack", "unstack", "squeeze", "unsqueeze", "lstm_unit",
 ]
 
@@ -67,52 +68,35 @@ def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
                    {"transpose_X": transpose_x, "transpose_Y": transpose_y, "alpha": float(alpha)}, name=name)
 
 
-def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
-    return _simple("scale", {"X": x}, {"scale": float(scale), "bias": float(bias),
-                                       "bias_after_scale": bias_after_scale}, name=name, act=act)
+scale = generate_layer_fn("scale", act=True)
+
+elementwise_add = generate_layer_fn("elementwise_add", inputs=("x", "y"), act=True)
+elementwise_sub = generate_layer_fn("elementwise_sub", inputs=("x", "y"), act=True)
+elementwise_mul = generate_layer_fn("elementwise_mul", inputs=("x", "y"), act=True)
+elementwise_div = generate_layer_fn("elementwise_div", inputs=("x", "y"), act=True)
+elementwise_max = generate_layer_fn("elementwise_max", inputs=("x", "y"), act=True)
+elementwise_min = generate_layer_fn("elementwise_min", inputs=("x", "y"), act=True)
 
 
-def _elementwise(op_type):
-    def layer(x, y, axis=-1, act=None, name=None):
-        _check_var(op_type, "x", x)
-        _check_var(op_type, "y", y)
-        return _simple(op_type, {"X": x, "Y": y}, {"axis": axis}, name=name, act=act)
-
-    layer.__name__ = op_type
-    layer.__doc__ = ("%s(x, y, axis=-1): Fluid's broadcasting rule, y's dims match x's starting at `axis` "
-                     "(-1: aligned to the end)." % op_type)
-    return layer
-
-
-elementwise_add = _elementwise("elementwise_add")
-elementwise_sub = _elementwise("elementwise_sub")
-elementwise_mul = _elementwise("elementwise_mul")
-elementwise_div = _elementwise("elementwise_div")
-elementwise_max = _elementwise("elementwise_max")
-elementwise_min = _elementwise("elementwise_min")
+def _reduce_dims(args):
+    """Fluid's reduce layers: dim None (or every axis) reduces everything; one int is a list of one."""
+    dim = args["dim"]
+    if dim is not None and not isinstance(dim, (list, tuple)):
+        dim = [dim]
+    return {"dim": list(dim) if dim else [0],
+            "reduce_all": dim is None or len(dim) == 0 or len(dim) == len(args["input"].shape)}
 
 
 def _reduce(op_type):
-    def layer(input, dim=None, keep_dim=False, name=None):
-        _check_var(op_type, "input", input)
-        if dim is not None and not isinstance(dim, (list, tuple)):
-            dim = [dim]
-        attrs = {"dim": list(dim) if dim else [0], "keep_dim": keep_dim,
-                 "reduce_all": dim is None or len(dim) == 0 or len(dim) == len(input.shape)}
-        return _simple(op_type, {"X": input}, attrs, name=name)
-
-    layer.__name__ = op_type
-    return layer
+    return generate_layer_fn(op_type, inputs=("input",), attrs=("keep_dim",), prepare=_reduce_dims,
+                             extra=[("dim", None, "the axes to reduce (None: all); negative counts from the end")],
+                             order=["dim", "keep_dim", "name"])
 
 
 reduce_sum = _reduce("reduce_sum")
 reduce_mean = _reduce("reduce_mean")
 reduce_max = _reduce("reduce_max")
-
-
-def mean(x, name=None):
-    """The mean of all elements, shape [1]."""
-    return _simple("mean", {"X": x}, name=name)
+mean = generate_layer_fn("mean")
 
 
 def softmax(input, use_cudnn=False, name=None, axis=-1):
@@ -214,32 +198,13 @@ def accuracy(input, label, k=1, correct=None, total=None):
 del convert_np_dtype_to_dtype_
 
 
-def _compare(op_type):
-    def layer(x, y, cond=None, force_cpu=None):
-        _check_var(op_type, "x", x)
-        _check_var(op_type, "y", y)
-        helper = LayerHelper(op_type)
-        if cond is None:
-            cond = helper.create_variable_for_type_inference(dtype="bool", stop_gradient=True)
-        helper.append_op(type=op_type, inputs={"X": [x], "Y": [y]}, outputs={"Out": [cond]}, attrs={"axis": -1})
-        cond.stop_gradient = True
-        return cond
-
-    layer.__name__ = op_type
-    layer.__doc__ = "Out = %s(x, y) elementwise as bool, with elementwise broadcasting." % op_type
-    return layer
-
-
-less_than = _compare("less_than")
-less_equal = _compare("less_equal")
-greater_than = _compare("greater_than")
-greater_equal = _compare("greater_equal")
-equal = _compare("equal")
-not_equal = _compare("not_equal")
-
-
-def clip(x, min, max, name=None):
-    return _simple("clip", {"X": x}, {"min": float(min), "max": float(max)}, name=name)
+less_than = generate_layer_fn("less_than", inputs=("x", "y"), attrs=("force_cpu",), stop_gradient=True,
+                              out_arg="cond")
+less_equal = generate_layer_fn("less_equal", inputs=("x", "y"), attrs=(), stop_gradient=True, out_arg="cond")
+greater_than = generate_layer_fn("greater_than", inputs=("x", "y"), attrs=(), stop_gradient=True, out_arg="cond")
+greater_equal = generate_layer_fn("greater_equal", inputs=("x", "y"), attrs=(), stop_gradient=True, out_arg="cond")
+equal = generate_layer_fn("equal", inputs=("x", "y"), attrs=(), stop_gradient=True, out_arg="cond")
+not_equal = generate_layer_fn("not_equal", inputs=("x", "y"), attrs=(), stop_gradient=True, out_arg="cond")
 
 
 def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None, param_attr=None,

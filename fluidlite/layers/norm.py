@@ -1,11 +1,10 @@
-"""Pooling, normalisation and regularisation layers (Fluid 1.x names): pool2d, batch_norm, dropout, flatten,
-relu6, leaky_relu."""
+"""Pooling, normalisation and regularisation layers (Fluid 1.x names): pool2d, batch_norm, dropout, flatten."""
 from ..framework import Variable
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 
-__all__ = ["pool2d", "batch_norm", "dropout", "flatten", "relu6", "leaky_relu"]
+__all__ = ["pool2d", "batch_norm", "dropout", "flatten"]
 
 
 def _pair(value, name, layer):
@@ -121,23 +120,3 @@ def flatten(x, axis=1, name=None):
     helper.append_op(type="flatten2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
                      attrs={"axis": axis})
     return out
-
-
-def _activation(op_type, x, name, **float_attrs):
-    """Out = op_type(X) with float attrs, after checking that x is a Variable."""
-    _check_var(op_type, "x", x)
-    helper = LayerHelper(op_type, name=name)
-    out = helper.create_variable_for_type_inference(x.dtype)
-    helper.append_op(type=op_type, inputs={"X": x}, outputs={"Out": out},
-                     attrs={k: float(v) for k, v in float_attrs.items()})
-    return out
-
-
-def relu6(x, threshold=6.0, name=None):
-    """min(max(x, 0), threshold)."""
-    return _activation("relu6", x, name, threshold=threshold)
-
-
-def leaky_relu(x, alpha=0.02, name=None):
-    """x if x >= 0 else alpha * x."""
-    return _activation("leaky_relu", x, name, alpha=alpha)
