@@ -33,48 +33,17 @@ namespace {
 // ------------------------------------------------------------------ numpy <-> Tensor
 
 DType DTypeFromNumpy(const py::dtype& dt) {
-  char kind = dt.kind();
-  size_t size = dt.itemsize();
-  if (kind == 'f' && size == 4) return DType::FP32;
-  if (kind == 'f' && size == 8) return DType::FP64;
-  if (kind == 'f' && size == 2) return DType::FP16;
-  if (kind == 'i' && size == 4) return DType::INT32;
-  if (kind == 'i' && size == 8) return DType::INT64;
-  if (kind == 'i' && size == 2) return DType::INT16;
-  if (kind == 'i' && size == 1) return DType::INT8;
-  if (kind == 'u' && size == 1) return DType::UINT8;
-  if (kind == 'b') return DType::BOOL;
-  throw py::type_error("numpy dtype " + std::string(py::str(dt)) + " is not supported by fluidlite");
+  const std::string name = py::str(dt.attr("name"));  // numpy's names are Fluid's
+#define FL_DTYPE_FROM_NUMPY(n, v, type, fluid_name, cpp_name, format) \
+  if (name == fluid_name) return DType::n;
+  FL_FOR_EACH_DTYPE(FL_DTYPE_FROM_NUMPY)
+#undef FL_DTYPE_FROM_NUMPY
+  throw py::type_error("numpy dtype " + name + " is not supported by fluidlite");
 }
 
 py::dtype NumpyDType(DType t) {
-  switch (t) {
-    case DType::FP32: return py::dtype::of<float>();
-    case DType::FP64: return py::dtype::of<double>();
-    case DType::INT32: return py::dtype::of<int32_t>();
-    case DType::INT64: return py::dtype::of<int64_t>();
-    case DType::INT16: return py::dtype::of<int16_t>();
-    case DType::INT8: return py::dtype::of<int8_t>();
-    case DType::UINT8: return py::dtype::of<uint8_t>();
-    case DType::BOOL: return py::dtype::of<bool>();
-    case DType::FP16: return py::dtype("float16");
-    default: FL_THROW("tensor has no dtype (it was never written)");
-  }
-}
-
-std::string BufferFormat(DType t) {
-  switch (t) {
-    case DType::FP32: return "f";
-    case DType::FP64: return "d";
-    case DType::INT32: return "i";
-    case DType::INT64: return "q";
-    case DType::INT16: return "h";
-    case DType::INT8: return "b";
-    case DType::UINT8: return "B";
-    case DType::BOOL: return "?";
-    case DType::FP16: return "e";
-    default: FL_THROW("tensor has no dtype (it was never written)");
-  }
+  FL_ENFORCE(IsKnownDType(t), "tensor has no dtype (it was never written)");
+  return py::dtype(DTypeName(t));
 }
 
 // Wraps a numpy array's memory without copying. `ensure` returns a new (C-contiguous) array when
@@ -363,7 +332,7 @@ PYBIND11_MODULE(_core, m) {
           s *= shape[i];
         }
         return py::buffer_info(t.raw_mutable(), static_cast<py::ssize_t>(SizeOf(t.dtype())),
-                               BufferFormat(t.dtype()), static_cast<py::ssize_t>(shape.size()), shape,
+                               DTypeFormat(t.dtype()), static_cast<py::ssize_t>(shape.size()), shape,
                                strides);
       })
       .def("__array__", [](const Tensor& t, py::object dtype, py::object copy) {
@@ -523,6 +492,22 @@ PYBIND11_MODULE(_core, m) {
       "the grad op descs for a forward op (Fluid's get_grad_op_desc); grad_blocks: the grad blocks of its "
       "sub-blocks; renames: gradient names already taken in the block -> fresh names; temp_prefix: makes the "
       "names of intermediate variables unique");
+  m.def("dtypes", []() {
+    py::list l;
+#define FL_DTYPE_ENTRY(n, v, type, fluid_name, cpp_name, format) \
+  l.append(py::dict(py::arg("name") = fluid_name, py::arg("value") = v, py::arg("enum") = #n,       \
+                    py::arg("itemsize") = sizeof(type), py::arg("cpp_name") = cpp_name));
+    FL_FOR_EACH_DTYPE(FL_DTYPE_ENTRY)
+#undef FL_DTYPE_ENTRY
+    return l;
+  }, "the element types: Fluid's name (= numpy's), VarType value, enum name, item size, C++ name");
+  m.def("var_kinds", []() {
+    py::dict d;
+#define FL_VAR_KIND_ENTRY(n, value) d[#n] = value;
+    FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_ENTRY)
+#undef FL_VAR_KIND_ENTRY
+    return d;
+  }, "the variable kinds (LOD_TENSOR, ...) and their VarType values");
   m.def("names", []() {
     py::dict d;
     d["grad_suffix"] = kGradSuffix;

@@ -10,14 +10,9 @@ namespace fl {
 
 const char* VarKindName(VarKind k) {
   switch (k) {
-    case VarKind::LOD_TENSOR: return "LOD_TENSOR";
-    case VarKind::SELECTED_ROWS: return "SELECTED_ROWS";
-    case VarKind::FEED_MINIBATCH: return "FEED_MINIBATCH";
-    case VarKind::FETCH_LIST: return "FETCH_LIST";
-    case VarKind::STEP_SCOPES: return "STEP_SCOPES";
-    case VarKind::LOD_RANK_TABLE: return "LOD_RANK_TABLE";
-    case VarKind::LOD_TENSOR_ARRAY: return "LOD_TENSOR_ARRAY";
-    case VarKind::RAW: return "RAW";
+#define FL_VAR_KIND_NAME(name, value) case VarKind::name: return #name;
+    FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_NAME)
+#undef FL_VAR_KIND_NAME
   }
   return "UNKNOWN";
 }

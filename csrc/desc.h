@@ -18,10 +18,21 @@ namespace fl {
 class ProgramDesc;
 class BlockDesc;
 
-// Variable kinds (Fluid's VarType values).
+// Variable kinds (Fluid's VarType values; together with the dtypes of dtype.h they make Fluid's VarType).
+#define FL_FOR_EACH_VAR_KIND(_) \
+  _(LOD_TENSOR, 7)              \
+  _(SELECTED_ROWS, 8)           \
+  _(FEED_MINIBATCH, 9)          \
+  _(FETCH_LIST, 10)             \
+  _(STEP_SCOPES, 11)            \
+  _(LOD_RANK_TABLE, 12)         \
+  _(LOD_TENSOR_ARRAY, 13)       \
+  _(RAW, 17)
+
 enum class VarKind : int {
-  LOD_TENSOR = 7, SELECTED_ROWS = 8, FEED_MINIBATCH = 9, FETCH_LIST = 10, STEP_SCOPES = 11,
-  LOD_RANK_TABLE = 12, LOD_TENSOR_ARRAY = 13, RAW = 17,
+#define FL_VAR_KIND_ENUM(name, value) name = value,
+  FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_ENUM)
+#undef FL_VAR_KIND_ENUM
 };
 const char* VarKindName(VarKind k);
 

@@ -1,33 +1,56 @@
 // Element types. Values follow Fluid's VarType so serialized programs and `dtype` attrs match Fluid.
+// FL_FOR_EACH_DTYPE is the one list of them: every dtype switch in C++ and the dtype tables Python reads
+// (core.dtypes()) are generated from it.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "enforce.h"
 
 namespace fl {
 
+// float16 tensors can be stored, fed and fetched; no kernel computes on them, so it has no C++ type here.
+struct Float16 {
+  uint16_t bits;
+};
+
+// name, VarType value, C++ type, Fluid's name, the C++ name Fluid's GLOG lines print, buffer-protocol format.
+#define FL_FOR_EACH_DTYPE(_)                                              \
+  _(BOOL, 0, bool, "bool", "bool", "?")                                   \
+  _(INT16, 1, int16_t, "int16", "int16_t", "h")                           \
+  _(INT32, 2, int32_t, "int32", "int", "i")                               \
+  _(INT64, 3, int64_t, "int64", "int64_t", "q")                           \
+  _(FP16, 4, Float16, "float16", "::paddle::platform::float16", "e")      \
+  _(FP32, 5, float, "float32", "float", "f")                              \
+  _(FP64, 6, double, "float64", "double", "d")                            \
+  _(UINT8, 20, uint8_t, "uint8", "uint8_t", "B")                          \
+  _(INT8, 21, int8_t, "int8", "int8_t", "b")
+
 enum class DType : int {
-  BOOL = 0,
-  INT16 = 1,
-  INT32 = 2,
-  INT64 = 3,
-  FP16 = 4,
-  FP32 = 5,
-  FP64 = 6,
-  UINT8 = 20,
-  INT8 = 21,
+#define FL_DTYPE_ENUM(name, v, type, fluid_name, cpp_name, format) name = v,
+  FL_FOR_EACH_DTYPE(FL_DTYPE_ENUM)
+#undef FL_DTYPE_ENUM
   UNDEFINED = 127,
 };
 
 constexpr int kNumDTypeSlots = 22;  // DType values index kernel tables; UNDEFINED never does.
 
+inline bool IsKnownDType(DType t) {
+  switch (t) {
+#define FL_DTYPE_CASE(name, v, type, fluid_name, cpp_name, format) case DType::name:
+    FL_FOR_EACH_DTYPE(FL_DTYPE_CASE)
+#undef FL_DTYPE_CASE
+    return true;
+    default: return false;
+  }
+}
+
 inline size_t SizeOf(DType t) {
   switch (t) {
-    case DType::BOOL: case DType::UINT8: case DType::INT8: return 1;
-    case DType::INT16: case DType::FP16: return 2;
-    case DType::INT32: case DType::FP32: return 4;
-    case DType::INT64: case DType::FP64: return 8;
+#define FL_DTYPE_SIZE(name, v, type, fluid_name, cpp_name, format) case DType::name: return sizeof(type);
+    FL_FOR_EACH_DTYPE(FL_DTYPE_SIZE)
+#undef FL_DTYPE_SIZE
     default: FL_THROW("unknown dtype ", static_cast<int>(t));
   }
 }
@@ -35,63 +58,57 @@ inline size_t SizeOf(DType t) {
 // Fluid's user-facing names ("float32") ...
 inline const char* DTypeName(DType t) {
   switch (t) {
-    case DType::BOOL: return "bool";
-    case DType::INT16: return "int16";
-    case DType::INT32: return "int32";
-    case DType::INT64: return "int64";
-    case DType::FP16: return "float16";
-    case DType::FP32: return "float32";
-    case DType::FP64: return "float64";
-    case DType::UINT8: return "uint8";
-    case DType::INT8: return "int8";
+#define FL_DTYPE_NAME(name, v, type, fluid_name, cpp_name, format) case DType::name: return fluid_name;
+    FL_FOR_EACH_DTYPE(FL_DTYPE_NAME)
+#undef FL_DTYPE_NAME
     default: return "undefined";
   }
 }
 
-// ... and the C++ type names Fluid's GLOG lines print ("float").
+// ... the C++ type names Fluid's GLOG lines print ("float") ...
 inline const char* DTypeCppName(DType t) {
   switch (t) {
-    case DType::BOOL: return "bool";
-    case DType::INT16: return "int16_t";
-    case DType::INT32: return "int";
-    case DType::INT64: return "int64_t";
-    case DType::FP16: return "::paddle::platform::float16";
-    case DType::FP32: return "float";
-    case DType::FP64: return "double";
-    case DType::UINT8: return "uint8_t";
-    case DType::INT8: return "int8_t";
+#define FL_DTYPE_CPP_NAME(name, v, type, fluid_name, cpp_name, format) case DType::name: return cpp_name;
+    FL_FOR_EACH_DTYPE(FL_DTYPE_CPP_NAME)
+#undef FL_DTYPE_CPP_NAME
     default: return "";
   }
 }
 
-DType DTypeFromName(const std::string& name);  // "float32" / "fp32" / "float" ... ; throws on unknown
+// ... and the buffer-protocol (numpy) format character ("f").
+inline const char* DTypeFormat(DType t) {
+  switch (t) {
+#define FL_DTYPE_FORMAT(name, v, type, fluid_name, cpp_name, format) case DType::name: return format;
+    FL_FOR_EACH_DTYPE(FL_DTYPE_FORMAT)
+#undef FL_DTYPE_FORMAT
+    default: FL_THROW("tensor has no dtype (it was never written)");
+  }
+}
 
 template <typename T> struct DTypeOf;
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::BOOL; };
-template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::INT16; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::INT32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::INT64; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::FP32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::FP64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::UINT8; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::INT8; };
+#define FL_DTYPE_OF(name, v, type, fluid_name, cpp_name, format) \
+  template <> struct DTypeOf<type> { static constexpr DType value = DType::name; };
+FL_FOR_EACH_DTYPE(FL_DTYPE_OF)
+#undef FL_DTYPE_OF
 
 template <typename T> struct TypeTag { using type = T; };
+
+// The dtypes kernels compute on: every dtype but float16.
+inline bool IsPlainDType(DType t) { return IsKnownDType(t) && t != DType::FP16; }
 
 // Calls f(TypeTag<T>{}) for the C++ type of `t`. The one place that maps runtime dtypes to types.
 template <typename F>
 auto VisitDType(DType t, F&& f) {
   switch (t) {
-    case DType::BOOL: return f(TypeTag<bool>{});
-    case DType::INT16: return f(TypeTag<int16_t>{});
-    case DType::INT32: return f(TypeTag<int32_t>{});
-    case DType::INT64: return f(TypeTag<int64_t>{});
-    case DType::FP32: return f(TypeTag<float>{});
-    case DType::FP64: return f(TypeTag<double>{});
-    case DType::UINT8: return f(TypeTag<uint8_t>{});
-    case DType::INT8: return f(TypeTag<int8_t>{});
-    default: FL_THROW("dtype ", DTypeName(t), " is not supported here");
+#define FL_DTYPE_VISIT(name, v, type, fluid_name, cpp_name, format) \
+  case DType::name:                                                     \
+    if constexpr (!std::is_same_v<type, Float16>) return f(TypeTag<type>{}); \
+    break;
+    FL_FOR_EACH_DTYPE(FL_DTYPE_VISIT)
+#undef FL_DTYPE_VISIT
+    default: break;
   }
+  FL_THROW("dtype ", DTypeName(t), " is not supported here");
 }
 
 }  // namespace fl

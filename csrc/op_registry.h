@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attribute.h"
@@ -162,6 +163,17 @@ class OpBuilder {
   }
   template <typename... Ts, typename F>
   OpBuilder& CPUKernel(F f) { return Kernel<Ts...>(PlaceKind::CPU, f); }
+  // f for every dtype kernels compute on (FL_FOR_EACH_DTYPE but float16): copies, views, casts.
+  template <typename F>
+  OpBuilder& KernelAnyDType(PlaceKind place, F f) {
+#define FL_ANY_DTYPE_KERNEL(name, v, type, fluid_name, cpp_name, format) \
+  if constexpr (!std::is_same_v<type, Float16>) AddKernel<type>(place, f);
+    FL_FOR_EACH_DTYPE(FL_ANY_DTYPE_KERNEL)
+#undef FL_ANY_DTYPE_KERNEL
+    return *this;
+  }
+  template <typename F>
+  OpBuilder& CPUKernelAnyDType(F f) { return KernelAnyDType(PlaceKind::CPU, f); }
 
  private:
   template <typename T, typename F>

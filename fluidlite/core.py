@@ -26,33 +26,16 @@ def _load_single_threaded_blas():
 _load_single_threaded_blas()
 
 from ._core import *  # noqa: F401,F403
-from ._core import EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, is_compiled_with_cuda  # noqa: F401
+from ._core import EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds  # noqa: F401,E501
 
 
 class VarDesc:
-    """Namespace mirroring Fluid's ``core.VarDesc.VarType``."""
+    """Namespace mirroring Fluid's ``core.VarDesc.VarType``: the dtypes and variable kinds, read from the C++
+    tables (csrc/dtype.h, csrc/desc.h)."""
 
-    class VarType(enum.IntEnum):
-        BOOL = 0
-        INT16 = 1
-        INT32 = 2
-        INT64 = 3
-        FP16 = 4
-        FP32 = 5
-        FP64 = 6
-        LOD_TENSOR = 7
-        SELECTED_ROWS = 8
-        FEED_MINIBATCH = 9
-        FETCH_LIST = 10
-        STEP_SCOPES = 11
-        LOD_RANK_TABLE = 12
-        LOD_TENSOR_ARRAY = 13
-        RAW = 17
-        UINT8 = 20
-        INT8 = 21
-
-        def __str__(self):
-            return "VarType." + self.name
+    VarType = enum.IntEnum("VarType", sorted([(d["enum"], d["value"]) for d in dtypes()] + list(var_kinds().items()),
+                                             key=lambda kv: kv[1]), module=__name__, qualname="VarDesc.VarType")
+    VarType.__str__ = lambda self: "VarType." + self.name
 
 
 def get_cuda_device_count():

@@ -22,20 +22,15 @@ __all__ = [
 
 
 class OpRole:
-    Forward = 0x0000
-    Backward = 0x0001
-    Optimize = 0x0002
-    RPC = 0x0004
-    Dist = 0x0008
-    LRSched = 0x0010
-    Loss = 0x0100
+    """Values of the op_role attribute (csrc/names.h): Forward, Backward, Optimize, RPC, Dist, LRSched, Loss."""
 
 
-_DTYPE_BY_NAME = {
-    "bool": VarType.BOOL, "int16": VarType.INT16, "int32": VarType.INT32, "int64": VarType.INT64,
-    "float16": VarType.FP16, "float32": VarType.FP32, "float64": VarType.FP64, "uint8": VarType.UINT8,
-    "int8": VarType.INT8,
-}
+for _role, _value in core.op_roles().items():
+    setattr(OpRole, _role, _value)
+del _role, _value
+
+
+_DTYPE_BY_NAME = {d["name"]: VarType(d["value"]) for d in core.dtypes()}  # numpy's names are Fluid's
 _NAME_BY_DTYPE = {v: k for k, v in _DTYPE_BY_NAME.items()}
 
 

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "grad_op_maker.h"
-#include "helpers/any_dtype.h"
 #include "helpers/shape_attr.h"
 #include "op_context.h"
 
@@ -14,7 +13,7 @@ FL_REGISTER_OP(assign, op) {
       .Input("X", "tensor to copy")
       .Output("Out", "the copy")
       .SetInferShape(InferSameShapeAsX);
-  CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto) {
+  op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto) {
     TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
   }).Grad([](GradOpMaker& g) {
     OpDesc& op = g.NewOp("assign", false);

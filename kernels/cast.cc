@@ -2,7 +2,6 @@
 // The kernel is chosen by X's dtype and the output type by VisitDType, so every pair of plain dtypes
 // works without a table of pairs.
 #include "grad_op_maker.h"
-#include "helpers/any_dtype.h"
 #include "op_context.h"
 
 namespace fl {
@@ -20,7 +19,7 @@ FL_REGISTER_OP(cast, op) {
         ctx.SetOutput("Out", ctx.InputDim("X"), out);
         ctx.ShareLoD("X", "Out");
       });
-  CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto in_tag) {
+  op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto in_tag) {
     using In = typename decltype(in_tag)::type;
     const Tensor& x = ctx.Input("X");
     Tensor* out = ctx.Output("Out");

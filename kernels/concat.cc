@@ -77,7 +77,7 @@ FL_REGISTER_OP(concat, op) {
       .Output("Out", "the joined tensor")
       .Attr<int32_t>("axis", 0, "the axis to join along; negative counts from the end")
       .SetInferShape(ConcatInferShape)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kConcat);
+      .CPUKernelAnyDType(kConcat);
   op.GradOp({"X", "Out@GRAD"})
       .Doc("Gradient of concat: X@GRAD[i] = the slice of Out@GRAD that X[i] filled (@EMPTY@ entries skipped).")
       .Grad(LinearGradGrad)

@@ -22,7 +22,7 @@ FL_REGISTER_OP(fill_constant, op) {
         ctx.SetOutput("Out", ShapeAttr(ctx.Attr<std::vector<int64_t>>("shape"), "fill_constant"),
                       static_cast<DType>(ctx.Attr<int32_t>("dtype")));
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>([](const ExecutionContext& ctx, auto tag) {
+      .CPUKernelAnyDType([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const std::string& s = ctx.Attr<std::string>("str_value");
         T v;

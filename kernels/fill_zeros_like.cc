@@ -1,7 +1,6 @@
 // fill_zeros_like: Out = zeros with X's dims, dtype and LoD.
 #include <cstring>
 
-#include "helpers/any_dtype.h"
 #include "op_context.h"
 
 namespace fl {
@@ -12,7 +11,7 @@ FL_REGISTER_OP(fill_zeros_like, op) {
       .Output("Out", "zeros")
       .SetInferShape(InferSameShapeAsX)
       .NoGradient();
-  CPUKernelAnyDType(op, [](const ExecutionContext& ctx, auto tag) {
+  op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto tag) {
     using T = typename decltype(tag)::type;
     Tensor* out = ctx.Output("Out");
     T* p = out->mutable_data<T>(ctx.place());

@@ -152,14 +152,14 @@ OpBuilder& RegisterView(OpBuilder& op, const char* doc, InferShapeFn infer) {
       .Output("Out", "X's data with the new dims")
       .DispensableOutput("XShape", "[0] + X.dims, dims only (used by the grad)")
       .SetInferShape(infer)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareXAsOut)
-      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kShareXAsOut);
+      .CPUKernelAnyDType(kShareXAsOut)
+      .KernelAnyDType(PlaceKind::CUDA, kShareXAsOut);
   op.GradOp({"XShape", "Out@GRAD"})
       .Doc("X@GRAD = Out@GRAD with X's dims (from XShape), sharing the buffer.")
       .SetInferShape(InferXGradFromXShape)
       .Grad(LinearGradGrad)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kShareOutGradAsXGrad)
-      .Kernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(PlaceKind::CUDA, kShareOutGradAsXGrad);
+      .CPUKernelAnyDType(kShareOutGradAsXGrad)
+      .KernelAnyDType(PlaceKind::CUDA, kShareOutGradAsXGrad);
   return op;
 }
 

@@ -139,7 +139,7 @@ FL_REGISTER_OP(slice, op) {
         const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
         ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSlice);
+      .CPUKernelAnyDType(kSlice);
   op.GradOp({"Input", "Out@GRAD"})
       .Doc("Gradient of slice: Input@GRAD = zeros with Out@GRAD written into the sliced region.")
       .Grad(LinearGradGrad)

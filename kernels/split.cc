@@ -105,7 +105,7 @@ FL_REGISTER_OP(split, op) {
           ctx.SetOutput("Out", d, ctx.InputDType("X"), i);
         }
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kSplit)
+      .CPUKernelAnyDType(kSplit)
       .Grad([](GradOpMaker& g) {
         // The parts' gradients joined back (backward fills zeros for a part that got none).
         OpDesc& op = g.NewOp("concat", false);

@@ -102,7 +102,7 @@ FL_REGISTER_OP(stack, op) {
       .Output("Y", "X's dims with len(X) inserted at axis")
       .Attr<int32_t>("axis", 0, "the new axis, in [-(rank+1), rank+1)")
       .SetInferShape(StackInferShape)
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kStack)
+      .CPUKernelAnyDType(kStack)
       .Grad([](GradOpMaker& g) {  // the slices of Y@GRAD along the stacked axis
         OpDesc& op = g.NewOp("unstack", false);
         op.SetInput("X", g.OutputGrad("Y"));
@@ -126,7 +126,7 @@ FL_REGISTER_OP(unstack, op) {
                    " Y variables were given");
         for (int i = 0; i < n; ++i) ctx.SetOutput("Y", RemoveDim(x, axis), ctx.InputDType("X"), i);
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kUnstack)
+      .CPUKernelAnyDType(kUnstack)
       .Grad([](GradOpMaker& g) {  // the Y gradients stacked back (backward fills zeros for one that got none)
         OpDesc& op = g.NewOp("stack", false);
         op.SetInput("X", g.OutputGrad("Y"));

@@ -46,7 +46,7 @@ FL_REGISTER_OP(transpose2, op) {
         CheckPermutation(perm, x.size(), Str("transpose2: ", ctx.Describe("X")));
         SetOutAndXShape(ctx, x, Permuted(x, perm));
       })
-      .CPUKernel<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>(kTranspose)
+      .CPUKernelAnyDType(kTranspose)
       .Grad([](GradOpMaker& g) {  // Out@GRAD permuted back by the inverse permutation
         OpDesc& op = g.NewOp("transpose2", false);
         op.SetInput("X", g.OutputGrad("Out"));
