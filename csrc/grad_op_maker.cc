@@ -85,14 +85,9 @@ void MakeDerivedGradOp(GradOpMaker& g) {
 }
 
 void DefaultGradInferShape(InferShapeContext& ctx) {
-  const OpInfo& grad = ctx.Info();
-  for (const SlotSpec& out : grad.outputs) {
-    const std::string x = SlotOfGrad(out.name);
-    std::string src = x;
-    for (auto& [in, like] : grad.shape_like)
-      if (in == x) src = like;
-    const char* o = out.name.c_str();
-    const char* s = src.c_str();
+  for (const auto& [out_slot, src_slot] : ctx.Info().grad_shape_sources) {
+    const char* o = out_slot.c_str();
+    const char* s = src_slot.c_str();
     const int n = ctx.OutputSize(o), m = ctx.InputSize(s);
     for (int i = 0; i < n; ++i) {
       const int j = m == n ? i : 0;  // a list takes its shapes entry by entry; a single source serves all

@@ -160,15 +160,16 @@ void DeriveGradOp(OpInfo& grad) {
   for (const SlotSpec& in : fwd.inputs) {
     if (in.no_grad) continue;
     grad.outputs.push_back(SlotSpec{GradName(in.name), "gradient of " + in.name, in.duplicable, true});
-    bool has_shape = grad.infer_shape != nullptr || grad.FindInput(in.name) != nullptr;
+    std::string source = grad.FindInput(in.name) ? in.name : "";
     for (auto& [x, like] : grad.shape_like) {
       if (x != in.name) continue;
       FL_ENFORCE(grad.FindInput(like) != nullptr, "grad op ", type, ": ", GradName(x), " takes the shape of ",
                  like, ", which it does not read");
-      has_shape = true;
+      source = like;
     }
-    FL_ENFORCE(has_shape, "grad op ", type, " does not read ", in.name, ": say with ShapeLike whose shape ",
-               GradName(in.name), " takes, or give an InferShape");
+    FL_ENFORCE(grad.infer_shape != nullptr || !source.empty(), "grad op ", type, " does not read ", in.name,
+               ": say with ShapeLike whose shape ", GradName(in.name), " takes, or give an InferShape");
+    grad.grad_shape_sources.emplace_back(GradName(in.name), source);
   }
   std::vector<AttrSpec> attrs = fwd.attrs;  // inherited, never restated
   for (auto& a : grad.attrs) {

@@ -88,6 +88,8 @@ struct OpInfo {
   const OpInfo* forward = nullptr;
   std::vector<std::string> grad_reads, optional_reads;
   std::vector<std::pair<std::string, std::string>> shape_like;
+  // Derived at Finalize for DefaultGradInferShape: (X@GRAD output, the input whose shape it takes).
+  std::vector<std::pair<std::string, std::string>> grad_shape_sources;
   RunFn run;  // set for kernel-less ops
   KernelDTypeFn kernel_dtype = nullptr;
   std::string kernel_dtype_slot;  // or: prefer the dtype of this input slot (grad ops: their first Out@GRAD)
