@@ -9,11 +9,11 @@
 
 #include "allocator.h"
 #include "executor.h"
-#include "helpers/parallel.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "op_context.h"
 #include "profiler.h"
+#include "thread_pool.h"
 
 extern "C" void scipy_openblas_set_num_threads(int);
 extern "C" int scipy_openblas_get_num_threads(void);

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "helpers/parallel.h"
+#include "thread_pool.h"
 
 namespace fl {
 
