@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "helpers/sum_into.h"
 #include "op_context.h"
+#include "sum_into.h"
 
 namespace fl {
 
