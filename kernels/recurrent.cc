@@ -10,7 +10,7 @@ namespace fl {
 
 namespace {
 
-bool FluidMode() { return RecurrentFluidMode(); }
+bool FluidMode() { return RecurrentFluidMode(); }  // rnn_memory_helper(_grad) copy instead of sharing
 
 const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   const ProgramDesc* program = ctx.desc().program();
