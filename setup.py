@@ -54,7 +54,9 @@ extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-fno-tra
                             "-Wno-unused-function"] \
     if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden", "-fno-trapping-math"]
 define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
-include_dirs = [os.path.join(HERE, "csrc"), os.path.join(HERE, "kernels"), scipy_openblas32.get_include_dir()]
+# Only csrc/ is on the include path: kernels include csrc headers by name and their helpers relative to
+# their own file ("helpers/x.h"), and csrc/ cannot include a kernels header (tests/test_layering.py).
+include_dirs = [os.path.join(HERE, "csrc"), scipy_openblas32.get_include_dir()]
 libraries = [scipy_openblas32.get_library()]
 library_dirs = [scipy_openblas32.get_lib_dir()]
 # At run time fluidlite/__init__.py imports scipy_openblas32 first, which loads the library globally;
@@ -81,7 +83,7 @@ class BuildExtWithCuda(build_ext):
                 obj = os.path.join(tmp, src.replace(os.sep, "_") + ".o")
                 if not os.path.exists(obj) or os.path.getmtime(obj) < os.path.getmtime(src):
                     cmd = [NVCC, "-c", src, "-o", obj, "-std=c++17", "-O3", "-Xcompiler", "-fPIC",
-                           "-DFL_WITH_CUDA=1", "-Icsrc", "-Ikernels",
+                           "-DFL_WITH_CUDA=1", "-Icsrc",
                            "-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_80,code=sm_80"]
                     print(" ".join(cmd))
                     subprocess.check_call(cmd, cwd=HERE)

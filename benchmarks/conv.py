@@ -10,7 +10,8 @@ dW) timed separately, in ms per call (median of --repeat repetitions of --runs c
 fluidlite runs a 1-op program on tensors already in the scope (the op itself, as torch's calls are
 timed). torch's CPU convolution is oneDNN (mkldnn) when torch.backends.mkldnn is enabled, its own
 im2col + GEMM (slow_conv2d) when disabled: the "torch -dnn" columns. Results are checked against torch
-before timing. The last line sums count x time over the model's layers.
+before timing. The last line sums count x time over the model's layers. The layers are read from the
+conv2d ops of the fluidlite.bench model's program.
 """
 import argparse
 from collections import Counter
@@ -19,19 +20,26 @@ import numpy as np
 
 import fluidlite as fluid
 from fluidlite import core
-from fluidlite.bench import machine_info, seconds_per_call
+from fluidlite.bench import machine_info, models, seconds_per_call
 
-# (C_in, C_out, H=W, kernel, stride, padding) of every conv of the models, in order.
-MODELS = {
-    "resnet_small": ([(3, 16, 32, 3, 1, 1)] + [(16, 16, 32, 3, 1, 1)] * 6
-                     + [(16, 32, 32, 3, 2, 1), (32, 32, 16, 3, 1, 1), (16, 32, 32, 1, 2, 0)]
-                     + [(32, 32, 16, 3, 1, 1)] * 4
-                     + [(32, 64, 16, 3, 2, 1), (64, 64, 8, 3, 1, 1), (32, 64, 16, 1, 2, 0)]
-                     + [(64, 64, 8, 3, 1, 1)] * 4),
-    "lenet": [(1, 20, 28, 5, 1, 0), (20, 50, 12, 5, 1, 0)],
-    "vgg_small": [(3, 64, 32, 3, 1, 1), (64, 64, 32, 3, 1, 1), (64, 128, 16, 3, 1, 1), (128, 128, 16, 3, 1, 1),
-                  (128, 256, 8, 3, 1, 1), (256, 256, 8, 3, 1, 1)],
-}
+CONV_MODELS = ("lenet", "resnet_small", "vgg_small")  # the fluidlite.bench models with convolutions
+
+
+def conv_layers(model):
+    """(C_in, C_out, H=W, kernel, stride, padding) of every conv2d of the fluidlite.bench model, in order."""
+    block = models.load(model).build(1, seed=1).main.global_block()
+    layers = []
+    for op in block.ops:
+        if op.type != "conv2d":
+            continue
+        _, cin, h, w = block.var(op.input("Input")[0]).shape
+        cout, _, kh, kw = block.var(op.input("Filter")[0]).shape
+        (sh, sw), (ph, pw) = op.attr("strides"), op.attr("paddings")
+        if (h, kh, sh, ph) != (w, kw, sw, pw) or op.attr("groups") != 1 or list(op.attr("dilations")) != [1, 1]:
+            raise ValueError("%s: conv %s is not square, or is grouped or dilated: not timed here"
+                             % (model, op.output("Output")[0]))
+        layers.append((cin, cout, h, kh, sh, ph))
+    return layers
 
 
 def out_size(h, k, s, p):
@@ -86,14 +94,15 @@ def torch_runners(torch, x, w, dout, stride, pad):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=sorted(MODELS), default="resnet_small")
-    ap.add_argument("--batch", type=int, default=None, help="default: 32 (resnet_small, vgg_small), 64 (lenet)")
+    ap.add_argument("--model", choices=CONV_MODELS, default="resnet_small")
+    ap.add_argument("--batch", type=int, default=None, help="default: the model's fluidlite.bench batch size "
+                    "(32 for resnet_small and vgg_small, 64 for lenet)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--no_torch", action="store_true")
     args = ap.parse_args()
-    batch = args.batch or (64 if args.model == "lenet" else 32)
+    batch = args.batch or models.load(args.model).DEFAULTS["batch_size"]
     if args.threads:
         core.set_num_threads(args.threads)
     torch = None
@@ -116,7 +125,7 @@ def main():
     totals = {fw: [0.0, 0.0] for fw in frameworks}
     total_flop = 0.0
     rs = np.random.RandomState(0)
-    for shape, count in Counter(MODELS[args.model]).items():
+    for shape, count in Counter(conv_layers(args.model)).items():
         cin, cout, hw, k, s, p = shape
         ho = out_size(hw, k, s, p)
         x = rs.standard_normal((batch, cin, hw, hw)).astype("float32")

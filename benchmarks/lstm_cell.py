@@ -16,24 +16,9 @@ import time
 import numpy as np
 
 import fluidlite as fluid
+from fluidlite.bench.models.lstm import lstm_unit_cell as fused_cell, unfused_cell
 
 L = fluid.layers
-
-
-def unfused_cell(gates, c_prev):
-    i, f, o, g = L.split(gates, 4, dim=1)
-    i, f, o, g = L.sigmoid(i), L.sigmoid(f), L.sigmoid(o), L.tanh(g)
-    c = L.elementwise_add(L.elementwise_mul(f, c_prev), L.elementwise_mul(i, g))
-    return L.elementwise_mul(o, L.tanh(c)), c
-
-
-def fused_cell(gates, c_prev):
-    helper = fluid.layer_helper.LayerHelper("lstm_unit")
-    c = helper.create_variable_for_type_inference(gates.dtype)
-    h = helper.create_variable_for_type_inference(gates.dtype)
-    helper.append_op(type="lstm_unit", inputs={"X": [gates], "C_prev": [c_prev]}, outputs={"C": [c], "H": [h]},
-                     attrs={"forget_bias": 0.0})
-    return h, c
 
 
 def build(cell, batch, hidden, with_fc):

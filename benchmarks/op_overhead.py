@@ -16,11 +16,10 @@ import numpy as np
 
 import fluidlite as fluid
 from fluidlite.bench import machine_info, seconds_per_call
-from fluidlite.bench.models.overhead import build_chain
+from fluidlite.bench.models.overhead import NumpyChain, TorchChain, build_chain
 
 GOAL_US_PER_OP = 0.2
 GOAL_FIXED_US = 10.0
-S, B = 1.0001, 0.001
 
 
 def median_us(fn, runs, repeat, warmup):
@@ -29,7 +28,7 @@ def median_us(fn, runs, repeat, warmup):
 
 
 def fluidlite_runner(num_ops, size, x):
-    main, startup, out = build_chain(num_ops, size, S, B)
+    main, startup, out = build_chain(num_ops, size)
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
@@ -41,29 +40,12 @@ def fluidlite_runner(num_ops, size, x):
     return step
 
 
-def numpy_runner(num_ops, x):
-    def step():
-        y = x
-        for _ in range(num_ops):
-            y = y * S + B
-        return y
-    return step
-
-
 def torch_runner(num_ops, x):
     try:
         import torch
     except ImportError:
         return None, None
-    tx = torch.from_numpy(x.copy())
-
-    def step():
-        with torch.no_grad():
-            y = tx
-            for _ in range(num_ops):
-                y = y * S + B
-            return y
-    return step, torch.__version__
+    return TorchChain(x, num_ops).step, torch.__version__
 
 
 def main():
@@ -83,14 +65,15 @@ def main():
     x = np.random.RandomState(0).rand(args.size).astype("float32")
     fl_step = fluidlite_runner(args.ops, args.size, x)
     fixed_step = fluidlite_runner(1, args.size, x)
-    ref = numpy_runner(args.ops, x)()
+    numpy_step = NumpyChain(x, args.ops).step
+    ref = numpy_step()
     got = fl_step()[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, err_msg="fluidlite and numpy disagree: not timing")
 
     torch_step, torch_version = torch_runner(args.ops, x)
-    runners = [("fluidlite", fl_step), ("numpy loop", numpy_runner(args.ops, x))]
+    runners = [("fluidlite", fl_step), ("numpy loop", numpy_step)]
     if torch_step is not None:
-        np.testing.assert_allclose(torch_step().numpy(), ref, rtol=1e-4, err_msg="torch and numpy disagree")
+        np.testing.assert_allclose(torch_step(), ref, rtol=1e-4, err_msg="torch and numpy disagree")
         runners.append(("torch eager %s" % torch_version, torch_step))
 
     warm = max(3, args.runs // 10)

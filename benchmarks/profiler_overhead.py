@@ -2,8 +2,9 @@
 
     python benchmarks/profiler_overhead.py [--model chain|mlp|both] [--repeat 7]
 
-chain: 1000 chained `scale` ops on a [16] float32 tensor (the worst case: ~0.1 us ops).
-mlp:   one training step of 784-512-512-10 (relu, softmax cross-entropy, SGD), batch 64.
+chain: 1000 chained `scale` ops on a [16] float32 tensor (the worst case: ~0.1 us ops): the bench's
+       `overhead` model.
+mlp:   one training step of 784-512-512-10 (relu, softmax cross-entropy, SGD), batch 64: the bench's `mlp`.
 Also reports the cost of building the report for the recorded events and the trace size.
 Goal (issue 4): on/off <= 1.05x on both; report for 20k events well under a second.
 """
@@ -14,40 +15,19 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 import fluidlite as fluid
 from fluidlite import profiler
+from fluidlite.bench import models
 
 
-def chain():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = fluid.layers.data(name="x", shape=[16], dtype="float32", append_batch_size=False)
-        h = x
-        for _ in range(1000):
-            h = fluid.layers.scale(h, scale=1.0001)
-    feed = {"x": np.random.rand(16).astype("float32")}
-    return main, startup, feed, [h], 200
+# name -> (fluidlite.bench model, batch size, exe.run calls per timing)
+MODELS = {"chain": ("overhead", 16, 200), "mlp": ("mlp", 64, 30)}
 
 
-def mlp():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        img = fluid.layers.data(name="img", shape=[784], dtype="float32")
-        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-        h = fluid.layers.fc(input=img, size=512, act="relu")
-        h = fluid.layers.fc(input=h, size=512, act="relu")
-        logits = fluid.layers.fc(input=h, size=10)
-        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
-        fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
-    rng = np.random.RandomState(0)
-    feed = {"img": rng.rand(64, 784).astype("float32"), "label": rng.randint(0, 10, (64, 1)).astype("int64")}
-    return main, startup, feed, [loss], 30
-
-
-def measure(name, build, repeat):
-    main, startup, feed, fetch, n = build()
+def measure(name, repeat):
+    model, batch_size, n = MODELS[name]
+    built = models.load(model).build(batch_size, seed=1)
+    main, startup, feed, fetch = built.main, built.startup, built.feed(), built.fetch_list
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
@@ -94,10 +74,9 @@ def main():
     ap.add_argument("--model", choices=["chain", "mlp", "both"], default="both")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    if args.model in ("chain", "both"):
-        measure("chain", chain, args.repeat)
-    if args.model in ("mlp", "both"):
-        measure("mlp", mlp, args.repeat)
+    for name in MODELS:
+        if args.model in (name, "both"):
+            measure(name, args.repeat)
 
 
 if __name__ == "__main__":

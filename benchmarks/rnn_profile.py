@@ -10,13 +10,13 @@ scopes, shares memories and adds each parameter's per-step gradients with one n-
 Prints ms/step, then the profiler's step-scope, memcpy and sum figures for one timed window per mode.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import fluidlite as fluid
 from fluidlite import profiler
+from fluidlite.bench import seconds_per_call
+from fluidlite.bench.models.lstm import unfused_cell
 
 
 def lstm_program(seq, batch, hidden):
@@ -29,11 +29,7 @@ def lstm_program(seq, batch, hidden):
             x_t = rnn.step_input(x)
             h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
             c_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            gates = fluid.layers.fc(input=[x_t, h_prev], size=4 * hidden)
-            i, f, o, g = fluid.layers.split(gates, num_or_sections=4, dim=1)
-            c = fluid.layers.elementwise_add(fluid.layers.elementwise_mul(fluid.layers.sigmoid(f), c_prev),
-                                             fluid.layers.elementwise_mul(fluid.layers.sigmoid(i), fluid.layers.tanh(g)))
-            h = fluid.layers.elementwise_mul(fluid.layers.sigmoid(o), fluid.layers.tanh(c))
+            h, c = unfused_cell(fluid.layers.fc(input=[x_t, h_prev], size=4 * hidden), c_prev)
             rnn.update_memory(h_prev, h)
             rnn.update_memory(c_prev, c)
             rnn.step_output(h)
@@ -50,22 +46,18 @@ def measure(fluid_mode, args, feed):
         exe = fluid.Executor(fluid.CPUPlace())
         scope = fluid.Scope()
         exe.run(startup, scope=scope)
-        for _ in range(3):
+
+        def step():
             exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-        times = []
-        for _ in range(args.repeat):
-            t = time.perf_counter()
-            for _ in range(args.steps):
-                exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-            times.append((time.perf_counter() - t) / args.steps)
+        seconds = seconds_per_call(step, args.steps, args.repeat, warmup=3)[0]
         with profiler.profiler("CPU", profile_path=None, print_report=False):
             for _ in range(args.steps):
-                exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+                step()
         rows = {r["event"]: r for r in profiler.summary(merge_threads=True)}
         mem = {r["direction"]: r for r in profiler.memcpy_summary()}
         scopes = profiler.scope_summary()
         return {
-            "ms_per_step": statistics.median(times) * 1e3,
+            "ms_per_step": seconds * 1e3,
             "scopes_created": scopes["created"] / args.steps, "scopes_deleted": scopes["deleted"] / args.steps,
             "scope_ms": (scopes["create_ms"] + scopes["delete_ms"]) / args.steps,
             "memcpy": mem.get("CPU->CPU", {"count": 0, "bytes": 0, "total_ms": 0.0}),

@@ -10,11 +10,12 @@
 #include "allocator.h"
 #include "executor.h"
 #include "grad_op_maker.h"
-#include "helpers/parallel.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "op_context.h"
 #include "profiler.h"
+#include "step_block_runner.h"
+#include "thread_pool.h"
 
 extern "C" void scipy_openblas_set_num_threads(int);
 extern "C" int scipy_openblas_get_num_threads(void);
@@ -23,10 +24,6 @@ extern "C" char* scipy_openblas_get_config(void);
 
 namespace py = pybind11;
 using namespace fl;
-
-namespace fl {
-extern std::atomic<bool> g_recurrent_fluid_mode;  // kernels/recurrent.cc
-}
 
 namespace {
 
@@ -574,9 +571,10 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
 
-  m.def("set_recurrent_fluid_mode", [](bool on) { g_recurrent_fluid_mode.store(on); },
+  m.def("set_recurrent_fluid_mode", &SetRecurrentFluidMode, py::arg("on"),
         "run StaticRNN the way Fluid 1.x did (new step scopes each run, copied memories, a sum per parameter "
         "per step) -- for before/after comparisons in the profiler");
+  m.def("get_recurrent_fluid_mode", &RecurrentFluidMode, "whether set_recurrent_fluid_mode(True) is in effect");
   m.def("set_vlog_level", &SetVlogLevel);
   m.def("get_vlog_level", &GetVlogLevel);
   m.def("set_vmodule", &SetVmodule);

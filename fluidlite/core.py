@@ -2,7 +2,7 @@
 
 Import order matters: scipy_openblas32 loads the BLAS library globally before ``_core`` needs it, and
 it loads with OPENBLAS_NUM_THREADS=1 so that OpenBLAS starts no threads of its own: fluidlite's thread
-pool splits GEMMs itself (kernels/helpers/parallel.h). numpy is imported first so its own OpenBLAS has
+pool splits GEMMs itself (csrc/thread_pool.h). numpy is imported first so its own OpenBLAS has
 already read the variable, which is restored at once.
 """
 import enum

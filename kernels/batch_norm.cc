@@ -18,8 +18,8 @@
 #include <cstring>
 #include <vector>
 
-#include "helpers/parallel.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 

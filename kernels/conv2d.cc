@@ -13,10 +13,10 @@
 #include "helpers/blas.h"
 #include "helpers/direct_conv.h"
 #include "helpers/im2row.h"
-#include "helpers/parallel.h"
 #include "helpers/scratch.h"
 #include "helpers/transpose.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 

@@ -15,8 +15,8 @@
 #include <limits>
 #include <vector>
 
-#include "helpers/parallel.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "grad_op_maker.h"
-#include "helpers/sum_into.h"
 #include "op_context.h"
+#include "sum_into.h"
 
 namespace fl {
 

@@ -238,3 +238,99 @@ def test_tanh_rnn_learns_a_sequence_task():
             exe.run(main, feed={"x": xs[:, i:i + 64], "label": labels[i:i + 64]}, scope=scope)
     a = exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[acc], scope=scope)[0][0]
     assert a > 0.9
+
+
+# ------------------------------------------------------------------ Fluid mode (a comparison switch)
+
+@pytest.fixture
+def set_fluid_mode():
+    """core.set_recurrent_fluid_mode, switched off again after the test (the switch is process-wide)."""
+    assert not fluid.core.get_recurrent_fluid_mode()  # off by default
+    yield fluid.core.set_recurrent_fluid_mode
+    fluid.core.set_recurrent_fluid_mode(False)
+
+
+def _profiled_rnn_training():
+    """A run function for the StaticRNN's forward + backward (every gradient fetched) in one scope. Each call
+    runs once under the profiler and returns (results, counts, scopes): counts maps (enclosing recurrent op,
+    event name) to the number of events; scopes is the profiler's scope summary."""
+    main, startup, out, loss, _ = _rnn_program(init_from_var=True, with_grads=False)
+    with fluid.program_guard(main, startup):
+        params_grads = fluid.backward.append_backward(loss)
+    assert sorted(p.name for p, _ in params_grads) == ["b", "w_h", "w_x"]
+    fetch = [out, loss, "x@GRAD", "h0@GRAD"] + [g for _, g in params_grads]
+    rng = np.random.RandomState(4)
+    feed = {"x": rng.randn(T, B, D), "h0": rng.randn(B, H)}
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed=feed, fetch_list=fetch, scope=scope)  # the step scopes are made and prepared here
+
+    def run():
+        with fluid.profiler.profiler("CPU", profile_path=None, print_report=False):
+            results = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+        evs = fluid.profiler.events()
+        counts = {}
+        for e in evs:
+            p = e["parent"]
+            while p >= 0 and evs[p]["name"] not in ("recurrent", "recurrent_grad"):
+                p = evs[p]["parent"]
+            key = (evs[p]["name"] if p >= 0 else None, e["name"])
+            counts[key] = counts.get(key, 0) + 1
+        return results, counts, fluid.profiler.scope_summary()
+    return run
+
+
+def test_fluid_mode_switch_reads_back(set_fluid_mode):
+    set_fluid_mode(True)
+    assert fluid.core.get_recurrent_fluid_mode()
+    set_fluid_mode(False)
+    assert not fluid.core.get_recurrent_fluid_mode()
+
+
+def test_fluid_mode_shows_fluids_costs_in_the_profiler_with_the_same_results(set_fluid_mode):
+    run = _profiled_rnn_training()
+    params, memories = 3, 1
+    helpers = 2  # rnn_memory_helper ops per step (the memory update and the step output), and as many grads
+    default, default_counts, default_scopes = run()
+    set_fluid_mode(True)
+    fluid_res, fluid_counts, fluid_scopes = run()
+    set_fluid_mode(False)
+    back, back_counts, back_scopes = run()
+
+    def fig(counts, op, name):
+        return counts.get((op, name), 0)
+
+    # Default (steady state): no scope made or deleted, no step block prepared; copies only into the
+    # [T, ...] output (forward), the x@GRAD slices and h0@GRAD (backward); the grad block's own sum op
+    # per step plus ONE aggregation per parameter.
+    for counts, scopes in ((default_counts, default_scopes), (back_counts, back_scopes)):
+        assert scopes["created"] == scopes["deleted"] == 0
+        assert fig(counts, "recurrent", "recurrent::prepare_step") == 0
+        assert fig(counts, "recurrent_grad", "recurrent::prepare_step") == 0
+        assert fig(counts, "recurrent", "memcpy:CPU->CPU") == T
+        assert fig(counts, "recurrent_grad", "memcpy:CPU->CPU") == T + 1
+        assert fig(counts, "recurrent_grad", "sum") == T + params
+    # Fluid mode: T new step scopes per run (the old ones deleted), each step block prepared again by both
+    # ops; memories copied between steps and every rnn_memory_helper(_grad) a copy (but the grad of the
+    # last step's memory, which is zeros); a sum per parameter per step (the first walked is a copy).
+    assert fluid_scopes["created"] == fluid_scopes["deleted"] == T
+    assert fig(fluid_counts, "recurrent", "recurrent::prepare_step") == T
+    assert fig(fluid_counts, "recurrent_grad", "recurrent::prepare_step") == T
+    assert fig(fluid_counts, "recurrent", "memcpy:CPU->CPU") == T + memories * (T - 1) + helpers * T
+    assert fig(fluid_counts, "recurrent_grad", "memcpy:CPU->CPU") == T + 1 + (helpers * T - memories) + params
+    assert fig(fluid_counts, "recurrent_grad", "sum") == T + params * T
+    # Same ops otherwise.
+    for op in ("mul", "tanh", "rnn_memory_helper", "recurrent::step"):
+        assert fig(fluid_counts, "recurrent", op) == fig(default_counts, "recurrent", op) > 0
+    for op in ("mul_grad", "tanh_grad", "rnn_memory_helper_grad", "recurrent_grad::step"):
+        assert fig(fluid_counts, "recurrent_grad", op) == fig(default_counts, "recurrent_grad", op) > 0
+
+    # The same results: outputs, loss and input gradients to the bit; parameter gradients up to the order
+    # in which the steps' contributions are added.
+    for d, f, b in zip(default[:4], fluid_res[:4], back[:4]):
+        np.testing.assert_array_equal(d, f)
+        np.testing.assert_array_equal(d, b)
+    for d, f, b in zip(default[4:], fluid_res[4:], back[4:]):
+        np.testing.assert_allclose(f, d, rtol=1e-13, atol=1e-13)
+        np.testing.assert_array_equal(d, b)

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "enforce.h"
-#include "parallel.h"
+#include "thread_pool.h"
 
 namespace fl {
 namespace blas {
@@ -21,7 +21,7 @@ inline blasint Int(int64_t v, const char* what) {
 
 inline CBLAS_TRANSPOSE Trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
-// One OpenBLAS call on the calling thread (OpenBLAS runs single-threaded under fluidlite: parallel.h).
+// One OpenBLAS call on the calling thread (OpenBLAS runs single-threaded under fluidlite: csrc/thread_pool.h).
 template <typename T>
 void SerialGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc);

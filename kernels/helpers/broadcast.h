@@ -24,8 +24,8 @@
 #include <string>
 #include <type_traits>
 
-#include "helpers/parallel.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "helpers/im2row.h"
-#include "helpers/transpose.h"
+#include "im2row.h"
+#include "transpose.h"
 
 namespace fl {
 namespace direct_conv {

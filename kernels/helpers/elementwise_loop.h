@@ -3,8 +3,8 @@
 #pragma once
 #include <cstdint>
 
-#include "helpers/parallel.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 

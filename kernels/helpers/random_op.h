@@ -4,8 +4,8 @@
 #pragma once
 #include <random>
 
-#include "helpers/random.h"
-#include "helpers/shape_attr.h"
+#include "random.h"
+#include "shape_attr.h"
 #include "op_context.h"
 
 namespace fl {

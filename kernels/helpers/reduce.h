@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "helpers/vec_exp.h"
+#include "vec_exp.h"
 #include "op_context.h"
 
 namespace fl {

@@ -30,8 +30,9 @@ TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 L = fluid.layers
 
 
-def _lstm_unit_op(gates, c_prev):
-    """The fused cell on gate pre-activations [N, 4 * D] (i, f, o, g): (h, c)."""
+def lstm_unit_cell(gates, c_prev):
+    """The fused cell on gate pre-activations [N, 4 * D] (i, f, o, g): (h, c). Also used by
+    benchmarks/lstm_cell.py."""
     helper = fluid.layer_helper.LayerHelper("lstm_unit")
     c = helper.create_variable_for_type_inference(gates.dtype)
     h = helper.create_variable_for_type_inference(gates.dtype)
@@ -40,7 +41,9 @@ def _lstm_unit_op(gates, c_prev):
     return h, c
 
 
-def _unfused_cell(gates, c_prev):
+def unfused_cell(gates, c_prev):
+    """The same cell from split, sigmoid/tanh and elementwise ops: (h, c). Also used by
+    benchmarks/lstm_cell.py and benchmarks/rnn_profile.py."""
     i, f, o, g = L.split(gates, 4, dim=1)
     i, f, o, g = L.sigmoid(i), L.sigmoid(f), L.sigmoid(o), L.tanh(g)
     c = L.elementwise_add(L.elementwise_mul(f, c_prev), L.elementwise_mul(i, g))
@@ -68,7 +71,7 @@ def network(words, label, seq_len=SEQ_LEN, vocab=VOCAB, emb_dim=EMB_DIM, hidden=
             h, c = L.lstm_unit(x_t, h_prev, c_prev)
         else:
             gates = L.elementwise_add(x_t, L.fc(input=h_prev, size=4 * hidden, bias_attr=False))
-            h, c = (_lstm_unit_op if cell == "hoisted" else _unfused_cell)(gates, c_prev)
+            h, c = (lstm_unit_cell if cell == "hoisted" else unfused_cell)(gates, c_prev)
         rnn.update_memory(h_prev, h)
         rnn.update_memory(c_prev, c)
         rnn.step_output(h)

@@ -35,37 +35,38 @@ def build(batch_size, seed):
     return Built(main, startup, lambda: {"x": x}, [out])
 
 
-class _NumpyChain:
-    """numpy: ``x = x * s + b`` NUM_OPS times (two numpy calls per op)."""
+class NumpyChain:
+    """numpy: ``x = x * s + b`` num_ops times (two numpy calls per op). Also used by
+    benchmarks/op_overhead.py."""
 
-    def __init__(self, x):
-        self.x, self.s, self.b = x, np.float32(SCALE), np.float32(BIAS)
+    def __init__(self, x, num_ops=NUM_OPS):
+        self.x, self.s, self.b, self.num_ops = x, np.float32(SCALE), np.float32(BIAS), num_ops
 
     def step(self):
         h = self.x
-        for _ in range(NUM_OPS):
+        for _ in range(self.num_ops):
             h = h * self.s + self.b
         return h
 
 
-class _TorchChain:
-    """PyTorch eager under no_grad: ``h = h * s + b`` NUM_OPS times."""
+class TorchChain:
+    """PyTorch eager under no_grad: ``h = h * s + b`` num_ops times. Also used by benchmarks/op_overhead.py."""
 
-    def __init__(self, x):
+    def __init__(self, x, num_ops=NUM_OPS):
         import torch
-        self.torch, self.x = torch, torch.from_numpy(x)
+        self.torch, self.x, self.num_ops = torch, torch.from_numpy(x), num_ops
 
     def step(self):
         with self.torch.no_grad():
             h = self.x
-            for _ in range(NUM_OPS):
+            for _ in range(self.num_ops):
                 h = h * SCALE + BIAS
         return h.numpy()
 
 
 def reference_numpy(params, feed):
-    return _NumpyChain(feed["x"])
+    return NumpyChain(feed["x"])
 
 
 def reference_torch(params, feed):
-    return _TorchChain(feed["x"])
+    return TorchChain(feed["x"])

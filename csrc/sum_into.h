@@ -1,11 +1,12 @@
-// One-pass n-ary addition shared by the `sum` op and recurrent_grad's parameter-gradient aggregation.
+// One-pass n-ary addition shared by the `sum` op (kernels/sum.cc) and the step-block runner's
+// parameter-gradient aggregation (csrc/step_block_runner.cc).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "helpers/parallel.h"
+#include "thread_pool.h"
 
 namespace fl {
 

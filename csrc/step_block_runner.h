@@ -1,0 +1,87 @@
+// The step-block runner: the runtime of the recurrent / recurrent_grad ops (layers.StaticRNN), a small
+// executor for a sub-block run once per step of a sequence. kernels/recurrent.cc declares the ops and
+// reads their slots into a StepBlockIO; everything else happens here.
+//
+// Fluid re-created its step scopes, operators and variables on every run, copied memories between steps
+// with rnn_memory_helper, and aggregated parameter gradients with a sum op per parameter per step.
+// Here:
+// - the step block is prepared once per step scope and the step scopes (kids of the running scope,
+//   held by the `step_scopes` variable) are reused across runs, so their tensors keep their buffers;
+// - step inputs are zero-copy slices of the outer input, memories are linked by sharing the previous
+//   step's buffer (rnn_memory_helper shares, it does not copy), outputs are copied once into the outer
+//   [seq_len, ...] tensor;
+// - each parameter's gradient is computed per step in the step scope and added up ONCE per run with a
+//   single one-pass n-ary sum over all steps (one "sum" profiler event per parameter per run).
+// Profiler events: "recurrent::step" / "recurrent_grad::step" per step, "recurrent::prepare_step" when a
+// step scope's block is (re)prepared, "sum" per parameter-gradient aggregation.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "desc.h"
+#include "op_context.h"
+#include "place.h"
+#include "scope.h"
+#include "tensor.h"
+
+namespace fl {
+
+// Fluid mode: Fluid 1.x's strategy, kept as a comparison switch so the profiler can show the difference
+// (fluid.core.set_recurrent_fluid_mode(True); docs/profiling.md). When on: the step scopes are deleted and
+// made anew on every forward run (so every step block is prepared again), memories are copied from the
+// previous step instead of shared, rnn_memory_helper and rnn_memory_helper_grad copy instead of sharing,
+// and each parameter gradient is added into the outer gradient after every step (a "sum" event per
+// parameter per step). Results are the same either way (up to the order of the gradient additions).
+// Process-wide; off by default.
+void SetRecurrentFluidMode(bool on);
+bool RecurrentFluidMode();
+
+// What one run of a step block links: names in the step block and the outer tensors they stand for.
+// Step t (t = 0 .. seq_len-1) works on slice `off` = t of every [seq_len, ...] tensor, or seq_len-1-t
+// when `reverse`. Null tensors in the gradient lists mean "not wanted" (outputs) or "zeros" (inputs).
+struct StepBlockIO {
+  using Names = std::vector<std::string>;
+  const BlockDesc* block = nullptr;  // the step block (the grad block for Backward)
+  int64_t seq_len = 0;
+  bool reverse = false;
+  const Names* input_names = nullptr;  // step inputs: each step sees its slice of inputs[i], shared
+  std::vector<const Tensor*> inputs;
+  const Names* ex_states = nullptr;  // memories: ex_states[j] at step t is states[j] of step t-1,
+  const Names* states = nullptr;     // initial_states[j] at the first step
+  std::vector<const Tensor*> initial_states;
+  const Names* output_names = nullptr;  // step outputs, stacked to [seq_len, ...]
+  std::vector<Tensor*> outputs;         // Forward only
+  // Backward only:
+  const Names* parameter_names = nullptr;   // outer variables the step block reads
+  std::vector<const Tensor*> parameters;    // null where not initialized (read only when needed)
+  std::vector<const Tensor*> output_grads;  // per output; null: zeros
+  std::vector<Tensor*> input_grads, initial_state_grads, parameter_grads;  // null: not wanted
+};
+
+// Runs a step block over the steps of a sequence in step scopes kept across runs. One per op (the op's
+// State): it caches the block prepared and bound for each step scope.
+class StepBlockRunner {
+ public:
+  // Makes `scopes` hold seq_len step scopes (kids of `parent`, reused from earlier runs; in Fluid mode
+  // new ones) and runs the block once per step, linking inputs, memories and outputs as `io` says.
+  void Forward(const StepBlockIO& io, Scope& parent, StepScopes* scopes, const Place& place);
+  // Runs the grad block over the forward op's step scopes from the last step to the first: each step
+  // gets its slice of the output gradients and the memory gradients of the step after it; input,
+  // initial-state and parameter gradients go to the outer tensors (parameters: one n-ary sum over the
+  // steps per parameter, or per step in Fluid mode).
+  void Backward(const StepBlockIO& io, const StepScopes& scopes, const Place& place);
+
+ private:
+  // The block prepared and bound for step i's scope; rebuilt only for a new or replaced scope
+  // (compared by the scope's unique id: a new scope may reuse a deleted one's address).
+  std::vector<std::unique_ptr<PreparedOp>>& Prepared(size_t i, Scope* scope, const BlockDesc& block);
+
+  std::vector<uint64_t> scope_uids_;
+  std::vector<std::vector<std::unique_ptr<PreparedOp>>> ops_;
+};
+
+// out = zeros with like's dims and dtype, in a buffer of its own (never one it shared with another tensor).
+void FillZerosLike(const Tensor& like, const Place& place, Tensor* out);
+
+}  // namespace fl

@@ -1,0 +1,120 @@
+#include "thread_pool.h"
+
+#include <cblas.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+namespace fl {
+
+ThreadPool* ThreadPool::Create() {
+  scipy_openblas_set_num_threads(1);
+  return new ThreadPool(DefaultSize());
+}
+
+int ThreadPool::DefaultSize() {
+  for (const char* name : {"FLUIDLITE_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char* env = std::getenv(name);
+    if (env && std::atoi(env) > 0) return std::atoi(env);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool::ThreadPool(int threads) : pid_(getpid()) { SetSize(threads); }
+
+void ThreadPool::SetSize(int threads) {
+  threads = std::min(std::max(1, threads), kMaxThreads);
+  bool idle = false;
+  while (!busy_.compare_exchange_weak(idle, true)) {  // wait for a running job to finish
+    idle = false;
+    std::this_thread::yield();
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (getpid() == pid_)
+      while (static_cast<int>(workers_) + 1 < threads) {
+        const int index = static_cast<int>(++workers_);
+        // The slot's generation now, read before the thread starts: a job published while it starts
+        // up must still count as new to it.
+        const uint64_t start = slots_[index].generation.load();
+        std::thread([this, index, start] { Loop(index, start); }).detach();
+      }
+    size_ = threads;
+  }
+  busy_.store(false);
+}
+
+bool ThreadPool::Run(int parts, const std::function<void(int)>& f) {
+  bool idle = false;
+  if (getpid() != pid_ || !busy_.compare_exchange_strong(idle, true)) return false;
+  pending_.store(parts - 1);
+  for (int i = 1; i < parts; ++i) {  // each worker of the job gets its own slot: no stale reads
+    slots_[i].job = &f;
+    slots_[i].generation.fetch_add(1);  // publishes `job` to the worker
+  }
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    cv_.notify_all();
+  }
+  RunPart(f, 0);
+  for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) Pause(spins);
+  std::exception_ptr error;
+  std::swap(error, error_);
+  busy_.store(false);
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
+// Workers spin this long for the next job before sleeping (FLUIDLITE_SPIN_US, like OpenMP's
+// KMP_BLOCKTIME): a condition-variable wake-up costs tens of microseconds here, as long as a whole
+// batch_norm over a 2 MB tensor, so back-to-back parallel ops should find their workers awake.
+std::chrono::microseconds ThreadPool::SpinTime() {
+  static const std::chrono::microseconds spin{[] {
+    const char* env = std::getenv("FLUIDLITE_SPIN_US");
+    return env && std::atoi(env) >= 0 ? std::atoi(env) : kDefaultSpinUs;
+  }()};
+  return spin;
+}
+
+void ThreadPool::Pause(int64_t spins) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+  if (spins > (int64_t(1) << 16)) std::this_thread::yield();  // oversubscribed: let others run
+}
+
+// f(part), keeping the job's first exception for Run to rethrow.
+void ThreadPool::RunPart(const std::function<void(int)>& f, int part) {
+  try {
+    f(part);
+  } catch (...) {
+    std::lock_guard<std::mutex> l(error_mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+void ThreadPool::Loop(int index, uint64_t seen) {
+  Slot& slot = slots_[index];
+  for (;;) {
+    const auto until = std::chrono::steady_clock::now() + SpinTime();
+    for (int64_t spins = 0; slot.generation.load(std::memory_order_acquire) == seen; ++spins) {
+      if ((spins & 255) == 255 && std::chrono::steady_clock::now() > until) {
+        std::unique_lock<std::mutex> l(mu_);
+        sleepers_.fetch_add(1);
+        cv_.wait(l, [&] { return slot.generation.load() != seen; });
+        sleepers_.fetch_sub(1);
+        break;
+      }
+      Pause(0);
+    }
+    seen = slot.generation.load(std::memory_order_acquire);
+    RunPart(*slot.job, index);
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+}  // namespace fl
