@@ -10,8 +10,6 @@ namespace fl {
 
 namespace {
 
-bool FluidMode() { return RecurrentFluidMode(); }  // rnn_memory_helper(_grad) copy instead of sharing
-
 const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   const ProgramDesc* program = ctx.desc().program();
   FL_ENFORCE(program != nullptr, ctx.Type(), ": the op is not part of a program");
@@ -81,7 +79,10 @@ void RunRecurrentGrad(const ExecutionContext& ctx) {
   ctx.State<StepBlockRunner>().Backward(io, *ctx.InputVar("step_scopes")->GetMutableStepScopes(), ctx.place());
 }
 
-void DeclareRecurrentSlots(OpBuilder& op) {
+}  // namespace
+
+FL_REGISTER_OP(recurrent, op) {
+  op.Doc("Runs the step block once per step of the inputs' dim 0 (StaticRNN), linking memories across steps.");
   op.DuplicableInput("inputs", "step inputs, [seq_len, ...] (sliced on dim 0 per step)")
       .OptionalDuplicableInput("initial_states", "initial value of each memory")
       .OptionalDuplicableInput("parameters", "outer variables the step block reads (weights)")
@@ -90,15 +91,8 @@ void DeclareRecurrentSlots(OpBuilder& op) {
       .RequiredAttr<BlockRef>("sub_block", BlockRef{}, "the step block")
       .Attr<bool>("reverse", false, "run the steps from the last to the first")
       .Attr<bool>("is_train", true, "training mode (keeps every step scope for the backward pass)")
-      .Attr<bool>("has_states", false, "whether there are memories");
-}
-
-}  // namespace
-
-FL_REGISTER_OP(recurrent, op) {
-  op.Doc("Runs the step block once per step of the inputs' dim 0 (StaticRNN), linking memories across steps.");
-  DeclareRecurrentSlots(op);
-  op.OptionalDuplicableOutput("outputs", "step outputs stacked to [seq_len, ...]")
+      .Attr<bool>("has_states", false, "whether there are memories")
+      .OptionalDuplicableOutput("outputs", "step outputs stacked to [seq_len, ...]")
       .Output("step_scopes", "the step scopes (STEP_SCOPES), reused across runs")
       .SetRun(RunRecurrent);
   // recurrent_grad gets sub_block = the grad block of the step block, as every op with a sub-block does.
@@ -119,7 +113,7 @@ FL_REGISTER_OP(rnn_memory_helper, op) {
       .SetRun([](const ExecutionContext& ctx) {
         const Tensor& x = ctx.Input("X");
         Tensor* out = ctx.Output("Out");
-        if (FluidMode()) {
+        if (RecurrentFluidMode()) {  // copy instead of sharing, as Fluid did
           out->Clear();
           TensorCopy(x, ctx.place(), out);
         } else {
@@ -134,7 +128,7 @@ FL_REGISTER_OP(rnn_memory_helper, op) {
         Tensor* dx = ctx.OutputOrNull("X@GRAD");
         if (!dx) return;
         const Tensor* dout = ctx.HasInput("Out@GRAD") ? ctx.InputOrNull("Out@GRAD") : nullptr;
-        if (dout && FluidMode()) {
+        if (dout && RecurrentFluidMode()) {
           dx->Clear();
           TensorCopy(*dout, ctx.place(), dx);
         } else if (dout) {
