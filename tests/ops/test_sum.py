@@ -7,7 +7,6 @@ from fluidlite import core
 from op_test import OpTest
 
 
-
 def run(main, feed=None, fetch_list=(), exe=None):
     exe = exe or fluid.Executor(fluid.CPUPlace())
     return exe.run(main, feed=feed or {}, fetch_list=list(fetch_list))

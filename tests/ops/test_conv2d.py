@@ -235,7 +235,6 @@ def _check_adjoint(case, dtype):
 
 # ------------------------------------------------------------------ layer
 
-
 def test_layer_params_and_shapes():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
@@ -282,7 +281,6 @@ def test_layer_trains():
 
 
 # ------------------------------------------------------------------ errors at build time
-
 
 def _build(xshape, wshape, **attrs):
     main, startup = fluid.Program(), fluid.Program()

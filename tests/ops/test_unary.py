@@ -1,5 +1,6 @@
-"""Activations abs, relu, sigmoid, tanh, exp, log, sqrt, square: forward vs numpy, gradients by central
-differences, which forward variable each grad op reads, and the no-kernel error for integer inputs."""
+"""The unary table (kernels/unary.cc). Activations abs, relu, sigmoid, tanh, exp, log, sqrt, square: forward vs
+numpy, gradients by central differences, which forward variable each grad op reads, and the no-kernel error for
+integer inputs; relu6 and leaky_relu (attributes): forward, gradients away from the kinks, the layers."""
 import numpy as np
 import pytest
 
@@ -107,3 +108,67 @@ def test_grad_op_requires_out_grad_at_build_time():
     g = block.create_var(name="g", shape=[3], dtype="float32")
     with pytest.raises(fluid.core.EnforceNotMet, match="op tanh_grad: input Out@GRAD is required"):
         block.append_op(type="tanh_grad", inputs={"Out": [o]}, outputs={"X@GRAD": [g]})
+
+
+# ------------------------------------------------------------------ relu6, leaky_relu (attributes)
+
+def away_from(x, points, gap=0.01):
+    """x with values within `gap` of a kink moved off it, so central differences stay on one side."""
+    x = x.copy()
+    for p in points:
+        near = np.abs(x - p) < gap
+        x[near] = p + 2 * gap
+    return x
+
+
+ATTR_SHAPES = [(5,), (3, 4), (2, 1, 3), (1, 1)]
+
+
+@pytest.mark.parametrize("shape", ATTR_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threshold", [6.0, 1.5])
+def test_relu6_forward(shape, dtype, threshold):
+    x = rng.uniform(-3, 9, shape).astype(dtype)
+    OpTest("relu6", {"X": x}, {"Out": np.clip(x, 0, threshold)}, {"threshold": threshold}).check_output()
+
+
+@pytest.mark.parametrize("threshold", [6.0, 0.5])
+def test_relu6_grad(threshold):
+    x = away_from(rng.uniform(-2, 8, (4, 6)), [0.0, threshold])
+    OpTest("relu6", {"X": x}, {"Out": np.clip(x, 0, threshold)}, {"threshold": threshold}).check_grad(["X"], "Out")
+
+
+@pytest.mark.parametrize("shape", ATTR_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("alpha", [0.02, 0.3])
+def test_leaky_relu_forward(shape, dtype, alpha):
+    x = rng.uniform(-2, 2, shape).astype(dtype)
+    want = np.where(x >= 0, x, x * np.asarray(alpha, dtype=dtype))
+    OpTest("leaky_relu", {"X": x}, {"Out": want}, {"alpha": alpha}).check_output()
+
+
+@pytest.mark.parametrize("alpha", [0.02, 0.5])
+def test_leaky_relu_grad(alpha):
+    x = away_from(rng.uniform(-2, 2, (3, 7)), [0.0])
+    OpTest("leaky_relu", {"X": x}, {"Out": np.where(x >= 0, x, alpha * x)}, {"alpha": alpha}).check_grad(["X"], "Out")
+
+
+def test_relu6_leaky_relu_layers():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[8])
+        x.stop_gradient = False
+        a = fluid.layers.relu6(x)
+        b = fluid.layers.relu6(x, threshold=2.0)
+        c = fluid.layers.leaky_relu(x)
+        d = fluid.layers.leaky_relu(x, alpha=0.1)
+        loss = fluid.layers.mean(fluid.layers.sums([a, b, c, d]))
+        gx, = fluid.gradients([loss], [x])
+    xv = rng.uniform(-4, 8, (3, 8)).astype("float32")
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[a, b, c, d, gx])
+    np.testing.assert_allclose(got[0], np.clip(xv, 0, 6))
+    np.testing.assert_allclose(got[1], np.clip(xv, 0, 2))
+    np.testing.assert_allclose(got[2], np.where(xv >= 0, xv, np.float32(0.02) * xv), rtol=1e-6)
+    np.testing.assert_allclose(got[3], np.where(xv >= 0, xv, np.float32(0.1) * xv), rtol=1e-6)
+    want = ((xv > 0) & (xv < 6)).astype(float) + ((xv > 0) & (xv < 2)) + np.where(xv >= 0, 1, 0.02) + np.where(xv >= 0, 1, 0.1)
+    np.testing.assert_allclose(got[4], want / xv.size, rtol=1e-5)
