@@ -3,6 +3,7 @@ Fluid's names."""
 import numpy as np
 
 import fluidlite as fluid
+from op_test import record_checked
 from optimizer_problem import B0, F32, W0, _build, _numpy_grads, _run
 
 
@@ -28,3 +29,4 @@ def test_adam_steps_match_numpy():
     np.testing.assert_allclose(w, we, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(b, be, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(np.array(scope.find_var("w_beta1_pow_acc_0").get_tensor()), [b1 ** 4], rtol=1e-12)
+    record_checked("output", "adam")

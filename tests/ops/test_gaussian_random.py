@@ -8,6 +8,7 @@ import pytest
 
 import fluidlite as fluid
 from fluidlite import core
+from op_test import record_checked
 
 N = 100000
 
@@ -99,6 +100,7 @@ def test_gaussian_statistics(dtype, mean, std):
     assert abs(np.mean(np.abs(z) < 2) - 0.9545) < 0.005
     assert abs(np.mean(z ** 3)) < 0.05 and abs(np.mean(z ** 4) - 3) < 0.1  # skew 0, kurtosis 3
     assert np.all(np.isfinite(x))
+    record_checked("statistical", "gaussian_random")
 
 
 def test_gaussian_std_zero_is_constant():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import fluidlite as fluid
+from op_test import record_checked
 from optimizer_problem import B0, F32, W0, _build, _numpy_grads, _run
 
 
@@ -25,3 +26,4 @@ def test_momentum_steps_match_numpy(nesterov):
     np.testing.assert_allclose(w, we, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(b, be, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(np.array(scope.find_var("w_velocity_0").get_tensor()), vw, rtol=1e-12, atol=1e-14)
+    record_checked("output", "momentum")

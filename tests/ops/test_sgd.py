@@ -2,6 +2,7 @@
 import numpy as np
 
 import fluidlite as fluid
+from op_test import record_checked
 from optimizer_problem import B0, F32, W0, X, Y, _build, _numpy_grads, _run
 
 
@@ -14,6 +15,7 @@ def test_sgd_step_matches_numpy():
         we, be = we - F32(0.1) * gw, be - F32(0.1) * gb
     np.testing.assert_allclose(w, we, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(b, be, rtol=1e-12, atol=1e-14)
+    record_checked("output", "sgd")
 
 
 def test_float32_sgd_within_1e5():

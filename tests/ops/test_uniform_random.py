@@ -8,6 +8,7 @@ import pytest
 
 import fluidlite as fluid
 from fluidlite import core
+from op_test import record_checked
 
 N = 100000
 
@@ -102,6 +103,7 @@ def test_uniform_statistics(dtype, lo, hi):
     hist, _ = np.histogram(x, bins=10, range=(lo, hi))
     assert np.all(np.abs(hist / N - 0.1) < 0.006)
     assert x.min() < lo + 0.001 * width and x.max() > hi - 0.001 * width
+    record_checked("statistical", "uniform_random")
 
 
 def test_uniform_defaults_are_minus_one_to_one():
