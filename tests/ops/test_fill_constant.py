@@ -1,4 +1,5 @@
-"""fill_constant: every dtype, exact int64 values, empty and negative shapes."""
+"""fill_constant (every dtype, exact int64 values, empty and negative shapes) and fill_any_like (X's run-time shape,
+value and dtype), both in kernels/fill_constant.cc."""
 import numpy as np
 import pytest
 
@@ -60,3 +61,42 @@ def test_fill_constant_negative_shape():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         with pytest.raises(core.EnforceNotMet, match=r"fill_constant.*\[2, -3\].*negative"):
             fluid.layers.fill_constant([2, -3], "float32", 1.0)
+
+
+# ------------------------------------------------------------------ fill_any_like (kernels/fill_constant.cc)
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+@pytest.mark.parametrize("shape", [(2, 3), (1,), (4, 0, 2)])
+def test_fill_any_like(dtype, shape):
+    x = (np.arange(int(np.prod(shape))).reshape(shape) % 3).astype(dtype)
+    value = {"bool": 1.0, "int32": -3.0, "int64": 7.0}.get(dtype, 2.5)
+    OpTest("fill_any_like", {"X": x}, {"Out": np.full(shape, value, dtype)}, {"value": value}).check_output()
+    OpTest("fill_any_like", {"X": x}, {"Out": np.zeros(shape, dtype)}).check_output()  # value defaults to 0
+
+
+def test_fill_any_like_int_value_truncates_toward_zero():
+    x = np.zeros((2, 2), "int64")
+    OpTest("fill_any_like", {"X": x}, {"Out": np.full((2, 2), -2, "int64")}, {"value": -2.75}).check_output()
+
+
+@pytest.mark.parametrize("src,dst", [("int32", "float64"), ("float32", "int64"), ("float64", "bool")])
+def test_fill_any_like_dtype_attribute(src, dst):
+    x = np.ones((3, 2), src)
+    OpTest("fill_any_like", {"X": x}, {"Out": np.full((3, 2), 1.0, dst)},
+           {"value": 1.0, "dtype": int(fluid.framework.convert_np_dtype_to_dtype_(dst))}).check_output()
+
+
+def test_fill_any_like_takes_the_run_time_shape():
+    # backward seeds the gradient of a target whose batch dim is known only when it runs
+    main = fluid.Program()
+    block = main.global_block()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[3], dtype="float64")
+        out = block.create_var(name="ones", dtype="float64")
+        block.append_op(type="fill_any_like", inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"value": 1.0})
+    assert out.shape == (-1, 3) and out.dtype == x.dtype
+    assert core.op_proto("fill_any_like")["grad"] == "no_gradient"
+    exe = fluid.Executor(fluid.CPUPlace())
+    for n in (2, 5, 1):
+        (got,) = exe.run(main, feed={"x": np.full((n, 3), 9.0)}, fetch_list=[out])
+        np.testing.assert_array_equal(got, np.ones((n, 3)))

@@ -172,3 +172,90 @@ def test_relu6_leaky_relu_layers():
     np.testing.assert_allclose(got[3], np.where(xv >= 0, xv, np.float32(0.1) * xv), rtol=1e-6)
     want = ((xv > 0) & (xv < 6)).astype(float) + ((xv > 0) & (xv < 2)) + np.where(xv >= 0, 1, 0.02) + np.where(xv >= 0, 1, 0.1)
     np.testing.assert_allclose(got[4], want / xv.size, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ floor, sign (piecewise constant), clip
+
+PIECEWISE = {"floor": np.floor, "sign": np.sign}
+KINKS = {"floor": np.arange(-4.0, 5.0), "sign": [0.0]}  # where the piecewise-constant ops jump
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", sorted(PIECEWISE))
+def test_piecewise_constant_forward(op, dtype, shape):
+    x = rng.uniform(-4, 4, shape).astype(dtype)
+    edges = np.array([-2.0, 0.0, 1.0, -0.0, -0.5, 3.999], dtype)  # on and next to the jumps
+    x.reshape(-1)[:min(x.size, edges.size)] = edges[:x.size]
+    OpTest(op, {"X": x}, {"Out": PIECEWISE[op](x)}).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", sorted(PIECEWISE))
+def test_piecewise_constant_grad_is_zero(op):
+    # Away from the jumps central differences give 0, and so must the gradient (a fill_zeros_like)...
+    x = away_from(rng.uniform(-4, 4, (3, 4)), KINKS[op])
+    OpTest(op, {"X": x}, {"Out": PIECEWISE[op](x)}).check_grad(["X"], "Out")
+    # ...which is exactly 0 everywhere, on the jumps too (Fluid's convention), with X's shape and dtype.
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = fluid.layers.data("x", shape=[2, 4], dtype="float32", append_batch_size=False)
+        xv.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.reduce_sum(getattr(fluid.layers, op)(xv))], [xv])
+    feed = np.array([[-2.0, 0.0, 1.0, 0.5], [-0.5, 3.0, -1e-3, 2.5]], "float32")
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": feed}, fetch_list=[dx])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.zeros((2, 4)))
+
+
+def _clip_ref(x, lo, hi):
+    # min and max are float attributes: the kernel compares with their float32 values
+    return np.clip(x, np.float32(lo).astype(x.dtype), np.float32(hi).astype(x.dtype))
+
+
+CLIP_BOUNDS = [(-1.0, 0.8), (0.3, 2.5), (-0.25, -0.25)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("lo,hi", CLIP_BOUNDS)
+def test_clip_forward(lo, hi, dtype, shape):
+    x = rng.uniform(-3, 3, shape).astype(dtype)
+    edges = np.array([lo, hi, np.nextafter(np.float32(hi), np.float32(9)), -np.inf, np.inf], dtype)
+    x.reshape(-1)[:min(x.size, edges.size)] = edges[:x.size]
+    OpTest("clip", {"X": x}, {"Out": _clip_ref(x, lo, hi)}, {"min": lo, "max": hi}).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("lo,hi", CLIP_BOUNDS[:2])
+def test_clip_grad(lo, hi):
+    # Central differences away from the bounds: 1 inside, 0 outside (most values are outside for (0.3, 2.5)).
+    x = away_from(rng.uniform(-3, 3, (4, 5)), [lo, hi])
+    assert ((x > lo) & (x < hi)).any() and ((x < lo) | (x > hi)).any()
+    OpTest("clip", {"X": x}, {"Out": _clip_ref(x, lo, hi)}, {"min": lo, "max": hi}).check_grad(["X"], "Out")
+
+
+def test_clip_grad_is_zero_on_the_bounds_and_reads_x():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[6], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.clip(x, min=-1.0, max=0.5))], [x])
+    grad_op, = [o for o in main.global_block().ops if o.type == "clip_grad"]
+    assert sorted(grad_op.input_names) == ["Out@GRAD", "X"]
+    xv = np.array([-2.0, -1.0, -0.999, 0.0, 0.5, 0.7])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[dx])
+    np.testing.assert_array_equal(got, [0, 0, 1, 1, 0, 0])  # Fluid: X > min and X < max
+
+
+def test_clip_min_above_max_fails_at_build_time():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("xc", shape=[3], dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"clip: min 1 must not exceed max 0 for X 'xc' \[-1, 3\]"):
+            fluid.layers.clip(x, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("op", ["floor", "sign", "clip"])
+def test_piecewise_integer_input_has_no_kernel(op):
+    x = np.array([1, -2, 3], "int64")
+    attrs = {"min": 0.0, "max": 1.0} if op == "clip" else {}
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"op %s does not have a kernel for data_type\[int64_t\]" % op):
+        OpTest(op, {"X": x}, {"Out": x}, attrs).check_output()
