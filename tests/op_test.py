@@ -6,11 +6,39 @@
 
 Duplicable slots take a list of (name, array) pairs: ``inputs={"X": [("x0", a), ("x1", b)]}``.
 An expected output of ``None`` is created but not compared (e.g. reshape2's XShape).
+
+Every passing check_output records its op type as numpy-checked, every passing check_grad as gradient-checked
+(CHECKED); tests/ops/test_coverage.py, which runs last, fails when a registered op was not. A test that compares
+with numpy or central differences without OpTest says what it checked with ``record_checked``.
 """
 import numpy as np
 
 import fluidlite as fluid
 from fluidlite import core
+
+
+# What this session checked, by kind: "output" (values compared with a numpy reference), "grad" (gradients
+# compared with central differences) and "statistical" (samples of a random op compared with the distribution
+# it draws from). Filled at run time; read by tests/ops/test_coverage.py.
+CHECKED = {"output": set(), "grad": set(), "statistical": set()}
+
+# The test files this session runs (collected, not deselected), the ones it deselected, and the tests that
+# failed so far: tests/conftest.py fills them in, tests/ops/test_coverage.py skips unless the session ran every
+# file that records checks.
+SESSION = {"ran": set(), "deselected": set(), "failed": []}
+
+
+def record_checked(kind, *op_types):
+    """Record that this test checked `op_types` (kind "output", "grad" or "statistical") without OpTest.
+
+    Call it after the comparisons, and only for the ops whose own values (or gradients, or distribution) the
+    test really compares with numpy or central differences, not for every op the program happens to run."""
+    if kind not in CHECKED:
+        raise ValueError("record_checked: kind must be one of %s, got %r" % (sorted(CHECKED), kind))
+    unknown = [t for t in op_types if not core.has_op(t)]
+    if unknown or not op_types:
+        raise ValueError("record_checked: no such registered op types: %s" % (unknown or "(none given)"))
+    CHECKED[kind].update(op_types)
 
 
 def available_places():
@@ -85,6 +113,8 @@ class OpTest:
                 else:
                     np.testing.assert_allclose(got, expect, atol=atol, rtol=rtol, equal_nan=equal_nan,
                                                err_msg="%s %s on %s" % (self.op_type, key[0], place))
+        if checked:  # every expected output None: nothing was compared
+            record_checked("output", self.op_type)
         return main
 
     # ------------------------------------------------------------------ gradients
@@ -124,6 +154,7 @@ class OpTest:
                     "%s: gradient of %s on %s differs from central differences; max relative error %g at %s\n"
                     "analytic:\n%s\nnumeric:\n%s" % (self.op_type, name, place, err.max(),
                                                      np.unravel_index(err.argmax(), err.shape), got, want))
+        record_checked("grad", self.op_type)
 
     @staticmethod
     def _numeric_grad(exe, program, feed, name, loss, delta):

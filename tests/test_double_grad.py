@@ -1,7 +1,11 @@
 """Gradients of gradients: fluid.gradients(fluid.gradients(y, x), x) against central differences of the
 first gradient. Composed gradients are made of differentiable ops, and grad ops with a kernel carry a
 composed gradient of their own (grad_op_maker.h), so any order works; here the second order is checked for
-the elementwise, activation, mul/matmul, reduce and mean ops.
+the elementwise, activation, mul/matmul, reduce and mean ops, and for the grad ops of the linear shape ops
+(concat, reshape2, flatten2, squeeze2, unsqueeze2, slice, gather, lookup_table), whose gradient is composed.
+
+Each test records (op_test.record_checked) the generated grad op whose own gradient it compared with central
+differences: <op>_grad, present in the first pass and differentiated by the second one.
 
 For inputs x_k and random weights w_k the checked quantity is H w = d(sum_k <dy/dx_k, w_k>)/dx, compared
 with (L(x + d e_i) - L(x - d e_i)) / 2d, L = sum_k <dy/dx_k, w_k> computed by the first-order program."""
@@ -9,6 +13,7 @@ import numpy as np
 import pytest
 
 import fluidlite as fluid
+from op_test import record_checked
 
 L = fluid.layers
 rng = np.random.RandomState(7)
@@ -48,6 +53,12 @@ def _check_double_grad(build, shapes, low=0.5, high=1.5, delta=1e-5, rtol=1e-6, 
     return main
 
 
+def _record(main, grad_op):
+    """main's first pass holds grad_op and its second pass, checked above, differentiated it: record that."""
+    assert grad_op in {o.type for o in main.global_block().ops}, grad_op
+    record_checked("grad", grad_op)
+
+
 BINARY = {
     "elementwise_add": lambda a, b: L.square(L.elementwise_add(a, b, axis=1)),
     "elementwise_sub": lambda a, b: L.square(L.elementwise_sub(a, b, axis=1)),
@@ -61,7 +72,9 @@ BINARY = {
 @pytest.mark.parametrize("op", sorted(BINARY))
 @pytest.mark.parametrize("shapes", [[(2, 3, 2), (3,)], [(2, 3), (2, 3)]], ids=["broadcast", "same"])
 def test_elementwise(op, shapes):
-    _check_double_grad(BINARY[op], shapes)
+    main = _check_double_grad(BINARY[op], shapes)
+    if fluid.core.has_op(op + "_grad"):  # div, max and min have composed first gradients, made of other ops
+        _record(main, op + "_grad")
 
 
 # op: (layer, input range): ranges keep the kinks of the piecewise ops away
@@ -86,30 +99,67 @@ def test_activation(op):
     main = _check_double_grad(build, [(2, 3)], low=low, high=1.5 if op != "relu6" else 0.9)
     if op in ("sigmoid", "tanh", "exp", "log", "sqrt", "square"):  # a second derivative of their own
         assert op + "_grad_grad" in {o.type for o in main.global_block().ops}
+    _record(main, op + "_grad")
 
 
 @pytest.mark.parametrize("tx,ty", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul(tx, ty):
-    _check_double_grad(lambda a, b: L.matmul(a, b, transpose_x=tx, transpose_y=ty, alpha=0.5),
-                       [(3, 2) if tx else (2, 3), (4, 3) if ty else (3, 4)])
+    main = _check_double_grad(lambda a, b: L.matmul(a, b, transpose_x=tx, transpose_y=ty, alpha=0.5),
+                              [(3, 2) if tx else (2, 3), (4, 3) if ty else (3, 4)])
+    _record(main, "matmul_grad")
 
 
 def test_batched_matmul_with_a_broadcast_operand():
-    _check_double_grad(L.matmul, [(2, 2, 3), (3, 2)])
+    _record(_check_double_grad(L.matmul, [(2, 2, 3), (3, 2)]), "matmul_grad")
 
 
 def test_mul():
-    _check_double_grad(lambda a, b: L.mul(a, b, x_num_col_dims=2), [(2, 2, 3), (3, 2)])
+    _record(_check_double_grad(lambda a, b: L.mul(a, b, x_num_col_dims=2), [(2, 2, 3), (3, 2)]), "mul_grad")
 
 
 @pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean", "reduce_max"])
 @pytest.mark.parametrize("dim,keep", [([1], False), ([0, 2], True), (None, False)])
 def test_reduce(op, dim, keep):
-    _check_double_grad(lambda x: L.square(getattr(L, op)(x, dim=dim, keep_dim=keep)), [(2, 3, 2)])
+    main = _check_double_grad(lambda x: L.square(getattr(L, op)(x, dim=dim, keep_dim=keep)), [(2, 3, 2)])
+    _record(main, op + "_grad")
 
 
 def test_mean():
     _check_double_grad(lambda x: L.square(L.mean(x)), [(2, 3)])
+
+
+def _int64(value):
+    """An int64 constant in the program (assign_value): indices for gather and lookup_table."""
+    return L.assign(np.array(value, dtype="int64"))
+
+
+def _lookup_table(w, ids):
+    block = fluid.default_main_program().current_block()
+    out = block.create_var(name=fluid.unique_name.generate("lookup_table_out"), dtype=w.dtype)
+    block.append_op(type="lookup_table", inputs={"W": [w], "Ids": [ids]}, outputs={"Out": [out]},
+                    attrs={"padding_idx": -1})
+    return out
+
+
+# grad op: (network, input shapes). The ops are linear, so their gradient is linear in Out@GRAD and the second
+# derivative of op(x) alone is zero: square(op(x)) makes Out@GRAD depend on x, so that the second pass goes
+# through the grad op's own (composed) gradient.
+LINEAR = {
+    "concat_grad": (lambda a, b: L.square(L.concat([a, b], axis=1)), [(2, 3), (2, 2)]),
+    "reshape2_grad": (lambda x: L.square(L.reshape(x, [3, 4])), [(2, 3, 2)]),
+    "flatten2_grad": (lambda x: L.square(L.flatten(x, axis=2)), [(2, 3, 2)]),
+    "squeeze2_grad": (lambda x: L.square(L.squeeze(x, axes=[1])), [(3, 1, 2)]),
+    "unsqueeze2_grad": (lambda x: L.square(L.unsqueeze(x, axes=[0, 2])), [(3, 2)]),
+    "slice_grad": (lambda x: L.square(L.slice(x, axes=[0, 1], starts=[1, 0], ends=[3, 2])), [(3, 4)]),
+    "gather_grad": (lambda x: L.square(L.gather(x, _int64([2, 0, 2]))), [(3, 2)]),
+    "lookup_table_grad": (lambda w: L.square(_lookup_table(w, _int64([[1], [3], [1]]))), [(4, 3)]),
+}
+
+
+@pytest.mark.parametrize("grad_op", sorted(LINEAR))
+def test_gradient_of_a_linear_ops_gradient(grad_op):
+    build, shapes = LINEAR[grad_op]
+    _record(_check_double_grad(build, shapes, low=-1.5), grad_op)
 
 
 def test_third_order_through_composed_gradients():

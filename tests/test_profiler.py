@@ -164,7 +164,8 @@ def test_chrome_trace_schema(tmp_path):
     path = str(tmp_path / "trace.json")
     with profiler.profiler("CPU", profile_path=path, print_report=False):
         _run(main, h, steps=2)
-    trace = json.load(open(path))
+    with open(path) as f:
+        trace = json.load(f)
     evs = trace["traceEvents"]
     assert any(e["ph"] == "M" and e["name"] == "process_name" for e in evs)
     assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in evs)

@@ -201,9 +201,11 @@ def test_clone_for_test_sets_is_test_only_where_present():
 IS_TEST_OPS = [t for t in core.op_types() if any(a["name"] == "is_test" for a in core.op_proto(t)["attrs"])]
 
 
-@pytest.mark.skipif(not IS_TEST_OPS, reason="no registered op declares an is_test attribute yet "
-                    "(the mechanism is covered by test_clone_for_test_sets_is_test_only_where_present)")
-@pytest.mark.parametrize("op_type", IS_TEST_OPS or ["none"])
+def test_ops_declaring_is_test_exist():
+    assert {"batch_norm", "dropout"} <= set(IS_TEST_OPS)
+
+
+@pytest.mark.parametrize("op_type", IS_TEST_OPS)
 def test_declared_is_test_default_false_and_clone_sets_it(op_type):
     proto = core.op_proto(op_type)
     spec = [a for a in proto["attrs"] if a["name"] == "is_test"][0]

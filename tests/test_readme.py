@@ -5,12 +5,8 @@ import os
 import re
 
 import numpy as np
-import pytest
-
-from fluidlite import core
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLE_OPS = ["mul", "elementwise_add", "relu", "abs", "reduce_sum"]
 
 
 def readme():
@@ -24,8 +20,6 @@ def test_setup_commands():
     assert 'pip install -e ".[test]" && python -m pytest' in lines
 
 
-@pytest.mark.skipif(not all(core.has_op(t) for t in EXAMPLE_OPS),
-                    reason="ops missing from this build: %s" % [t for t in EXAMPLE_OPS if not core.has_op(t)])
 def test_example_runs():
     code, = re.findall(r"```python\n(.*?)```", readme(), re.S)
     env = {}

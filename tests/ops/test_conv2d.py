@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fluidlite as fluid
-from op_test import OpTest
+from op_test import OpTest, record_checked
 
 
 def conv_ref(x, w, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1):
@@ -150,6 +150,7 @@ def test_grad_weighted(case):
                                    rtol=1e-7, atol=1e-9)
         np.testing.assert_allclose(_weighted_grads(op_type, x, w, attrs, r, need=("Filter",))[0], want_w,
                                    rtol=1e-7, atol=1e-9)
+        record_checked("grad", op_type)
 
 
 def conv_ref_grads(x, w, r, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1):
@@ -235,7 +236,6 @@ def _check_adjoint(case, dtype):
 
 # ------------------------------------------------------------------ layer
 
-
 def test_layer_params_and_shapes():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
@@ -282,7 +282,6 @@ def test_layer_trains():
 
 
 # ------------------------------------------------------------------ errors at build time
-
 
 def _build(xshape, wshape, **attrs):
     main, startup = fluid.Program(), fluid.Program()

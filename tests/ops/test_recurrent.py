@@ -1,11 +1,13 @@
-"""StaticRNN: forward and gradients equal the same network unrolled by hand, numeric gradients, memory
-init= vs shape=, misuse errors, step-scope reuse, and training to high accuracy."""
+"""recurrent and rnn_memory_helper (kernels/recurrent.cc). StaticRNN: forward against numpy, forward and
+gradients equal the same network unrolled by hand, numeric gradients, memory init= vs shape=, misuse errors,
+step-scope reuse, and training to high accuracy; rnn_memory_helper on its own: identity, gradient."""
 import gc
 
 import numpy as np
 import pytest
 
 import fluidlite as fluid
+from op_test import OpTest, record_checked
 
 T, B, D, H = 4, 3, 5, 6
 
@@ -89,6 +91,29 @@ def test_forward_and_gradients_equal_unrolled_network():
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
 
 
+@pytest.mark.parametrize("init_from_var", [False, True], ids=["boot_zeros", "init_var"])
+def test_forward_matches_numpy(init_from_var):
+    """h_t = tanh(x_t w_x + h_{t-1} w_h + b) over T steps in numpy, with the parameters the startup drew."""
+    rng = np.random.RandomState(6)
+    xv, h0v = rng.randn(T, B, D), rng.randn(B, H) * 0.5
+    main, startup, out, loss, _ = _rnn_program(init_from_var=init_from_var, with_grads=False)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": xv, "h0": h0v} if init_from_var else {"x": xv}
+    got, got_loss = exe.run(main, feed=feed, fetch_list=[out, loss], scope=scope)
+    p = _params(scope)
+    h, want = (h0v if init_from_var else np.zeros((B, H))), []
+    for t in range(T):
+        h = np.tanh(xv[t] @ p["w_x"] + h @ p["w_h"] + p["b"])
+        want.append(h)
+    want = np.stack(want)
+    assert got.shape == (T, B, H)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_loss, [(want * want).sum()], rtol=1e-12)
+    record_checked("output", "recurrent")
+
+
 def test_recurrent_numeric_gradient():
     rng = np.random.RandomState(1)
     xv = rng.randn(T, B, D)
@@ -125,6 +150,7 @@ def test_recurrent_numeric_gradient():
         wv[idx] = orig
         w.set(wv)
         assert abs((plus - minus) / (2 * eps) - analytic_w[idx]) < 1e-6 * max(1, abs(analytic_w[idx]))
+    record_checked("grad", "recurrent")
 
 
 def test_memory_init_var_equals_shape_boot_with_zeros():
@@ -334,3 +360,18 @@ def test_fluid_mode_shows_fluids_costs_in_the_profiler_with_the_same_results(set
     for d, f, b in zip(default[4:], fluid_res[4:], back[4:]):
         np.testing.assert_allclose(f, d, rtol=1e-13, atol=1e-13)
         np.testing.assert_array_equal(d, b)
+
+
+# ------------------------------------------------------------------ rnn_memory_helper
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("shape", [(3, 4), (1,), (2, 1, 3)])
+def test_rnn_memory_helper_is_identity(dtype, shape):
+    x = (np.random.RandomState(7).uniform(-5, 5, shape)).astype(dtype)
+    OpTest("rnn_memory_helper", {"X": x}, {"Out": x}, {"dtype": int(fluid.framework.convert_np_dtype_to_dtype_(dtype))}
+           ).check_output(atol=0, rtol=0)
+
+
+def test_rnn_memory_helper_grad():
+    x = np.random.RandomState(8).uniform(-1, 1, (3, 4))
+    OpTest("rnn_memory_helper", {"X": x}, {"Out": x}).check_grad(["X"], "Out")

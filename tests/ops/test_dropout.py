@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import fluidlite as fluid
-from op_test import OpTest
+from op_test import OpTest, record_checked
 
 rng = np.random.RandomState(3)
 
@@ -40,6 +40,7 @@ def test_dropout_train_mask_statistics(p, impl):
     scale = 1 / (1 - p) if impl == "upscale_in_train" and p < 1 else 1.0
     np.testing.assert_allclose(out, x * mask * scale, rtol=1e-6)
     np.testing.assert_allclose(gx, mask * scale, rtol=1e-6)
+    record_checked("output", "dropout")  # Out against numpy given the Mask, and the Mask's statistics
 
 
 @pytest.mark.parametrize("impl,factor", [("downgrade_in_infer", 0.65), ("upscale_in_train", 1.0)])

@@ -1,0 +1,261 @@
+"""The unary table (kernels/unary.cc). Activations abs, relu, sigmoid, tanh, exp, log, sqrt, square: forward vs
+numpy, gradients by central differences, which forward variable each grad op reads, and the no-kernel error for
+integer inputs; relu6 and leaky_relu (attributes): forward, gradients away from the kinks, the layers."""
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+from op_test import OpTest
+
+rng = np.random.RandomState(11)
+
+
+def _away_from_zero(shape):
+    """Values with |v| in [0.1, 1] and random sign: abs/relu are smooth there."""
+    return rng.uniform(0.1, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+# op: (numpy forward, input generator, variable the grad op reads)
+ACTS = {
+    "abs": (np.abs, _away_from_zero, "X"),
+    "relu": (lambda x: np.maximum(x, 0), _away_from_zero, "Out"),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda s: rng.uniform(-3, 3, s), "Out"),
+    "tanh": (np.tanh, lambda s: rng.uniform(-2, 2, s), "Out"),
+    "exp": (np.exp, lambda s: rng.uniform(-2, 2, s), "Out"),
+    "log": (np.log, lambda s: rng.uniform(0.2, 3, s), "X"),
+    "sqrt": (np.sqrt, lambda s: rng.uniform(0.2, 3, s), "Out"),
+    "square": (np.square, lambda s: rng.uniform(-2, 2, s), "X"),
+}
+SHAPES = [(13, 17), (2, 3, 4), (1,), (4, 1, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", sorted(ACTS))
+def test_forward(op, dtype, shape):
+    fwd, gen, _ = ACTS[op]
+    x = gen(shape).astype(dtype)
+    out = fwd(x)
+    assert out.dtype == np.dtype(dtype)
+    OpTest(op, {"X": x}, {"Out": out}).check_output(rtol=1e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 1, 3)], ids=str)
+@pytest.mark.parametrize("op", sorted(ACTS))
+def test_grad(op, shape):
+    _, gen, _ = ACTS[op]
+    OpTest(op, {"X": gen(shape)}, {"Out": np.zeros(1)}).check_grad(["X"], "Out")
+
+
+@pytest.mark.parametrize("op", sorted(ACTS))
+def test_grad_op_reads_only_what_it_needs(op):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[2, 3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        out = getattr(fluid.layers, op)(x)
+        dx, = fluid.gradients([fluid.layers.mean(out)], [x])
+    grad_op, = [o for o in main.global_block().ops if o.type == op + "_grad"]
+    dep = ACTS[op][2]
+    assert sorted(grad_op.input_names) == sorted([dep, "Out@GRAD"])
+    assert grad_op.input(dep) == [x.name if dep == "X" else out.name]
+    assert grad_op.output("X@GRAD") == [x.name + "@GRAD"]
+    xv = ACTS[op][1]((2, 3))
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[dx])
+    assert got.shape == (2, 3)
+
+
+def test_relu_grad_is_zero_on_the_negative_side():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32", append_batch_size=False)
+        x.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.mean(fluid.layers.relu(x))], [x])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.array([-2, -0.5, 0.5, 3], "float32")},
+                                                fetch_list=[dx])
+    np.testing.assert_array_equal(got, [0, 0, 0.25, 0.25])
+
+
+def test_sigmoid_saturates_without_nan():
+    x = np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0], dtype=np.float32)
+    with np.errstate(over="ignore"):
+        want = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    OpTest("sigmoid", {"X": x}, {"Out": want}).check_output()
+
+
+def test_output_keeps_compile_time_shape():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[7, 3], dtype="float32")
+        outs = [getattr(fluid.layers, op)(x) for op in sorted(ACTS)]
+    assert all(tuple(o.shape) == (-1, 7, 3) and o.dtype == x.dtype for o in outs)
+
+
+@pytest.mark.parametrize("op", sorted(ACTS))
+def test_integer_input_has_no_kernel(op):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="int32", append_batch_size=False)
+        out = getattr(fluid.layers, op)(x)
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"op %s does not have a kernel for data_type\[int\]" % op):
+        fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.array([1, 2, 3], "int32")}, fetch_list=[out])
+
+
+def test_grad_op_requires_out_grad_at_build_time():
+    main = fluid.Program()
+    block = main.global_block()
+    o = block.create_var(name="o", shape=[3], dtype="float32")
+    g = block.create_var(name="g", shape=[3], dtype="float32")
+    with pytest.raises(fluid.core.EnforceNotMet, match="op tanh_grad: input Out@GRAD is required"):
+        block.append_op(type="tanh_grad", inputs={"Out": [o]}, outputs={"X@GRAD": [g]})
+
+
+# ------------------------------------------------------------------ relu6, leaky_relu (attributes)
+
+def away_from(x, points, gap=0.01):
+    """x with values within `gap` of a kink moved off it, so central differences stay on one side."""
+    x = x.copy()
+    for p in points:
+        near = np.abs(x - p) < gap
+        x[near] = p + 2 * gap
+    return x
+
+
+ATTR_SHAPES = [(5,), (3, 4), (2, 1, 3), (1, 1)]
+
+
+@pytest.mark.parametrize("shape", ATTR_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threshold", [6.0, 1.5])
+def test_relu6_forward(shape, dtype, threshold):
+    x = rng.uniform(-3, 9, shape).astype(dtype)
+    OpTest("relu6", {"X": x}, {"Out": np.clip(x, 0, threshold)}, {"threshold": threshold}).check_output()
+
+
+@pytest.mark.parametrize("threshold", [6.0, 0.5])
+def test_relu6_grad(threshold):
+    x = away_from(rng.uniform(-2, 8, (4, 6)), [0.0, threshold])
+    OpTest("relu6", {"X": x}, {"Out": np.clip(x, 0, threshold)}, {"threshold": threshold}).check_grad(["X"], "Out")
+
+
+@pytest.mark.parametrize("shape", ATTR_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("alpha", [0.02, 0.3])
+def test_leaky_relu_forward(shape, dtype, alpha):
+    x = rng.uniform(-2, 2, shape).astype(dtype)
+    want = np.where(x >= 0, x, x * np.asarray(alpha, dtype=dtype))
+    OpTest("leaky_relu", {"X": x}, {"Out": want}, {"alpha": alpha}).check_output()
+
+
+@pytest.mark.parametrize("alpha", [0.02, 0.5])
+def test_leaky_relu_grad(alpha):
+    x = away_from(rng.uniform(-2, 2, (3, 7)), [0.0])
+    OpTest("leaky_relu", {"X": x}, {"Out": np.where(x >= 0, x, alpha * x)}, {"alpha": alpha}).check_grad(["X"], "Out")
+
+
+def test_relu6_leaky_relu_layers():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[8])
+        x.stop_gradient = False
+        a = fluid.layers.relu6(x)
+        b = fluid.layers.relu6(x, threshold=2.0)
+        c = fluid.layers.leaky_relu(x)
+        d = fluid.layers.leaky_relu(x, alpha=0.1)
+        loss = fluid.layers.mean(fluid.layers.sums([a, b, c, d]))
+        gx, = fluid.gradients([loss], [x])
+    xv = rng.uniform(-4, 8, (3, 8)).astype("float32")
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[a, b, c, d, gx])
+    np.testing.assert_allclose(got[0], np.clip(xv, 0, 6))
+    np.testing.assert_allclose(got[1], np.clip(xv, 0, 2))
+    np.testing.assert_allclose(got[2], np.where(xv >= 0, xv, np.float32(0.02) * xv), rtol=1e-6)
+    np.testing.assert_allclose(got[3], np.where(xv >= 0, xv, np.float32(0.1) * xv), rtol=1e-6)
+    want = ((xv > 0) & (xv < 6)).astype(float) + ((xv > 0) & (xv < 2)) + np.where(xv >= 0, 1, 0.02) + np.where(xv >= 0, 1, 0.1)
+    np.testing.assert_allclose(got[4], want / xv.size, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ floor, sign (piecewise constant), clip
+
+PIECEWISE = {"floor": np.floor, "sign": np.sign}
+KINKS = {"floor": np.arange(-4.0, 5.0), "sign": [0.0]}  # where the piecewise-constant ops jump
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", sorted(PIECEWISE))
+def test_piecewise_constant_forward(op, dtype, shape):
+    x = rng.uniform(-4, 4, shape).astype(dtype)
+    edges = np.array([-2.0, 0.0, 1.0, -0.0, -0.5, 3.999], dtype)  # on and next to the jumps
+    x.reshape(-1)[:min(x.size, edges.size)] = edges[:x.size]
+    OpTest(op, {"X": x}, {"Out": PIECEWISE[op](x)}).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", sorted(PIECEWISE))
+def test_piecewise_constant_grad_is_zero(op):
+    # Away from the jumps central differences give 0, and so must the gradient (a fill_zeros_like)...
+    x = away_from(rng.uniform(-4, 4, (3, 4)), KINKS[op])
+    OpTest(op, {"X": x}, {"Out": PIECEWISE[op](x)}).check_grad(["X"], "Out")
+    # ...which is exactly 0 everywhere, on the jumps too (Fluid's convention), with X's shape and dtype.
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = fluid.layers.data("x", shape=[2, 4], dtype="float32", append_batch_size=False)
+        xv.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.reduce_sum(getattr(fluid.layers, op)(xv))], [xv])
+    feed = np.array([[-2.0, 0.0, 1.0, 0.5], [-0.5, 3.0, -1e-3, 2.5]], "float32")
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": feed}, fetch_list=[dx])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.zeros((2, 4)))
+
+
+def _clip_ref(x, lo, hi):
+    # min and max are float attributes: the kernel compares with their float32 values
+    return np.clip(x, np.float32(lo).astype(x.dtype), np.float32(hi).astype(x.dtype))
+
+
+CLIP_BOUNDS = [(-1.0, 0.8), (0.3, 2.5), (-0.25, -0.25)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("lo,hi", CLIP_BOUNDS)
+def test_clip_forward(lo, hi, dtype, shape):
+    x = rng.uniform(-3, 3, shape).astype(dtype)
+    edges = np.array([lo, hi, np.nextafter(np.float32(hi), np.float32(9)), -np.inf, np.inf], dtype)
+    x.reshape(-1)[:min(x.size, edges.size)] = edges[:x.size]
+    OpTest("clip", {"X": x}, {"Out": _clip_ref(x, lo, hi)}, {"min": lo, "max": hi}).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("lo,hi", CLIP_BOUNDS[:2])
+def test_clip_grad(lo, hi):
+    # Central differences away from the bounds: 1 inside, 0 outside (most values are outside for (0.3, 2.5)).
+    x = away_from(rng.uniform(-3, 3, (4, 5)), [lo, hi])
+    assert ((x > lo) & (x < hi)).any() and ((x < lo) | (x > hi)).any()
+    OpTest("clip", {"X": x}, {"Out": _clip_ref(x, lo, hi)}, {"min": lo, "max": hi}).check_grad(["X"], "Out")
+
+
+def test_clip_grad_is_zero_on_the_bounds_and_reads_x():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[6], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.clip(x, min=-1.0, max=0.5))], [x])
+    grad_op, = [o for o in main.global_block().ops if o.type == "clip_grad"]
+    assert sorted(grad_op.input_names) == ["Out@GRAD", "X"]
+    xv = np.array([-2.0, -1.0, -0.999, 0.0, 0.5, 0.7])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[dx])
+    np.testing.assert_array_equal(got, [0, 0, 1, 1, 0, 0])  # Fluid: X > min and X < max
+
+
+def test_clip_min_above_max_fails_at_build_time():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("xc", shape=[3], dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"clip: min 1 must not exceed max 0 for X 'xc' \[-1, 3\]"):
+            fluid.layers.clip(x, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("op", ["floor", "sign", "clip"])
+def test_piecewise_integer_input_has_no_kernel(op):
+    x = np.array([1, -2, 3], "int64")
+    attrs = {"min": 0.0, "max": 1.0} if op == "clip" else {}
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"op %s does not have a kernel for data_type\[int64_t\]" % op):
+        OpTest(op, {"X": x}, {"Out": x}, attrs).check_output()
