@@ -406,7 +406,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR
-  py::class_<VarDesc>(m, "VarDesc")
+  py::class_<VarDesc, std::shared_ptr<VarDesc>>(m, "VarDesc")
       .def("name", &VarDesc::name)
       .def("dtype", [](const VarDesc& v) { return static_cast<int>(v.dtype()); })
       .def("set_dtype", [](VarDesc& v, int t) { v.set_dtype(static_cast<DType>(t)); })
@@ -421,7 +421,7 @@ PYBIND11_MODULE(_core, m) {
       .def("is_data", &VarDesc::is_data)
       .def("set_is_data", &VarDesc::set_is_data);
 
-  py::class_<OpDesc>(m, "OpDesc")
+  py::class_<OpDesc, std::shared_ptr<OpDesc>>(m, "OpDesc")
       .def(py::init<std::string>())
       .def("type", &OpDesc::type)
       .def("set_type", &OpDesc::set_type)

@@ -25,7 +25,10 @@ enum class VarKind : int {
 };
 const char* VarKindName(VarKind k);
 
-class VarDesc {
+// VarDesc and OpDesc are shared: a block holds its own, and a Python handle shares ownership (pybind's
+// shared_ptr holder, found through enable_shared_from_this), so a handle to a removed desc keeps it
+// alive instead of dangling. A removed desc is detached from its program (owner null).
+class VarDesc : public std::enable_shared_from_this<VarDesc> {
  public:
   explicit VarDesc(std::string name) : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
@@ -61,7 +64,7 @@ class VarDesc {
 
 using VarNameMap = std::vector<std::pair<std::string, std::vector<std::string>>>;  // slot -> args, ordered
 
-class OpDesc {
+class OpDesc : public std::enable_shared_from_this<OpDesc> {
  public:
   OpDesc() = default;
   explicit OpDesc(std::string type) : type_(std::move(type)) {}
@@ -125,7 +128,7 @@ class BlockDesc {
   VarDesc* FindVarRecursive(const std::string& name) const;
   bool HasVar(const std::string& name) const { return FindVar(name) != nullptr; }
   void RemoveVar(const std::string& name);
-  const std::vector<std::unique_ptr<VarDesc>>& AllVars() const { return vars_; }  // creation order
+  const std::vector<std::shared_ptr<VarDesc>>& AllVars() const { return vars_; }  // creation order
 
   OpDesc* AppendOp();
   OpDesc* PrependOp();
@@ -133,7 +136,7 @@ class BlockDesc {
   void RemoveOp(size_t begin, size_t end);
   size_t OpSize() const { return ops_.size(); }
   OpDesc* Op(size_t i) const { return ops_.at(i).get(); }
-  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const { return ops_; }
+  const std::vector<std::shared_ptr<OpDesc>>& AllOps() const { return ops_; }
 
  private:
   friend class ProgramDesc;
@@ -141,9 +144,9 @@ class BlockDesc {
   int idx_;
   int parent_idx_;
   int forward_block_idx_ = -1;
-  std::vector<std::unique_ptr<VarDesc>> vars_;
+  std::vector<std::shared_ptr<VarDesc>> vars_;
   std::map<std::string, VarDesc*> var_index_;
-  std::vector<std::unique_ptr<OpDesc>> ops_;
+  std::vector<std::shared_ptr<OpDesc>> ops_;
 };
 
 class ProgramDesc {

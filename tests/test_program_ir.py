@@ -443,3 +443,26 @@ def test_version_counter_bumps_on_every_edit():
     main.serialize_to_string()
     main.clone()
     assert d.version() == seen[-1]  # reads do not bump
+
+
+def test_a_desc_handle_outlives_its_removal():
+    """A VarDesc/OpDesc handle shares ownership: after remove_op/remove_var it still reads its own desc
+    (not whatever the heap put at the freed address) and, detached, no longer bumps the program's version."""
+    main, x, y, c = _scale_program()
+    b = main.global_block().desc
+    op, var = b.op(0), b.find_var("scale_0.tmp_0")
+    b.remove_op(0, 1)
+    b.remove_var("scale_0.tmp_0")
+    filler = core.OpDesc("fill_constant")
+    for i in range(64):  # reuse the freed memory
+        b.insert_desc(0, filler)
+        b.var("filler_%d" % i)
+    assert op.type() == "scale" and op.input("X") == ["x"] and op.attr("scale") == 2.0
+    assert var.name() == "scale_0.tmp_0" and list(var.shape()) == [-1, 3]
+    version = main.desc.version()
+    op.set_attr("scale", 5.0)
+    var.set_shape([4])
+    assert main.desc.version() == version and op.attr("scale") == 5.0 and list(var.shape()) == [4]
+    # copies made while grad ops are returned by value are fresh objects, not a removed desc's handle
+    (g,) = core.make_grad_ops(op, set())
+    assert g.type() == "scale" and op.type() == "scale"
