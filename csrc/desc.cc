@@ -61,6 +61,11 @@ std::string AttrToString(const Attribute& a) {
 
 // ---------------------------------------------------------------- VarDesc / OpDesc
 
+uint64_t DescId::Next() {
+  static std::atomic<uint64_t> next{1};  // 0 means "no desc" to Python (BlockDesc.var_id)
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void VarDesc::Touch() {
   if (owner_) owner_->Touch();
 }
@@ -158,6 +163,7 @@ VarDesc* BlockDesc::Var(const std::string& name) {
   VarDesc* v = vars_.back().get();
   v->SetOwner(program_);
   var_index_[name] = v;
+  ++vars_version_;
   program_->Touch();
   return v;
 }
@@ -192,6 +198,7 @@ void BlockDesc::RemoveVar(const std::string& name) {
       vars_.erase(v);
       break;
     }
+  ++vars_version_;
   program_->Touch();
 }
 
@@ -201,6 +208,7 @@ OpDesc* BlockDesc::InsertOp(size_t index) {
   op->SetOwner(program_);
   OpDesc* p = op.get();
   ops_.insert(ops_.begin() + static_cast<long>(index), std::move(op));
+  ++ops_version_;
   program_->Touch();
   return p;
 }
@@ -211,6 +219,7 @@ void BlockDesc::RemoveOp(size_t begin, size_t end) {
   FL_ENFORCE(begin <= end && end <= ops_.size(), "bad op range [", begin, ", ", end, ")");
   for (size_t i = begin; i < end; ++i) ops_[i]->SetOwner(nullptr);  // see RemoveVar
   ops_.erase(ops_.begin() + static_cast<long>(begin), ops_.begin() + static_cast<long>(end));
+  ++ops_version_;
   program_->Touch();
 }
 

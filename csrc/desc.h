@@ -18,6 +18,21 @@ namespace fl {
 class ProgramDesc;
 class BlockDesc;
 
+// A process-unique number naming one desc object, never reused (unlike its address, which a later desc
+// may get once this one is freed). A copy is a new object and gets a new id. Python keys its cached
+// wrapper objects by it, so a removed or replaced desc is never mistaken for a live one.
+class DescId {
+ public:
+  DescId() : value_(Next()) {}
+  DescId(const DescId&) : value_(Next()) {}
+  DescId& operator=(const DescId&) { return *this; }  // an assigned-to desc keeps its identity
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t Next();
+  uint64_t value_;
+};
+
 // Variable kinds (Fluid's VarType values).
 enum class VarKind : int {
   LOD_TENSOR = 7, SELECTED_ROWS = 8, FEED_MINIBATCH = 9, FETCH_LIST = 10, STEP_SCOPES = 11,
@@ -38,6 +53,7 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
   bool persistable() const { return persistable_; }
   int lod_level() const { return lod_level_; }
   bool is_data() const { return is_data_; }  // declared by layers.data: must be fed
+  uint64_t id() const { return id_.value(); }
 
   void set_kind(VarKind k) { kind_ = k; Touch(); }
   void set_dtype(DType t) { dtype_ = t; Touch(); }
@@ -60,6 +76,7 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
   int lod_level_ = 0;
   bool is_data_ = false;
   ProgramDesc* owner_ = nullptr;
+  DescId id_;
 };
 
 using VarNameMap = std::vector<std::pair<std::string, std::vector<std::string>>>;  // slot -> args, ordered
@@ -70,6 +87,7 @@ class OpDesc : public std::enable_shared_from_this<OpDesc> {
   explicit OpDesc(std::string type) : type_(std::move(type)) {}
 
   const std::string& type() const { return type_; }
+  uint64_t id() const { return id_.value(); }
   void set_type(const std::string& t) { type_ = t; Touch(); }
   const VarNameMap& inputs() const { return inputs_; }
   const VarNameMap& outputs() const { return outputs_; }
@@ -106,6 +124,7 @@ class OpDesc : public std::enable_shared_from_this<OpDesc> {
   VarNameMap inputs_, outputs_;
   std::map<std::string, Attribute> attrs_;
   ProgramDesc* owner_ = nullptr;
+  DescId id_;
 };
 
 class BlockDesc {
@@ -138,6 +157,11 @@ class BlockDesc {
   OpDesc* Op(size_t i) const { return ops_.at(i).get(); }
   const std::vector<std::shared_ptr<OpDesc>>& AllOps() const { return ops_; }
 
+  // Bumped when a variable is added or removed / when an op is inserted or removed (not on edits of a
+  // var or op): Python rebuilds its Block.vars / Block.ops views only when these change.
+  uint64_t vars_version() const { return vars_version_; }
+  uint64_t ops_version() const { return ops_version_; }
+
  private:
   friend class ProgramDesc;
   ProgramDesc* program_;
@@ -147,6 +171,8 @@ class BlockDesc {
   std::vector<std::shared_ptr<VarDesc>> vars_;
   std::map<std::string, VarDesc*> var_index_;
   std::vector<std::shared_ptr<OpDesc>> ops_;
+  uint64_t vars_version_ = 0;
+  uint64_t ops_version_ = 0;
 };
 
 class ProgramDesc {

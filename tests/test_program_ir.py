@@ -466,3 +466,27 @@ def test_a_desc_handle_outlives_its_removal():
     # copies made while grad ops are returned by value are fresh objects, not a removed desc's handle
     (g,) = core.make_grad_ops(op, set())
     assert g.type() == "scale" and op.type() == "scale"
+
+
+def test_desc_ids_are_unique_and_block_versions_count_structure():
+    main, x, y, c = _scale_program()
+    b = main.global_block().desc
+    ids = b.var_ids() + b.op_ids()
+    assert len(set(ids)) == len(ids) and 0 not in ids
+    assert b.var_ids() == [v.id() for v in b.all_vars()] and b.op_ids() == [b.op(i).id() for i in range(2)]
+    assert b.var_id("x") == b.find_var("x").id() and b.var_id("nope") == 0
+    assert b.op(0).copy().id() not in ids  # a copy is a new desc
+    clone = core.ProgramDesc(main.desc).block(0)
+    assert not set(clone.var_ids() + clone.op_ids()) & set(ids)
+    ops_v, vars_v = b.ops_version(), b.vars_version()
+    b.op(0).set_attr("scale", 3.0)
+    b.find_var("x").set_shape([2, 3])
+    assert (b.ops_version(), b.vars_version()) == (ops_v, vars_v)  # edits are not structural
+    b.var("z")
+    assert b.vars_version() == vars_v + 1
+    b.remove_var("z")
+    b.remove_var("z")  # absent: nothing removed, nothing bumped
+    assert b.vars_version() == vars_v + 2 and b.ops_version() == ops_v
+    b.insert_desc(0, b.op(1))
+    b.remove_op(0, 1)
+    assert b.ops_version() == ops_v + 2
