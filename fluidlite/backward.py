@@ -70,31 +70,33 @@ class _OpDesc:
 
 def _find_op_path(block, targets, inputs, no_grad_set):
     """Ops that lie on a path from `inputs` (all sources if empty) to `targets`, in program order."""
+    ops = list(block.ops)
     relevant = set(targets)
-    mask = [False] * len(block.ops)
-    for i in range(len(block.ops) - 1, -1, -1):
-        op = block.ops[i]
+    mask = [False] * len(ops)
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
         if any(o in relevant for o in op.output_arg_names):
             mask[i] = True
             relevant.update(n for n in op.input_arg_names if n not in no_grad_set)
     if inputs:
         reachable = set(inputs)
-        for i, op in enumerate(block.ops):
+        for i, op in enumerate(ops):
             if mask[i]:
                 if any(n in reachable for n in op.input_arg_names):
                     reachable.update(op.output_arg_names)
                 else:
                     mask[i] = False
-    return [op for i, op in enumerate(block.ops) if mask[i]]
+    return [op for i, op in enumerate(ops) if mask[i]]
 
 
 def _stop_gradient_set(program):
     """{block idx: {v@GRAD for every var with stop_gradient}}."""
     result = collections.defaultdict(set)
     for block in program.blocks:
-        for var in block.vars.values():
-            if var.stop_gradient:
-                result[block.idx].add(_grad_name(var.name))
+        has_var = block.desc.has_var
+        for name, facts in block._facts.items():  # the rows of the side table: only non-default facts
+            if facts.stop_gradient and has_var(name):
+                result[block.idx].add(_grad_name(name))
     return result
 
 
@@ -260,8 +262,7 @@ def _materialise(block, d):
     desc.set_attr("op_role", int(block.program._op_role))
     new = block.desc.insert_desc(block.desc.op_size(), desc)
     block.desc.infer_shape(new)
-    from .framework import Operator
-    block.ops.append(Operator(block, new))
+    block._wrap_op(new)  # not needed for correctness (Block.ops is a view); saves wrapping it later
 
 
 def _seed_gradient(block, target, target_gradient=None):

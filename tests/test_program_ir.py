@@ -211,8 +211,7 @@ def test_declared_is_test_default_false_and_clone_sets_it(op_type):
     main = fluid.Program()
     op = core.OpDesc(op_type)
     op.set_attr("is_test", False)
-    main.global_block().desc.insert_desc(0, op)
-    main.global_block()._sync_with_cpp()
+    main.global_block().desc.insert_desc(0, op)  # Block.ops is a view: the op shows up
     assert main.clone(for_test=True).global_block().ops[0].attr("is_test") is True
 
 
