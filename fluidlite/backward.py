@@ -186,7 +186,7 @@ def _make_grad_descs(op, no_grad_set, grad_blocks=()):
     return descs
 
 
-def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, callbacks=None):
+def _append_backward_ops(block, ops, target_block, no_grad_dict, callbacks=None):
     no_grad = no_grad_dict[block.idx]
     no_grad.add(EMPTY)
     grad_descs = []
@@ -200,7 +200,7 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
             grad_block = program._create_block()
             grad_block._set_forward_block_idx(sub_block.idx)
             try:
-                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, grad_to_var, callbacks)
+                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, callbacks)
             finally:
                 program._rollback()
             grad_blocks.append(grad_block.idx)
@@ -210,11 +210,7 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, grad_to_var, ca
             raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
                                      "inputs stop_gradient=True or put them in no_grad_set"
                                      % (op.type, op.desc.creation_site() or "?"))
-        for d in _make_grad_descs(op, no_grad, grad_blocks):
-            for name in d.output_arg_names():
-                if name != EMPTY:
-                    grad_to_var[name] = _strip_grad_suffix(name)
-            grad_descs.append(d)
+        grad_descs.extend(_make_grad_descs(op, no_grad, grad_blocks))
     grad_descs = _addup_repetitive_outputs(grad_descs)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
     program = target_block.program
@@ -300,8 +296,7 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
     no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
     op_path = _find_op_path(block, [loss.name], [], no_grad_vars)
     _seed_gradient(block, loss)
-    grad_to_var = {}
-    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var, callbacks)
+    _append_backward_ops(block, op_path, block, no_grad_dict, callbacks)
 
     if parameter_list is not None:
         params = [p.name if isinstance(p, Variable) else p for p in parameter_list]
@@ -314,11 +309,16 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
             continue
         result.append((block.var(name), block.var(gname)))
     # Fluid marks the last op writing each grad with op_role_var = [param, grad] (optimizers read it).
-    for param, grad in result:
-        for op in reversed(block.ops):
-            if grad.name in op.output_arg_names:
-                op._set_attr("op_role_var", [param.name, grad.name])
-                break
+    # One reverse pass (setting attrs does not change the op list); where one op is the last writer of
+    # several grads, the one listed last in `result` is recorded.
+    order = {grad.name: i for i, (param, grad) in enumerate(result)}
+    for op in reversed(list(block.ops)):
+        if not order:
+            break
+        found = [(order.pop(n), n) for n in set(op.output_arg_names) if n in order]
+        if found:
+            i, name = max(found)
+            op._set_attr("op_role_var", [result[i][0].name, name])
     return result
 
 
@@ -341,8 +341,7 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
     with program._backward_role_guard():
         for i, t in enumerate(targets):
             _seed_gradient(block, t, target_gradients[i] if target_gradients else None)
-    grad_to_var = {}
-    _append_backward_ops(block, op_path, block, no_grad_dict, grad_to_var)
+    _append_backward_ops(block, op_path, block, no_grad_dict)
     out = []
     for v in inputs:
         g = block.vars.get(_grad_name(v.name))
