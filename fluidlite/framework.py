@@ -827,6 +827,19 @@ class Program:
         return "<fluidlite.Program %d blocks, %d ops in block 0>" % (self.num_blocks, len(self.global_block().ops))
 
 
+def _program_of_params(params_grads, caller):
+    """The program of the parameters of [(param, grad)]: where ops that update them belong (the
+    default main program when the list is empty). Raises ValueError for parameters of several programs."""
+    program, first = None, None
+    for param, _ in params_grads:
+        if program is None:
+            program, first = param.block.program, param
+        elif param.block.program is not program:
+            raise ValueError("%s: parameters %s and %s belong to different programs; update each program's "
+                             "parameters separately" % (caller, first.name, param.name))
+    return program if program is not None else default_main_program()
+
+
 _main_program_ = Program()
 _startup_program_ = Program()
 
