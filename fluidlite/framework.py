@@ -426,13 +426,13 @@ class _VarsView(collections.abc.Mapping):
         self._block = block
 
     def __getitem__(self, name):
-        v = self._block._find_var(name)
+        v = self._block._find_var(name) if isinstance(name, str) else None
         if v is None:
             raise KeyError(name)
         return v
 
     def get(self, name, default=None):
-        v = self._block._find_var(name)
+        v = self._block._find_var(name) if isinstance(name, str) else None
         return default if v is None else v
 
     def __contains__(self, name):

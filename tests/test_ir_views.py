@@ -137,6 +137,9 @@ def test_vars_view_is_a_read_only_mapping_in_creation_order():
     assert list(block.vars) == ["x", s.name, r.name, "w", y.name]
     assert block.vars["x"] is x and block.vars["w"] is w and block.vars.get("nope", 7) == 7
     assert "x" in block.vars and "nope" not in block.vars and 3 not in block.vars
+    with pytest.raises(KeyError):
+        block.vars[3]
+    assert block.vars.get(3) is None and block.vars.get(None, "d") == "d"
     assert dict(block.vars.items()) == {"x": x, s.name: s, r.name: r, "w": w, y.name: y}
     assert [v.name for v in block.vars.values()] == list(block.vars)
     with pytest.raises(TypeError):
