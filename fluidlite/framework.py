@@ -652,7 +652,8 @@ class Block:
         attrs.setdefault("op_callstack", _user_callstack())
         ins = {k: _names(v) for k, v in (inputs or {}).items() if v is not None}
         outs = {k: _names(v) for k, v in (outputs or {}).items() if v is not None}
-        op = self._wrap_op(self.desc.append_op(type, ins, outs, attrs, index))
+        op = Operator(self, self.desc.append_op(type, ins, outs, attrs, index))
+        self._op_wrappers[op._id] = op  # the view hands out this wrapper (as _wrap_op, inlined: hot path)
         for vs in (outputs or {}).values():
             for v in vs if isinstance(vs, (list, tuple)) else [vs]:
                 if isinstance(v, Variable):
