@@ -466,6 +466,8 @@ PYBIND11_MODULE(_core, m) {
            }, "id() of the local variable `name`, 0 if the block has none")
       .def("var_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& v : b.AllVars()) r.push_back(v->id()); return r; },
            "id() of every variable, in creation order")
+      .def("var_names", [](const BlockDesc& b) { std::vector<std::string> r; for (auto& v : b.AllVars()) r.push_back(v->name()); return r; },
+           "name of every variable, in creation order")
       .def("op_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& o : b.AllOps()) r.push_back(o->id()); return r; },
            "id() of every op, in order")
       .def("vars_version", &BlockDesc::vars_version, "bumped when a variable is added or removed")

@@ -110,8 +110,10 @@ class _VarFacts:
 
     def copy(self):
         c = _VarFacts.__new__(_VarFacts)
-        for k in _VarFacts.__slots__:
-            setattr(c, k, getattr(self, k))
+        c.stop_gradient, c.error_clip, c.is_parameter, c.trainable = (
+            self.stop_gradient, self.error_clip, self.is_parameter, self.trainable)
+        c.optimize_attr, c.regularizer, c.gradient_clip_attr, c.do_model_average = (
+            self.optimize_attr, self.regularizer, self.gradient_clip_attr, self.do_model_average)
         return c
 
 
@@ -416,9 +418,9 @@ def _names(value):
 class _VarsView(collections.abc.Mapping):
     """``Block.vars``: a read-only mapping name -> Variable over the block desc, in creation order.
 
-    Lookups ask the desc; iteration and ``len`` use the block's snapshot, rebuilt when the block desc's
-    ``vars_version()`` changed (a var added or removed). ``keys()``, ``values()`` and ``items()`` return
-    lists (snapshots)."""
+    Lookups ask the desc; iteration and ``len`` use the block's snapshot of the names, ``values()`` and
+    ``items()`` its snapshot of the wrappers, each rebuilt when the block desc's ``vars_version()``
+    changed (a var added or removed). ``keys()``, ``values()`` and ``items()`` return lists."""
 
     __slots__ = ("_block",)
 
@@ -439,13 +441,13 @@ class _VarsView(collections.abc.Mapping):
         return isinstance(name, str) and self._block.desc.var_id(name) != 0
 
     def __iter__(self):
-        return iter(self._block._vars_snapshot())
+        return iter(self._block._var_names())
 
     def __len__(self):
-        return len(self._block._vars_snapshot())
+        return len(self._block._var_names())
 
     def keys(self):
-        return list(self._block._vars_snapshot())
+        return list(self._block._var_names())
 
     def values(self):
         return list(self._block._vars_snapshot().values())
@@ -454,7 +456,7 @@ class _VarsView(collections.abc.Mapping):
         return list(self._block._vars_snapshot().items())
 
     def __repr__(self):
-        return "<vars of block %d: %s>" % (self._block._idx, ", ".join(self._block._vars_snapshot()))
+        return "<vars of block %d: %s>" % (self._block._idx, ", ".join(self._block._var_names()))
 
 
 class _OpsView(collections.abc.Sequence):
@@ -507,6 +509,7 @@ class Block:
         self._facts = program._var_facts.setdefault(idx, {})  # this block's rows of the program's table
         self._var_wrappers = {}  # VarDesc.id() -> Variable (a cache: only found through ids read from the desc)
         self._op_wrappers = {}   # OpDesc.id() -> Operator (likewise)
+        self._names_cache, self._names_version = None, -1  # [var name] in creation order, at desc.vars_version()
         self._vars_cache, self._vars_version = None, -1  # name -> Variable in creation order, at desc.vars_version()
         self._ops_cache, self._ops_version = None, -1    # [Operator] in order, at desc.ops_version()
         self._vars_view = _VarsView(self)
@@ -523,8 +526,9 @@ class Block:
         return self._ops_view
 
     # --- the views' machinery
-    def _wrap_var(self, desc, vid):
-        name = desc.name()
+    def _wrap_var(self, desc, vid, name=None):
+        if name is None:
+            name = desc.name()
         facts = self._facts.get(name)
         cls = Parameter if facts is not None and facts.is_parameter else Variable
         v = cls.__new__(cls)
@@ -540,17 +544,19 @@ class Block:
         v = self._var_wrappers.get(vid)
         return v if v is not None else self._wrap_var(self.desc.find_var(name), vid)
 
-    def _vars_snapshot(self):
+    def _var_names(self):
         version = self.desc.vars_version()  # bumped by every var added or removed, by C++ or Python
+        if self._names_version != version:
+            self._names_cache, self._names_version = self.desc.var_names(), version
+        return self._names_cache
+
+    def _vars_snapshot(self):
+        version = self.desc.vars_version()
         if self._vars_version != version:
-            cache, descs, snap = self._var_wrappers, None, {}
-            for i, vid in enumerate(self.desc.var_ids()):
+            cache, snap = self._var_wrappers, {}
+            for name, vid in zip(self._var_names(), self.desc.var_ids()):
                 v = cache.get(vid)
-                if v is None:
-                    if descs is None:
-                        descs = self.desc.all_vars()
-                    v = self._wrap_var(descs[i], vid)
-                snap[v._name] = v
+                snap[name] = v if v is not None else self._wrap_var(self.desc.find_var(name), vid, name)
             self._var_wrappers = {v._id: v for v in snap.values()}  # drop wrappers of removed descs
             self._vars_cache, self._vars_version = snap, version
         return self._vars_cache
@@ -632,12 +638,14 @@ class Block:
         return param
 
     def all_parameters(self):
-        return [v for v in self._vars_snapshot().values() if isinstance(v, Parameter)]
+        rows = self._facts  # wrap only the parameters
+        return [self._find_var(n) for n in self._var_names() if rows.get(n, _DEFAULT_FACTS).is_parameter]
 
     def iter_parameters(self):
         return iter(self.all_parameters())
 
     def _remove_var(self, name):
+        self._var_wrappers.pop(self.desc.var_id(name), None)
         self.desc.remove_var(name)
         self._facts.pop(name, None)
 
@@ -669,7 +677,7 @@ class Block:
         return self.append_op(*args, **kwargs)
 
     def _remove_op(self, index):
-        self.desc.remove_op(index, index + 1)
+        self.desc.remove_op(index, index + 1)  # the next snapshot drops its wrapper from the cache
 
     def to_string(self, throw_on_error=False, with_details=False):
         lines = ["{ // block %d" % self.idx]

@@ -304,3 +304,28 @@ def test_block_versions_count_structural_changes_only():
     block.desc.var("another")
     assert block.desc.vars_version() > vars_v
     assert len(block.ops) == 4 and block.ops[1:] == before and "another" in list(block.vars)
+
+
+def test_facts_row_copy_copies_every_field():
+    from fluidlite.framework import _VarFacts
+    row = _VarFacts()
+    for i, k in enumerate(_VarFacts.__slots__):
+        setattr(row, k, object())
+    c = row.copy()
+    assert c is not row and all(getattr(c, k) is getattr(row, k) for k in _VarFacts.__slots__)
+
+
+def test_names_only_iteration_does_not_wrap_and_parameters_keep_creation_order():
+    main = fluid.Program()
+    block = main.global_block()
+    for i in range(5):
+        block.desc.var("plain_%d" % i)
+    p1 = block.create_parameter(name="p1", shape=[2], dtype="float32")
+    block.desc.var("between")
+    p0 = block.create_parameter(name="p0", shape=[2], dtype="float32")
+    assert list(block.vars) == ["plain_%d" % i for i in range(5)] + ["p1", "between", "p0"]
+    assert len(block._var_wrappers) == 2  # names and len did not wrap the desc-made vars
+    assert block.all_parameters() == [p1, p0] and len(block._var_wrappers) == 2
+    assert [type(v).__name__ for v in block.vars.values()] == ["Variable"] * 5 + ["Parameter", "Variable", "Parameter"]
+    block._remove_var("plain_0")
+    assert "plain_0" not in block.vars and len(block._var_wrappers) == 7 and len(block.vars) == 7
