@@ -377,7 +377,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR
-  py::class_<VarDesc>(m, "VarDesc")
+  py::class_<VarDesc, std::shared_ptr<VarDesc>>(m, "VarDesc")
       .def("name", &VarDesc::name)
       .def("dtype", [](const VarDesc& v) { return static_cast<int>(v.dtype()); })
       .def("set_dtype", [](VarDesc& v, int t) { v.set_dtype(static_cast<DType>(t)); })
@@ -390,11 +390,13 @@ PYBIND11_MODULE(_core, m) {
       .def("lod_level", &VarDesc::lod_level)
       .def("set_lod_level", &VarDesc::set_lod_level)
       .def("is_data", &VarDesc::is_data)
-      .def("set_is_data", &VarDesc::set_is_data);
+      .def("set_is_data", &VarDesc::set_is_data)
+      .def("id", &VarDesc::id, "process-unique id of this desc object (never reused)");
 
-  py::class_<OpDesc>(m, "OpDesc")
+  py::class_<OpDesc, std::shared_ptr<OpDesc>>(m, "OpDesc")
       .def(py::init<std::string>())
       .def("type", &OpDesc::type)
+      .def("id", &OpDesc::id, "process-unique id of this desc object (never reused)")
       .def("set_type", &OpDesc::set_type)
       .def("inputs", [](const OpDesc& o) { return FromVarNameMap(o.inputs()); })
       .def("outputs", [](const OpDesc& o) { return FromVarNameMap(o.outputs()); })
@@ -429,6 +431,18 @@ PYBIND11_MODULE(_core, m) {
       .def("find_var_recursive", &BlockDesc::FindVarRecursive, py::return_value_policy::reference_internal)
       .def("has_var", &BlockDesc::HasVar)
       .def("remove_var", &BlockDesc::RemoveVar)
+      .def("var_id", [](const BlockDesc& b, const std::string& name) {
+             const VarDesc* v = b.FindVar(name);
+             return v ? v->id() : uint64_t{0};
+           }, "id() of the local variable `name`, 0 if the block has none")
+      .def("var_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& v : b.AllVars()) r.push_back(v->id()); return r; },
+           "id() of every variable, in creation order")
+      .def("var_names", [](const BlockDesc& b) { std::vector<std::string> r; for (auto& v : b.AllVars()) r.push_back(v->name()); return r; },
+           "name of every variable, in creation order")
+      .def("op_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& o : b.AllOps()) r.push_back(o->id()); return r; },
+           "id() of every op, in order")
+      .def("vars_version", &BlockDesc::vars_version, "bumped when a variable is added or removed")
+      .def("ops_version", &BlockDesc::ops_version, "bumped when an op is inserted or removed")
       .def("all_vars", [](const BlockDesc& b) { std::vector<VarDesc*> r; for (auto& v : b.AllVars()) r.push_back(v.get()); return r; },
            py::return_value_policy::reference_internal)
       .def("op_size", &BlockDesc::OpSize)

@@ -56,6 +56,11 @@ std::string AttrToString(const Attribute& a) {
 
 // ---------------------------------------------------------------- VarDesc / OpDesc
 
+uint64_t DescId::Next() {
+  static std::atomic<uint64_t> next{1};  // 0 means "no desc" to Python (BlockDesc.var_id)
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void VarDesc::Touch() {
   if (owner_) owner_->Touch();
 }
@@ -149,10 +154,11 @@ BlockDesc* BlockDesc::Parent() const { return parent_idx_ < 0 ? nullptr : progra
 
 VarDesc* BlockDesc::Var(const std::string& name) {
   if (VarDesc* v = FindVar(name)) return v;
-  vars_.push_back(std::make_unique<VarDesc>(name));
+  vars_.push_back(std::make_shared<VarDesc>(name));
   VarDesc* v = vars_.back().get();
   v->SetOwner(program_);
   var_index_[name] = v;
+  ++vars_version_;
   program_->Touch();
   return v;
 }
@@ -183,18 +189,21 @@ void BlockDesc::RemoveVar(const std::string& name) {
   var_index_.erase(it);
   for (auto v = vars_.begin(); v != vars_.end(); ++v)
     if (v->get() == p) {
+      p->SetOwner(nullptr);  // a Python handle may keep it alive: its edits no longer touch this program
       vars_.erase(v);
       break;
     }
+  ++vars_version_;
   program_->Touch();
 }
 
 OpDesc* BlockDesc::InsertOp(size_t index) {
   FL_ENFORCE(index <= ops_.size(), "op index ", index, " out of range (block has ", ops_.size(), " ops)");
-  auto op = std::make_unique<OpDesc>();
+  auto op = std::make_shared<OpDesc>();
   op->SetOwner(program_);
   OpDesc* p = op.get();
   ops_.insert(ops_.begin() + static_cast<long>(index), std::move(op));
+  ++ops_version_;
   program_->Touch();
   return p;
 }
@@ -203,7 +212,9 @@ OpDesc* BlockDesc::PrependOp() { return InsertOp(0); }
 
 void BlockDesc::RemoveOp(size_t begin, size_t end) {
   FL_ENFORCE(begin <= end && end <= ops_.size(), "bad op range [", begin, ", ", end, ")");
+  for (size_t i = begin; i < end; ++i) ops_[i]->SetOwner(nullptr);  // see RemoveVar
   ops_.erase(ops_.begin() + static_cast<long>(begin), ops_.begin() + static_cast<long>(end));
+  ++ops_version_;
   program_->Touch();
 }
 
@@ -220,13 +231,13 @@ ProgramDesc::ProgramDesc(const ProgramDesc& other) : uid_(g_next_program_uid++) 
     auto nb = std::make_unique<BlockDesc>(this, b->idx_, b->parent_idx_);
     nb->forward_block_idx_ = b->forward_block_idx_;
     for (auto& v : b->vars_) {
-      auto nv = std::make_unique<VarDesc>(*v);
+      auto nv = std::make_shared<VarDesc>(*v);
       nv->SetOwner(this);
       nb->var_index_[nv->name()] = nv.get();
       nb->vars_.push_back(std::move(nv));
     }
     for (auto& o : b->ops_) {
-      auto no = std::make_unique<OpDesc>(*o);
+      auto no = std::make_shared<OpDesc>(*o);
       no->SetOwner(this);
       nb->ops_.push_back(std::move(no));
     }
@@ -482,7 +493,7 @@ std::unique_ptr<ProgramDesc> ProgramDesc::Deserialize(const std::string& bytes) 
     b->forward_block_idx_ = fwd;
     uint32_t nvars = r.Count(4);
     for (uint32_t i = 0; i < nvars; ++i) {
-      auto v = std::make_unique<VarDesc>(r.Str());
+      auto v = std::make_shared<VarDesc>(r.Str());
       v->kind_ = static_cast<VarKind>(r.Pod<int32_t>());
       v->dtype_ = static_cast<DType>(r.Pod<int32_t>());
       v->shape_ = ReadList<int64_t>(r);
@@ -495,7 +506,7 @@ std::unique_ptr<ProgramDesc> ProgramDesc::Deserialize(const std::string& bytes) 
     }
     uint32_t nops = r.Count(4);
     for (uint32_t i = 0; i < nops; ++i) {
-      auto o = std::make_unique<OpDesc>(r.Str());
+      auto o = std::make_shared<OpDesc>(r.Str());
       for (int side = 0; side < 2; ++side) {
         uint32_t nslots = r.Count(4);
         for (uint32_t s = 0; s < nslots; ++s) {

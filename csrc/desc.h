@@ -18,6 +18,21 @@ namespace fl {
 class ProgramDesc;
 class BlockDesc;
 
+// A process-unique number naming one desc object, never reused (unlike its address, which a later desc
+// may get once this one is freed). A copy is a new object and gets a new id. Python keys its cached
+// wrapper objects by it, so a removed or replaced desc is never mistaken for a live one.
+class DescId {
+ public:
+  DescId() : value_(Next()) {}
+  DescId(const DescId&) : value_(Next()) {}
+  DescId& operator=(const DescId&) { return *this; }  // an assigned-to desc keeps its identity
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t Next();
+  uint64_t value_;
+};
+
 // Variable kinds (Fluid's VarType values; together with the dtypes of dtype.h they make Fluid's VarType).
 #define FL_FOR_EACH_VAR_KIND(_) \
   _(LOD_TENSOR, 7)              \
@@ -36,7 +51,10 @@ enum class VarKind : int {
 };
 const char* VarKindName(VarKind k);
 
-class VarDesc {
+// VarDesc and OpDesc are shared: a block holds its own, and a Python handle shares ownership (pybind's
+// shared_ptr holder, found through enable_shared_from_this), so a handle to a removed desc keeps it
+// alive instead of dangling. A removed desc is detached from its program (owner null).
+class VarDesc : public std::enable_shared_from_this<VarDesc> {
  public:
   explicit VarDesc(std::string name) : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
@@ -46,6 +64,7 @@ class VarDesc {
   bool persistable() const { return persistable_; }
   int lod_level() const { return lod_level_; }
   bool is_data() const { return is_data_; }  // declared by layers.data: must be fed
+  uint64_t id() const { return id_.value(); }
 
   void set_kind(VarKind k) { kind_ = k; Touch(); }
   void set_dtype(DType t) { dtype_ = t; Touch(); }
@@ -68,16 +87,18 @@ class VarDesc {
   int lod_level_ = 0;
   bool is_data_ = false;
   ProgramDesc* owner_ = nullptr;
+  DescId id_;
 };
 
 using VarNameMap = std::vector<std::pair<std::string, std::vector<std::string>>>;  // slot -> args, ordered
 
-class OpDesc {
+class OpDesc : public std::enable_shared_from_this<OpDesc> {
  public:
   OpDesc() = default;
   explicit OpDesc(std::string type) : type_(std::move(type)) {}
 
   const std::string& type() const { return type_; }
+  uint64_t id() const { return id_.value(); }
   void set_type(const std::string& t) { type_ = t; Touch(); }
   const VarNameMap& inputs() const { return inputs_; }
   const VarNameMap& outputs() const { return outputs_; }
@@ -114,6 +135,7 @@ class OpDesc {
   VarNameMap inputs_, outputs_;
   std::map<std::string, Attribute> attrs_;
   ProgramDesc* owner_ = nullptr;
+  DescId id_;
 };
 
 class BlockDesc {
@@ -136,7 +158,7 @@ class BlockDesc {
   VarDesc* FindVarRecursive(const std::string& name) const;
   bool HasVar(const std::string& name) const { return FindVar(name) != nullptr; }
   void RemoveVar(const std::string& name);
-  const std::vector<std::unique_ptr<VarDesc>>& AllVars() const { return vars_; }  // creation order
+  const std::vector<std::shared_ptr<VarDesc>>& AllVars() const { return vars_; }  // creation order
 
   OpDesc* AppendOp();
   OpDesc* PrependOp();
@@ -144,7 +166,12 @@ class BlockDesc {
   void RemoveOp(size_t begin, size_t end);
   size_t OpSize() const { return ops_.size(); }
   OpDesc* Op(size_t i) const { return ops_.at(i).get(); }
-  const std::vector<std::unique_ptr<OpDesc>>& AllOps() const { return ops_; }
+  const std::vector<std::shared_ptr<OpDesc>>& AllOps() const { return ops_; }
+
+  // Bumped when a variable is added or removed / when an op is inserted or removed (not on edits of a
+  // var or op): Python rebuilds its Block.vars / Block.ops views only when these change.
+  uint64_t vars_version() const { return vars_version_; }
+  uint64_t ops_version() const { return ops_version_; }
 
  private:
   friend class ProgramDesc;
@@ -152,9 +179,11 @@ class BlockDesc {
   int idx_;
   int parent_idx_;
   int forward_block_idx_ = -1;
-  std::vector<std::unique_ptr<VarDesc>> vars_;
+  std::vector<std::shared_ptr<VarDesc>> vars_;
   std::map<std::string, VarDesc*> var_index_;
-  std::vector<std::unique_ptr<OpDesc>> ops_;
+  std::vector<std::shared_ptr<OpDesc>> ops_;
+  uint64_t vars_version_ = 0;
+  uint64_t ops_version_ = 0;
 };
 
 class ProgramDesc {

@@ -72,31 +72,33 @@ class _OpDesc:
 
 def _find_op_path(block, targets, inputs, no_grad_set):
     """Ops that lie on a path from `inputs` (all sources if empty) to `targets`, in program order."""
+    ops = list(block.ops)
     relevant = set(targets)
-    mask = [False] * len(block.ops)
-    for i in range(len(block.ops) - 1, -1, -1):
-        op = block.ops[i]
+    mask = [False] * len(ops)
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
         if any(o in relevant for o in op.output_arg_names):
             mask[i] = True
             relevant.update(n for n in op.input_arg_names if n not in no_grad_set)
     if inputs:
         reachable = set(inputs)
-        for i, op in enumerate(block.ops):
+        for i, op in enumerate(ops):
             if mask[i]:
                 if any(n in reachable for n in op.input_arg_names):
                     reachable.update(op.output_arg_names)
                 else:
                     mask[i] = False
-    return [op for i, op in enumerate(block.ops) if mask[i]]
+    return [op for i, op in enumerate(ops) if mask[i]]
 
 
 def _stop_gradient_set(program):
     """{block idx: {v@GRAD for every var with stop_gradient}}."""
     result = collections.defaultdict(set)
     for block in program.blocks:
-        for var in block.vars.values():
-            if var.stop_gradient:
-                result[block.idx].add(_grad_name(var.name))
+        has_var = block.desc.has_var
+        for name, facts in block._facts.items():  # the rows of the side table: only non-default facts
+            if facts.stop_gradient and has_var(name):
+                result[block.idx].add(_grad_name(name))
     return result
 
 
@@ -304,8 +306,7 @@ def _materialise(block, d):
     desc.set_attr("op_role", int(block.program._op_role))
     new = block.desc.insert_desc(block.desc.op_size(), desc)
     block.desc.infer_shape(new)
-    from .framework import Operator
-    block.ops.append(Operator(block, new))
+    block._wrap_op(new)  # not needed for correctness (Block.ops is a view); saves wrapping it later
 
 
 def _seed_gradient(block, target, target_gradient=None, renames=None):
@@ -357,11 +358,16 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
             continue
         result.append((block.var(name), block.var(gname)))
     # Fluid marks the last op writing each grad with op_role_var = [param, grad] (optimizers read it).
-    for param, grad in result:
-        for op in reversed(block.ops):
-            if grad.name in op.output_arg_names:
-                op._set_attr("op_role_var", [param.name, grad.name])
-                break
+    # One reverse pass (setting attrs does not change the op list); where one op is the last writer of
+    # several grads, the one listed last in `result` is recorded.
+    order = {grad.name: i for i, (param, grad) in enumerate(result)}
+    for op in reversed(list(block.ops)):
+        if not order:
+            break
+        found = [(order.pop(n), n) for n in set(op.output_arg_names) if n in order]
+        if found:
+            i, name = max(found)
+            op._set_attr("op_role_var", [result[i][0].name, name])
     return result
 
 

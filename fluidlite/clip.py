@@ -60,10 +60,12 @@ def set_gradient_clip(clip, param_list=None, program=None):
 
 
 def append_gradient_clip_ops(params_grads, clip=None):
-    program = framework.default_main_program()
+    """Clip the gradients with `clip` (or the clip set_gradient_clip set for the parameters' program).
+    The ops go to the global block of the parameters' program, whatever the default main program is."""
+    program = framework._program_of_params(params_grads, "append_gradient_clip_ops")
     clip = clip or _program_clip.get(id(program))
     if clip is None:
         return params_grads
     block = program.global_block()
-    with program._optimized_guard([]), framework.name_scope("gradient_clip"):
+    with framework.program_guard(program), program._optimized_guard([]), framework.name_scope("gradient_clip"):
         return clip._clip(params_grads, block)

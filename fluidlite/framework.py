@@ -1,9 +1,18 @@
 """Program / Block / Variable / Operator: thin Python wrappers over the C++ descs (the single source of
 truth for the IR). Names and semantics follow Fluid 1.x ``paddle.fluid.framework``.
 
-Only two things live in Python alone, as in Fluid: ``Variable.stop_gradient`` and the Parameter
-attributes (``trainable``, ``optimize_attr``, ``regularizer``).
+``Block.vars`` and ``Block.ops`` are read-only views computed from the block desc, so an edit made
+through the descs (C++ or Python) is always seen. Wrapper objects are cached per block, keyed by the
+desc's ``id()`` (a process-unique number, never reused), and only ever found through an id read from
+the desc: membership and order always come from C++.
+
+Only a few facts live in Python alone, as in Fluid: ``Variable.stop_gradient``, ``error_clip``, and the
+Parameter attributes (that the variable is a Parameter, ``trainable``, ``optimize_attr``,
+``regularizer``, ``gradient_clip_attr``, ``do_model_average``). They are kept in ONE table owned by the
+Program, ``{block index: {variable name: row}}``, with a row only for a variable whose facts differ
+from the defaults; the wrappers read and write through it, and ``clone()`` copies it.
 """
+import collections.abc
 import contextlib
 import os
 import sys
@@ -78,8 +87,39 @@ def _user_callstack(limit=4):
     return stack
 
 
+class _VarFacts:
+    """The Python-only facts of one variable: a row of ``Program._var_facts``."""
+
+    __slots__ = ("stop_gradient", "error_clip", "is_parameter", "trainable", "optimize_attr", "regularizer",
+                 "gradient_clip_attr", "do_model_average")
+
+    def __init__(self, stop_gradient=False, error_clip=None):
+        self.stop_gradient = stop_gradient
+        self.error_clip = error_clip
+        self.is_parameter = False  # the Parameter attributes below mean something only when this is True
+        self.trainable = True
+        self.optimize_attr = None
+        self.regularizer = None
+        self.gradient_clip_attr = None
+        self.do_model_average = None
+
+    def copy(self):
+        c = _VarFacts.__new__(_VarFacts)
+        c.stop_gradient, c.error_clip, c.is_parameter, c.trainable = (
+            self.stop_gradient, self.error_clip, self.is_parameter, self.trainable)
+        c.optimize_attr, c.regularizer, c.gradient_clip_attr, c.do_model_average = (
+            self.optimize_attr, self.regularizer, self.gradient_clip_attr, self.do_model_average)
+        return c
+
+
+_DEFAULT_FACTS = _VarFacts()  # what a variable without a row reads (never written)
+
+
 class Variable:
-    """A variable in a block. Create through ``Block.create_var`` or the layers."""
+    """A variable in a block. Create through ``Block.create_var`` or the layers.
+
+    A wrapper over a ``VarDesc``: everything but the Python-only facts (stop_gradient, error_clip) is
+    read from and written to the desc."""
 
     def __init__(self, block, type=VarType.LOD_TENSOR, name=None, shape=None, dtype=None, lod_level=None,
                  persistable=None, stop_gradient=False, is_data=False, **kwargs):
@@ -95,6 +135,9 @@ class Variable:
             raise ValueError("variable %s already exists with type %s, cannot redeclare it as %s"
                              % (name, VarType(desc.type()), VarType(int(type))))
         self.desc = desc
+        self._id = desc.id()
+        self._name = name
+        self._op = None
         if shape is not None:
             shape = [int(s) for s in shape]
             if is_new:
@@ -123,15 +166,71 @@ class Variable:
                                  % (name, desc.persistable()))
         if is_data:
             desc.set_is_data(True)
-        self.stop_gradient = stop_gradient
-        self.error_clip = kwargs.get("error_clip")
-        self.op = None  # the op that last wrote this variable (set by Block.append_op)
-        block.vars[name] = self
+        # The facts: a new variable gets a row only when they are not the defaults (any row is stale, left
+        # by a desc removed behind our back); a redeclaration's facts win, as Fluid's new wrapper's do.
+        rows, error_clip = block._facts, kwargs.get("error_clip")
+        facts = None if is_new else rows.get(name)
+        if facts is not None:
+            facts.stop_gradient, facts.error_clip = stop_gradient, error_clip
+        elif stop_gradient or error_clip is not None or isinstance(self, Parameter):  # a Parameter always has one
+            rows[name] = _VarFacts(stop_gradient, error_clip)
+        elif is_new and name in rows:
+            del rows[name]
+        # The block hands out this wrapper from now on, unless the variable is a Parameter and this is a
+        # plain redeclaration: it stays a Parameter (the block keeps handing out a Parameter wrapper).
+        if facts is None or not facts.is_parameter or isinstance(self, Parameter):
+            block._var_wrappers[self._id] = self
+
+    # --- Python-only facts (the Program's side table)
+    def _facts(self):
+        return self.block._facts.get(self._name, _DEFAULT_FACTS)
+
+    def _facts_for_write(self):
+        rows = self.block._facts
+        facts = rows.get(self._name)
+        if facts is None:
+            facts = rows[self._name] = _VarFacts()
+        return facts
+
+    @property
+    def stop_gradient(self):
+        facts = self.block._facts.get(self._name)
+        return facts.stop_gradient if facts is not None else False
+
+    @stop_gradient.setter
+    def stop_gradient(self, value):
+        self._facts_for_write().stop_gradient = value
+
+    @property
+    def error_clip(self):
+        return self._facts().error_clip
+
+    @error_clip.setter
+    def error_clip(self, value):
+        self._facts_for_write().error_clip = value
+
+    @property
+    def op(self):
+        """The op that last wrote this variable: the last op of its block, in program order, that writes
+        it; if none does, the op of another block (a sub-block) recorded when it was appended, as long as
+        that op is still in its block and still writes this variable; else None."""
+        name = self._name
+        for op in reversed(self.block._ops_snapshot()):
+            if name in op.output_arg_names:
+                return op
+        op = self._op
+        if op is not None and op.block._holds_op(op) and name in op.output_arg_names:
+            return op
+        return None
+
+    @op.setter
+    def op(self, op):
+        self._op = op
 
     # --- desc-backed properties
     @property
     def name(self):
-        return self.desc.name()
+        return self._name  # a VarDesc's name never changes
 
     @property
     def shape(self):
@@ -194,8 +293,19 @@ class Variable:
     __hash__ = object.__hash__
 
 
+def _param_fact(name, doc):
+    def get(self):
+        facts = self.block._facts.get(self._name)
+        return getattr(facts if facts is not None else _DEFAULT_FACTS, name)
+
+    def set(self, value):
+        setattr(self._facts_for_write(), name, value)
+    return property(get, set, doc=doc)
+
+
 class Parameter(Variable):
-    """A persistable, trainable variable with a fixed shape."""
+    """A persistable, trainable variable with a fixed shape. Its attributes live in the Program's side
+    table, so every wrapper of the variable (and every clone of the program) sees them."""
 
     def __init__(self, block, shape, dtype, **kwargs):
         if shape is None or dtype is None:
@@ -205,11 +315,19 @@ class Parameter(Variable):
                 raise ValueError("a Parameter's shape must be known; got %s" % (list(shape),))
         kwargs.setdefault("persistable", True)
         super().__init__(block, shape=shape, dtype=dtype, **kwargs)
-        self.trainable = kwargs.get("trainable", True)
-        self.optimize_attr = kwargs.get("optimize_attr", {"learning_rate": 1.0})
-        self.regularizer = kwargs.get("regularizer")
-        self.gradient_clip_attr = kwargs.get("gradient_clip_attr")
-        self.do_model_average = kwargs.get("do_model_average")
+        facts = block._facts[self._name]  # made by Variable.__init__
+        facts.is_parameter = True
+        facts.trainable = kwargs.get("trainable", True)
+        facts.optimize_attr = kwargs.get("optimize_attr", {"learning_rate": 1.0})
+        facts.regularizer = kwargs.get("regularizer")
+        facts.gradient_clip_attr = kwargs.get("gradient_clip_attr")
+        facts.do_model_average = kwargs.get("do_model_average")
+
+    trainable = _param_fact("trainable", "whether optimizers update this parameter")
+    optimize_attr = _param_fact("optimize_attr", "{'learning_rate': factor} applied to the global learning rate")
+    regularizer = _param_fact("regularizer", "this parameter's weight decay (wins over the optimizer's)")
+    gradient_clip_attr = _param_fact("gradient_clip_attr", "this parameter's gradient clipping")
+    do_model_average = _param_fact("do_model_average", "whether ModelAverage includes this parameter")
 
     def __repr__(self):
         return "Parameter(%s, shape=%s, dtype=%s)" % (self.name, self.shape, dtype_to_str(self.dtype))
@@ -221,6 +339,7 @@ class Operator:
     def __init__(self, block, desc):
         self.block = block
         self.desc = desc
+        self._id = desc.id()
 
     @property
     def type(self):
@@ -291,16 +410,179 @@ def _names(value):
     return [value.name if isinstance(value, Variable) else str(value)]
 
 
+class _VarsView(collections.abc.Mapping):
+    """``Block.vars``: a read-only mapping name -> Variable over the block desc, in creation order.
+
+    Lookups ask the desc; iteration and ``len`` use the block's snapshot of the names, ``values()`` and
+    ``items()`` its snapshot of the wrappers, each rebuilt when the block desc's ``vars_version()``
+    changed (a var added or removed). ``keys()``, ``values()`` and ``items()`` return lists."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block):
+        self._block = block
+
+    def __getitem__(self, name):
+        v = self._block._find_var(name) if isinstance(name, str) else None
+        if v is None:
+            raise KeyError(name)
+        return v
+
+    def get(self, name, default=None):
+        v = self._block._find_var(name) if isinstance(name, str) else None
+        return default if v is None else v
+
+    def __contains__(self, name):
+        return isinstance(name, str) and self._block.desc.var_id(name) != 0
+
+    def __iter__(self):
+        return iter(self._block._var_names())
+
+    def __len__(self):
+        return len(self._block._var_names())
+
+    def keys(self):
+        return list(self._block._var_names())
+
+    def values(self):
+        return list(self._block._vars_snapshot().values())
+
+    def items(self):
+        return list(self._block._vars_snapshot().items())
+
+    def __repr__(self):
+        return "<vars of block %d: %s>" % (self._block._idx, ", ".join(self._block._var_names()))
+
+
+class _OpsView(collections.abc.Sequence):
+    """``Block.ops``: a read-only sequence of Operator over the block desc (index, slice, len,
+    iteration, reversed). It reads the block's snapshot, rebuilt when the block desc's ``ops_version()``
+    changed (an op inserted or removed); iterating goes over the snapshot taken when the iteration
+    starts. Compares equal to a list or tuple of the same Operator objects."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block):
+        self._block = block
+
+    def __getitem__(self, index):
+        return self._block._ops_snapshot()[index]
+
+    def __len__(self):
+        return len(self._block._ops_snapshot())
+
+    def __iter__(self):
+        return iter(self._block._ops_snapshot())
+
+    def __reversed__(self):
+        return reversed(self._block._ops_snapshot())
+
+    def __contains__(self, op):
+        return isinstance(op, Operator) and self._block._holds_op(op)
+
+    def index(self, op, *args):
+        return self._block._ops_snapshot().index(op, *args)
+
+    def __eq__(self, other):
+        if isinstance(other, _OpsView):
+            other = other._block._ops_snapshot()
+        if isinstance(other, (list, tuple)):
+            return self._block._ops_snapshot() == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(self._block._ops_snapshot())
+
+
 class Block:
     def __init__(self, program, idx):
         self.program = program
         self.desc = program.desc.block(idx)
-        self.vars = {}
-        self.ops = []
+        self._idx = idx
+        self._facts = program._var_facts.setdefault(idx, {})  # this block's rows of the program's table
+        self._var_wrappers = {}  # VarDesc.id() -> Variable (a cache: only found through ids read from the desc)
+        self._op_wrappers = {}   # OpDesc.id() -> Operator (likewise)
+        self._names_cache, self._names_version = None, -1  # [var name] in creation order, at desc.vars_version()
+        self._vars_cache, self._vars_version = None, -1  # name -> Variable in creation order, at desc.vars_version()
+        self._ops_cache, self._ops_version = None, -1    # [Operator] in order, at desc.ops_version()
+        self._vars_view = _VarsView(self)
+        self._ops_view = _OpsView(self)
+
+    @property
+    def vars(self):
+        """Read-only mapping name -> Variable of this block, in creation order (a view of the desc)."""
+        return self._vars_view
+
+    @property
+    def ops(self):
+        """Read-only sequence of this block's Operators, in order (a view of the desc)."""
+        return self._ops_view
+
+    # --- the views' machinery
+    def _wrap_var(self, desc, vid, name=None):
+        if name is None:
+            name = desc.name()
+        facts = self._facts.get(name)
+        cls = Parameter if facts is not None and facts.is_parameter else Variable
+        v = cls.__new__(cls)
+        v.block, v.desc, v._id, v._name, v._op = self, desc, vid, name, None
+        self._var_wrappers[vid] = v
+        return v
+
+    def _find_var(self, name):
+        """The wrapper of local variable `name`, or None."""
+        vid = self.desc.var_id(name)
+        if not vid:
+            return None
+        v = self._var_wrappers.get(vid)
+        return v if v is not None else self._wrap_var(self.desc.find_var(name), vid)
+
+    def _var_names(self):
+        version = self.desc.vars_version()  # bumped by every var added or removed, by C++ or Python
+        if self._names_version != version:
+            self._names_cache, self._names_version = self.desc.var_names(), version
+        return self._names_cache
+
+    def _vars_snapshot(self):
+        version = self.desc.vars_version()
+        if self._vars_version != version:
+            cache, snap = self._var_wrappers, {}
+            for name, vid in zip(self._var_names(), self.desc.var_ids()):
+                v = cache.get(vid)
+                snap[name] = v if v is not None else self._wrap_var(self.desc.find_var(name), vid, name)
+            self._var_wrappers = {v._id: v for v in snap.values()}  # drop wrappers of removed descs
+            self._vars_cache, self._vars_version = snap, version
+        return self._vars_cache
+
+    def _ops_snapshot(self):
+        version = self.desc.ops_version()  # bumped by every op inserted or removed, by C++ or Python
+        if self._ops_version != version:
+            cache, snap = self._op_wrappers, []
+            for i, oid in enumerate(self.desc.op_ids()):
+                op = cache.get(oid)
+                if op is None:
+                    op = cache[oid] = Operator(self, self.desc.op(i))
+                snap.append(op)
+            self._op_wrappers = {op._id: op for op in snap}  # drop wrappers of removed descs
+            self._ops_cache, self._ops_version = snap, version
+        return self._ops_cache
+
+    def _wrap_op(self, desc):
+        """The wrapper of an op desc just added to this block (cached, so the view hands out this one)."""
+        op = Operator(self, desc)
+        self._op_wrappers[op._id] = op
+        return op
+
+    def _holds_op(self, op):
+        """Whether `op` (this very wrapper) is one of this block's current ops."""
+        self._ops_snapshot()
+        return self._op_wrappers.get(getattr(op, "_id", None)) is op
 
     @property
     def idx(self):
-        return self.desc.id
+        return self._idx
 
     @property
     def parent_idx(self):
@@ -315,7 +597,7 @@ class Block:
 
     def var(self, name):
         """The variable `name` of this block; raises ValueError if there is none."""
-        v = self.vars.get(name)
+        v = self._find_var(name)
         if v is None:
             raise ValueError("var %s not in this block" % name)
         return v
@@ -323,8 +605,9 @@ class Block:
     def _find_var_recursive(self, name):
         block = self
         while True:
-            if name in block.vars:
-                return block.vars[name]
+            v = block._find_var(name)
+            if v is not None:
+                return v
             if block.parent_idx < 0:
                 return None
             block = self.program.block(block.parent_idx)
@@ -336,7 +619,7 @@ class Block:
         return v
 
     def has_var(self, name):
-        return name in self.vars
+        return self.desc.var_id(name) != 0
 
     def create_var(self, *args, **kwargs):
         return Variable(self, *args, **kwargs)
@@ -350,14 +633,16 @@ class Block:
         return param
 
     def all_parameters(self):
-        return [v for v in self.vars.values() if isinstance(v, Parameter)]
+        rows = self._facts  # wrap only the parameters
+        return [self._find_var(n) for n in self._var_names() if rows.get(n, _DEFAULT_FACTS).is_parameter]
 
     def iter_parameters(self):
         return iter(self.all_parameters())
 
     def _remove_var(self, name):
+        self._var_wrappers.pop(self.desc.var_id(name), None)
         self.desc.remove_var(name)
-        self.vars.pop(name, None)
+        self._facts.pop(name, None)
 
     def append_op(self, type, inputs=None, outputs=None, attrs=None, index=-1):
         """Appends a checked op: the C++ registry validates slots and attributes and runs shape
@@ -370,16 +655,12 @@ class Block:
         attrs.setdefault("op_callstack", _user_callstack())
         ins = {k: _names(v) for k, v in (inputs or {}).items() if v is not None}
         outs = {k: _names(v) for k, v in (outputs or {}).items() if v is not None}
-        desc = self.desc.append_op(type, ins, outs, attrs, index)
-        op = Operator(self, desc)
-        if index < 0:
-            self.ops.append(op)
-        else:
-            self.ops.insert(index, op)
+        op = Operator(self, self.desc.append_op(type, ins, outs, attrs, index))
+        self._op_wrappers[op._id] = op  # the view hands out this wrapper (as _wrap_op, inlined: hot path)
         for vs in (outputs or {}).values():
             for v in vs if isinstance(vs, (list, tuple)) else [vs]:
                 if isinstance(v, Variable):
-                    v.op = op
+                    v._op = op
         return op
 
     def _prepend_op(self, *args, **kwargs):
@@ -391,17 +672,7 @@ class Block:
         return self.append_op(*args, **kwargs)
 
     def _remove_op(self, index):
-        self.desc.remove_op(index, index + 1)
-        del self.ops[index]
-
-    def _sync_with_cpp(self):
-        """Rebuild the Python lists from the descs (after backward edited descs directly)."""
-        for vdesc in self.desc.all_vars():
-            if vdesc.name() not in self.vars:
-                Variable(self, name=vdesc.name(), type=VarType(vdesc.type()))
-        by_desc = {id(op.desc): op for op in self.ops}
-        self.ops = [Operator(self, self.desc.op(i)) for i in range(self.desc.op_size())]
-        del by_desc
+        self.desc.remove_op(index, index + 1)  # the next snapshot drops its wrapper from the cache
 
     def to_string(self, throw_on_error=False, with_details=False):
         lines = ["{ // block %d" % self.idx]
@@ -435,34 +706,52 @@ class Program:
     """A program: a list of blocks (block 0 is global). ``print(program)`` dumps it."""
 
     def __init__(self):
-        self.desc = core.ProgramDesc()
-        self.blocks = [Block(self, 0)]
+        self._init_from_desc(core.ProgramDesc(), {})
+
+    def _init_from_desc(self, desc, var_facts, random_seed=0, is_test=False):
+        self.desc = desc
+        # The Python-only facts of the variables: {block idx: {var name: _VarFacts}}, a row only where they
+        # differ from the defaults. The one place they live (each Block holds its inner dict); clone() copies it.
+        self._var_facts = var_facts
+        self._blocks = [Block(self, i) for i in range(desc.num_blocks())]
         self.current_block_idx = 0
-        self.random_seed = 0
+        self.random_seed = random_seed
         self._op_role = OpRole.Forward
         self._op_role_var = []
         self._exec_cache = {}
-        self._is_test = False
+        self._is_test = is_test
 
     # --- blocks
+    @property
+    def blocks(self):
+        """The blocks, in index order (a block appended to the desc directly shows up too)."""
+        n = self.desc.num_blocks()
+        while len(self._blocks) < n:
+            self._blocks.append(Block(self, len(self._blocks)))
+        return self._blocks
+
     def global_block(self):
-        return self.blocks[0]
+        return self._blocks[0]
 
     def block(self, index):
+        if 0 <= index < len(self._blocks):
+            return self._blocks[index]
         return self.blocks[index]
 
     def current_block(self):
-        return self.blocks[self.current_block_idx]
+        try:
+            return self._blocks[self.current_block_idx]
+        except IndexError:  # a block appended to the desc directly
+            return self.blocks[self.current_block_idx]
 
     @property
     def num_blocks(self):
-        return len(self.blocks)
+        return self.desc.num_blocks()
 
     def _create_block(self, parent_idx=None):
         parent = self.current_block() if parent_idx is None else self.block(parent_idx)
         self.desc.append_block(parent.desc)
         self.current_block_idx = self.desc.num_blocks() - 1
-        self.blocks.append(Block(self, self.current_block_idx))
         return self.current_block()
 
     def _rollback(self):
@@ -506,37 +795,12 @@ class Program:
             self._op_role = old_role
 
     # --- copying, printing, serialization
-    def _copy_python_state_from(self, other):
-        """Recreate wrappers for every block and carry over Python-only facts (stop_gradient, Parameters)."""
-        self.blocks = []
-        for i in range(self.desc.num_blocks()):
-            block = Block.__new__(Block)
-            block.program, block.desc, block.vars, block.ops = self, self.desc.block(i), {}, []
-            self.blocks.append(block)
-            src = other.blocks[i] if other is not None and i < len(other.blocks) else None
-            for vdesc in block.desc.all_vars():
-                name = vdesc.name()
-                old = src.vars.get(name) if src is not None else None
-                if isinstance(old, Parameter):
-                    v = Parameter.__new__(Parameter)
-                    v.__dict__.update({k: val for k, val in old.__dict__.items() if k not in ("block", "desc", "op")})
-                else:
-                    v = Variable.__new__(Variable)
-                    v.stop_gradient = old.stop_gradient if old is not None else False
-                    v.error_clip = None
-                v.block, v.desc, v.op = block, vdesc, None
-                block.vars[name] = v
-            block.ops = [Operator(block, block.desc.op(j)) for j in range(block.desc.op_size())]
-        self.current_block_idx = 0
-
     def clone(self, for_test=False):
-        """A deep copy. ``for_test=True`` sets ``is_test=True`` on every op that has that attribute
-        (clone before ``minimize``: nothing is pruned)."""
+        """A deep copy, with the Python-only facts (stop_gradient, Parameters). ``for_test=True`` sets
+        ``is_test=True`` on every op that has that attribute (clone before ``minimize``: nothing is pruned)."""
         p = Program.__new__(Program)
-        p.desc = core.ProgramDesc(self.desc)
-        p.random_seed = self.random_seed
-        p._op_role, p._op_role_var, p._exec_cache, p._is_test = OpRole.Forward, [], {}, for_test
-        p._copy_python_state_from(self)
+        facts = {idx: {name: f.copy() for name, f in rows.items()} for idx, rows in self._var_facts.items()}
+        p._init_from_desc(core.ProgramDesc(self.desc), facts, self.random_seed, for_test)
         if for_test:
             for block in p.blocks:
                 for op in block.ops:
@@ -554,10 +818,7 @@ class Program:
     @staticmethod
     def parse_from_string(binary_str):
         p = Program.__new__(Program)
-        p.desc = core.ProgramDesc.parse_from_string(binary_str)
-        p.random_seed = 0
-        p._op_role, p._op_role_var, p._exec_cache, p._is_test = OpRole.Forward, [], {}, False
-        p._copy_python_state_from(None)
+        p._init_from_desc(core.ProgramDesc.parse_from_string(binary_str), {})  # the Python-only facts are not serialized
         return p
 
     def to_string(self, throw_on_error=False, with_details=False):
@@ -568,6 +829,19 @@ class Program:
 
     def __repr__(self):
         return "<fluidlite.Program %d blocks, %d ops in block 0>" % (self.num_blocks, len(self.global_block().ops))
+
+
+def _program_of_params(params_grads, caller):
+    """The program of the parameters of [(param, grad)]: where ops that update them belong (the
+    default main program when the list is empty). Raises ValueError for parameters of several programs."""
+    program, first = None, None
+    for param, _ in params_grads:
+        if program is None:
+            program, first = param.block.program, param
+        elif param.block.program is not program:
+            raise ValueError("%s: parameters %s and %s belong to different programs; update each program's "
+                             "parameters separately" % (caller, first.name, param.name))
+    return program if program is not None else default_main_program()
 
 
 _main_program_ = Program()

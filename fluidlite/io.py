@@ -205,13 +205,14 @@ def _prune_program(program, targets):
     pruned = program.clone(for_test=True)
     block = pruned.global_block()
     needed = {t.name if isinstance(t, Variable) else t for t in targets}
-    keep = [False] * len(block.ops)
-    for i in range(len(block.ops) - 1, -1, -1):
-        op = block.ops[i]
+    ops = list(block.ops)
+    keep = [False] * len(ops)
+    for i in range(len(ops) - 1, -1, -1):
+        op = ops[i]
         if any(o in needed for o in op.output_arg_names):
             keep[i] = True
             needed.update(op.input_arg_names)
-    for i in range(len(block.ops) - 1, -1, -1):
+    for i in range(len(ops) - 1, -1, -1):
         if not keep[i]:
             block._remove_op(i)
     for name in list(block.vars):

@@ -25,8 +25,8 @@ class Optimizer:
         self.type = getattr(self, "type", "optimizer")
 
     # --- learning rate
-    def _create_global_learning_rate(self):
-        program = framework.default_main_program()
+    def _create_global_learning_rate(self, program=None):
+        program = program or framework.default_main_program()
         if program in self._learning_rate_map:
             return
         if isinstance(self._learning_rate, Variable):
@@ -43,7 +43,7 @@ class Optimizer:
     def _create_param_lr(self, param_and_grad):
         param = param_and_grad[0]
         factor = param.optimize_attr.get("learning_rate", 1.0) if hasattr(param, "optimize_attr") else 1.0
-        lr = self._global_learning_rate()
+        lr = self._global_learning_rate(param.block.program)
         if factor == 1.0:
             return lr
         from .layers import scale
@@ -54,7 +54,7 @@ class Optimizer:
         per_param = self._accumulators.setdefault(name, {})
         if param.name in per_param:
             raise ValueError("accumulator %s already exists for parameter %s" % (name, param.name))
-        block = framework.default_main_program().global_block()
+        block = param.block.program.global_block()
         var = block.create_var(name=unique_name.generate(param.name + "_" + name), persistable=True,
                                dtype=dtype or param.dtype, shape=list(shape if shape is not None else param.shape),
                                stop_gradient=True)
@@ -83,16 +83,20 @@ class Optimizer:
         return append_backward(loss, parameter_list, no_grad_set, callbacks)
 
     def apply_gradients(self, params_grads):
+        """Append clipping, regularization and update ops to the parameters' program (whatever the
+        default main program is); returns the update ops."""
         params_grads = sorted(params_grads, key=lambda pg: pg[0].name)
-        params_grads = append_gradient_clip_ops(params_grads, self._grad_clip)
-        params_grads = append_regularization_ops(params_grads, self.regularization)
-        return self._create_optimization_pass(params_grads)
+        program = framework._program_of_params(params_grads, "apply_gradients")
+        with program_guard(program):  # layers used on the way (lr scaling, clipping) build into it too
+            params_grads = append_gradient_clip_ops(params_grads, self._grad_clip)
+            params_grads = append_regularization_ops(params_grads, self.regularization)
+            return self._create_optimization_pass(params_grads)
 
     def _create_optimization_pass(self, params_grads):
-        program = framework.default_main_program()
+        program = framework._program_of_params(params_grads, "apply_gradients")
         block = program.global_block()
         self.helper = LayerHelper(self.__class__.__name__)
-        self._create_global_learning_rate()
+        self._create_global_learning_rate(program)
         self._create_accumulators(block, [p for p, g in params_grads if p.trainable])
         ops = []
         for param, grad in params_grads:

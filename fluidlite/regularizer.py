@@ -36,15 +36,17 @@ class L1DecayRegularizer(WeightDecayRegularizer):
 
 
 def append_regularization_ops(parameters_and_grads, regularization=None):
-    """grad' = grad + decay(param): the parameter's own regularizer wins over the optimizer's."""
+    """grad' = grad + decay(param): the parameter's own regularizer wins over the optimizer's. The ops go
+    to the global block of the parameter's program, whatever the default main program is."""
     out = []
-    block = framework.default_main_program().global_block()
     for param, grad in parameters_and_grads:
         reg = getattr(param, "regularizer", None) or regularization
         if grad is None or reg is None:
             out.append((param, grad))
             continue
-        with block.program._optimized_guard([param, grad]), framework.name_scope("regularization"):
+        block = param.block.program.global_block()
+        with framework.program_guard(block.program), block.program._optimized_guard([param, grad]), \
+                framework.name_scope("regularization"):
             decay = reg(param, grad, block)
             new_grad = block.create_var(dtype=param.dtype,
                                         shape=param.shape)

@@ -140,3 +140,27 @@ def test_same_var_twice_in_one_op_gets_both_gradients():
     xv = np.array([1.0, -2.0, 3.0])
     r, = exe.run(main, feed={"x": xv}, fetch_list=[g])
     np.testing.assert_allclose(r, 2 * xv)
+
+
+def test_op_role_var_marks_the_last_writer_of_each_parameter_grad():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        w1 = fluid.layers.create_parameter(shape=[4], dtype="float32", name="w1")
+        w2 = fluid.layers.create_parameter(shape=[4], dtype="float32", name="w2")
+        h = fluid.layers.fc(input=x, size=3)
+        y = fluid.layers.elementwise_add(w1, w2)  # one grad op is the last writer of w1@GRAD and w2@GRAD
+        loss = fluid.layers.mean(fluid.layers.elementwise_mul(fluid.layers.reduce_sum(h), fluid.layers.reduce_sum(y)))
+        pg = fluid.backward.append_backward(loss)
+    assert [(p.name, g.name) for p, g in pg] == [("w1", "w1@GRAD"), ("w2", "w2@GRAD"), ("fc_0.w_0", "fc_0.w_0@GRAD"),
+                                                  ("fc_0.b_0", "fc_0.b_0@GRAD")]
+    marked = [(op.type, op.attr("op_role_var")) for op in main.global_block().ops
+              if op.has_attr("op_role_var") and op.attr("op_role_var")]
+    # the shared writer records the grad listed last (w2), as one attribute can name one pair
+    assert marked == [("elementwise_add_grad", ["w2", "w2@GRAD"]), ("elementwise_add_grad", ["fc_0.b_0", "fc_0.b_0@GRAD"]),
+                      ("mul_grad", ["fc_0.w_0", "fc_0.w_0@GRAD"])]
+    ops = list(main.global_block().ops)
+    for i, op in enumerate(ops):  # each marked op is the last writer of the grad it names
+        if op.has_attr("op_role_var") and op.attr("op_role_var"):
+            grad = op.attr("op_role_var")[1]
+            assert grad in op.output_arg_names and not any(grad in o.output_arg_names for o in ops[i + 1:])

@@ -213,8 +213,7 @@ def test_declared_is_test_default_false_and_clone_sets_it(op_type):
     main = fluid.Program()
     op = core.OpDesc(op_type)
     op.set_attr("is_test", False)
-    main.global_block().desc.insert_desc(0, op)
-    main.global_block()._sync_with_cpp()
+    main.global_block().desc.insert_desc(0, op)  # Block.ops is a view: the op shows up
     assert main.clone(for_test=True).global_block().ops[0].attr("is_test") is True
 
 
@@ -445,3 +444,50 @@ def test_version_counter_bumps_on_every_edit():
     main.serialize_to_string()
     main.clone()
     assert d.version() == seen[-1]  # reads do not bump
+
+
+def test_a_desc_handle_outlives_its_removal():
+    """A VarDesc/OpDesc handle shares ownership: after remove_op/remove_var it still reads its own desc
+    (not whatever the heap put at the freed address) and, detached, no longer bumps the program's version."""
+    main, x, y, c = _scale_program()
+    b = main.global_block().desc
+    op, var = b.op(0), b.find_var("scale_0.tmp_0")
+    b.remove_op(0, 1)
+    b.remove_var("scale_0.tmp_0")
+    filler = core.OpDesc("fill_constant")
+    for i in range(64):  # reuse the freed memory
+        b.insert_desc(0, filler)
+        b.var("filler_%d" % i)
+    assert op.type() == "scale" and op.input("X") == ["x"] and op.attr("scale") == 2.0
+    assert var.name() == "scale_0.tmp_0" and list(var.shape()) == [-1, 3]
+    version = main.desc.version()
+    op.set_attr("scale", 5.0)
+    var.set_shape([4])
+    assert main.desc.version() == version and op.attr("scale") == 5.0 and list(var.shape()) == [4]
+    # copies made while grad ops are returned by value are fresh objects, not a removed desc's handle
+    (g,) = core.make_grad_ops(op, set())
+    assert g.type() == "scale" and op.type() == "scale"
+
+
+def test_desc_ids_are_unique_and_block_versions_count_structure():
+    main, x, y, c = _scale_program()
+    b = main.global_block().desc
+    ids = b.var_ids() + b.op_ids()
+    assert len(set(ids)) == len(ids) and 0 not in ids
+    assert b.var_ids() == [v.id() for v in b.all_vars()] and b.op_ids() == [b.op(i).id() for i in range(2)]
+    assert b.var_id("x") == b.find_var("x").id() and b.var_id("nope") == 0
+    assert b.op(0).copy().id() not in ids  # a copy is a new desc
+    clone = core.ProgramDesc(main.desc).block(0)
+    assert not set(clone.var_ids() + clone.op_ids()) & set(ids)
+    ops_v, vars_v = b.ops_version(), b.vars_version()
+    b.op(0).set_attr("scale", 3.0)
+    b.find_var("x").set_shape([2, 3])
+    assert (b.ops_version(), b.vars_version()) == (ops_v, vars_v)  # edits are not structural
+    b.var("z")
+    assert b.vars_version() == vars_v + 1
+    b.remove_var("z")
+    b.remove_var("z")  # absent: nothing removed, nothing bumped
+    assert b.vars_version() == vars_v + 2 and b.ops_version() == ops_v
+    b.insert_desc(0, b.op(1))
+    b.remove_op(0, 1)
+    assert b.ops_version() == ops_v + 2
