@@ -29,8 +29,7 @@ void Allocator::Count(int64_t delta) {
   if (delta > 0) {
     allocs_.fetch_add(1, std::memory_order_relaxed);
     int64_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   } else {
     frees_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -104,8 +103,7 @@ void RegisterCudaAllocator(Allocator* (*factory)(int)) { g_cuda_factory = factor
 Allocator& GetAllocator(const Place& place) {
   static CPUAllocator* cpu = new CPUAllocator();  // lives for the process: tensors may outlive statics
   if (place.is_cpu()) return *cpu;
-  FL_ENFORCE(g_cuda_factory != nullptr, "fluidlite was built without CUDA; ", place.ToString(),
-             " is not available");
+  FL_ENFORCE(g_cuda_factory != nullptr, "fluidlite was built without CUDA; ", place.ToString(), " is not available");
   static std::mutex mu;
   static std::vector<Allocator*> gpus;
   std::lock_guard<std::mutex> lock(mu);

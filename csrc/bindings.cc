@@ -82,8 +82,8 @@ std::string PyTypeName(const py::handle& h) { return py::str(py::type::of(h).att
 bool IsInt(const py::handle& h) {
   if (py::isinstance<py::bool_>(h)) return false;
   if (py::isinstance<py::int_>(h)) return true;
-  return py::hasattr(h, "__index__") && !py::isinstance<py::float_>(h) && !py::hasattr(h, "dtype") ? true
-         : (py::hasattr(h, "dtype") && std::string(py::str(h.attr("dtype").attr("kind"))) == "i");
+  if (py::hasattr(h, "dtype")) return std::string(py::str(h.attr("dtype").attr("kind"))) == "i";  // numpy scalars
+  return py::hasattr(h, "__index__") && !py::isinstance<py::float_>(h);
 }
 bool IsNumber(const py::handle& h) {
   return IsInt(h) || py::isinstance<py::float_>(h) ||
@@ -100,7 +100,8 @@ bool IsBool(const py::handle& h) {
 }
 
 template <typename T, typename Check, typename Conv>
-std::vector<T> ToList(const std::string& op, const std::string& name, AttrType want, const py::handle& h, Check check, Conv conv) {
+std::vector<T> ToList(const std::string& op, const std::string& name, AttrType want, const py::handle& h, Check check,
+                      Conv conv) {
   if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) AttrTypeError(op, name, want, h);
   std::vector<T> r;
   for (auto item : h) {
@@ -122,7 +123,9 @@ Attribute ToAttribute(const std::string& op, const std::string& name, AttrType w
     case AttrType::INT: {
       if (!IsInt(h) && !IsBool(h)) AttrTypeError(op, name, want, h);
       int64_t v = as_i64(h);
-      if (v < INT32_MIN || v > INT32_MAX) throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::to_string(v) + " does not fit INT");
+      if (v < INT32_MIN || v > INT32_MAX)
+        throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::to_string(v) +
+                              " does not fit INT");
       return static_cast<int32_t>(v);
     }
     case AttrType::LONG:
@@ -139,17 +142,16 @@ Attribute ToAttribute(const std::string& op, const std::string& name, AttrType w
       return PyObject_IsTrue(h.ptr()) == 1;
     case AttrType::INTS:
       return ToList<int32_t>(op, name, want, h, IsInt, [&](py::handle x) { return static_cast<int32_t>(as_i64(x)); });
-    case AttrType::LONGS:
-      return ToList<int64_t>(op, name, want, h, IsInt, as_i64);
+    case AttrType::LONGS: return ToList<int64_t>(op, name, want, h, IsInt, as_i64);
     case AttrType::FLOATS:
       return ToList<float>(op, name, want, h, IsNumber, [&](py::handle x) { return static_cast<float>(as_f(x)); });
     case AttrType::STRINGS:
-      return ToList<std::string>(op, name, want, h, [](py::handle x) { return py::isinstance<py::str>(x); },
-                                 [](py::handle x) { return x.cast<std::string>(); });
+      return ToList<std::string>(
+          op, name, want, h, [](py::handle x) { return py::isinstance<py::str>(x); },
+          [](py::handle x) { return x.cast<std::string>(); });
     case AttrType::BOOLEANS:
       return ToList<bool>(op, name, want, h, IsBool, [](py::handle x) { return PyObject_IsTrue(x.ptr()) == 1; });
-    case AttrType::BLOCK:
-      return BlockRef{BlockIndexOf(h)};
+    case AttrType::BLOCK: return BlockRef{BlockIndexOf(h)};
     case AttrType::BLOCKS: {
       std::vector<BlockRef> r;
       for (auto item : h) r.push_back(BlockRef{BlockIndexOf(item)});
@@ -266,7 +268,7 @@ py::dict ProtoDict(const OpInfo& info) {
   d["kernels"] = info.KernelListString();
   d["has_grad"] = info.differentiable();
   d["grad"] = GradKindName(info.grad_kind);  // composed, grad_op, no_gradient or none
-  d["grad_op"] = info.grad_op;                // the generated grad op's type ("" unless grad == grad_op)
+  d["grad_op"] = info.grad_op;               // the generated grad op's type ("" unless grad == grad_op)
   d["forward_op"] = info.forward ? info.forward->type : std::string();  // on a generated grad op
   return d;
 }
@@ -328,25 +330,29 @@ PYBIND11_MODULE(_core, m) {
           strides[i] = s;
           s *= shape[i];
         }
-        return py::buffer_info(t.raw_mutable(), static_cast<py::ssize_t>(SizeOf(t.dtype())),
-                               DTypeFormat(t.dtype()), static_cast<py::ssize_t>(shape.size()), shape,
-                               strides);
+        return py::buffer_info(t.raw_mutable(), static_cast<py::ssize_t>(SizeOf(t.dtype())), DTypeFormat(t.dtype()),
+                               static_cast<py::ssize_t>(shape.size()), shape, strides);
       })
-      .def("__array__", [](const Tensor& t, py::object dtype, py::object copy) {
-             py::array a = ShareToNumpy(t).attr("copy")();
-             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
-           }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def(
+          "__array__",
+          [](const Tensor& t, py::object dtype, py::object copy) {
+            py::array a = ShareToNumpy(t).attr("copy")();
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("shape", [](const Tensor& t) { return t.dims().ToVector(); })
       .def("_dtype", [](const Tensor& t) { return static_cast<int>(t.dtype()); })
       .def("_is_initialized", &Tensor::IsInitialized)
       .def("_place", &Tensor::place)
-      .def("set", [](Tensor& t, py::handle arr, const Place& place) { SetFromNumpy(t, arr, place); },
-           py::arg("array"), py::arg("place") = Place::CPU())
+      .def(
+          "set", [](Tensor& t, py::handle arr, const Place& place) { SetFromNumpy(t, arr, place); }, py::arg("array"),
+          py::arg("place") = Place::CPU())
       .def("_share_numpy", &ShareToNumpy, "numpy view sharing this tensor's buffer (kept alive by the view)")
       .def("lod", [](const Tensor& t) { return t.lod(); })
       .def("set_lod", [](Tensor& t, const LoD& l) { t.set_lod(l); })
       .def("__repr__", [](const Tensor& t) {
-        return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " + t.place().ToString() + ")";
+        return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " +
+               t.place().ToString() + ")";
       });
 
   py::class_<Variable, std::shared_ptr<Variable>>(m, "Variable")
@@ -364,12 +370,16 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<>())
       // Handles share ownership of the variable: they outlive erase_vars() and drop_kids() safely.
       .def("var", [live](Scope& s, const std::string& n) { return live(s).Var(n)->shared_from_this(); })
-      .def("find_var", [live](Scope& s, const std::string& n) {
-        Variable* v = live(s).FindVar(n);
-        return v ? v->shared_from_this() : std::shared_ptr<Variable>();
-      })
-      .def("find_local_var", [live](Scope& s, const std::string& n) { return live(s).FindLocalVar(n); }, py::return_value_policy::reference_internal)
-      .def("new_scope", [live](Scope& s) { return &live(s).NewScope(); }, py::return_value_policy::reference_internal)
+      .def("find_var",
+           [live](Scope& s, const std::string& n) {
+             Variable* v = live(s).FindVar(n);
+             return v ? v->shared_from_this() : std::shared_ptr<Variable>();
+           })
+      .def(
+          "find_local_var", [live](Scope& s, const std::string& n) { return live(s).FindLocalVar(n); },
+          py::return_value_policy::reference_internal)
+      .def(
+          "new_scope", [live](Scope& s) { return &live(s).NewScope(); }, py::return_value_policy::reference_internal)
       .def("drop_kids", [live](Scope& s) { live(s).DropKids(); })
       .def("erase_vars", [live](Scope& s, const std::vector<std::string>& n) { live(s).EraseVars(n); })
       .def("local_var_names", [live](Scope& s) { return live(s).LocalVarNames(); })
@@ -400,8 +410,18 @@ PYBIND11_MODULE(_core, m) {
       .def("set_type", &OpDesc::set_type)
       .def("inputs", [](const OpDesc& o) { return FromVarNameMap(o.inputs()); })
       .def("outputs", [](const OpDesc& o) { return FromVarNameMap(o.outputs()); })
-      .def("input_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.inputs()) r.push_back(kv.first); return r; })
-      .def("output_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.outputs()) r.push_back(kv.first); return r; })
+      .def("input_names",
+           [](const OpDesc& o) {
+             std::vector<std::string> r;
+             for (auto& kv : o.inputs()) r.push_back(kv.first);
+             return r;
+           })
+      .def("output_names",
+           [](const OpDesc& o) {
+             std::vector<std::string> r;
+             for (auto& kv : o.outputs()) r.push_back(kv.first);
+             return r;
+           })
       .def("input", &OpDesc::Input)
       .def("output", &OpDesc::Output)
       .def("set_input", &OpDesc::SetInput)
@@ -413,13 +433,23 @@ PYBIND11_MODULE(_core, m) {
       .def("has_attr", &OpDesc::HasAttr)
       .def("attr", [](const OpDesc& o, const std::string& n) { return FromAttribute(o.GetAttr(n)); })
       .def("attr_type", [](const OpDesc& o, const std::string& n) { return static_cast<int>(TypeOf(o.GetAttr(n))); })
-      .def("attr_names", [](const OpDesc& o) { std::vector<std::string> r; for (auto& kv : o.attrs()) r.push_back(kv.first); return r; })
-      .def("set_attr", [](OpDesc& o, const std::string& n, py::handle v) {
-        o.SetAttr(n, ToAttribute(o.type(), n, DeclaredAttrType(o.type(), n, v), v));
-      })
+      .def("attr_names",
+           [](const OpDesc& o) {
+             std::vector<std::string> r;
+             for (auto& kv : o.attrs()) r.push_back(kv.first);
+             return r;
+           })
+      .def("set_attr",
+           [](OpDesc& o, const std::string& n, py::handle v) {
+             o.SetAttr(n, ToAttribute(o.type(), n, DeclaredAttrType(o.type(), n, v), v));
+           })
       .def("remove_attr", &OpDesc::RemoveAttr)
       .def("creation_site", &OpDesc::CreationSite)
-      .def("copy", [](const OpDesc& o) { OpDesc c(o); c.SetOwner(nullptr); return c; });
+      .def("copy", [](const OpDesc& o) {
+        OpDesc c(o);
+        c.SetOwner(nullptr);
+        return c;
+      });
 
   py::class_<BlockDesc>(m, "BlockDesc")
       .def_property_readonly("id", &BlockDesc::idx)
@@ -431,48 +461,83 @@ PYBIND11_MODULE(_core, m) {
       .def("find_var_recursive", &BlockDesc::FindVarRecursive, py::return_value_policy::reference_internal)
       .def("has_var", &BlockDesc::HasVar)
       .def("remove_var", &BlockDesc::RemoveVar)
-      .def("var_id", [](const BlockDesc& b, const std::string& name) {
-             const VarDesc* v = b.FindVar(name);
-             return v ? v->id() : uint64_t{0};
-           }, "id() of the local variable `name`, 0 if the block has none")
-      .def("var_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& v : b.AllVars()) r.push_back(v->id()); return r; },
-           "id() of every variable, in creation order")
-      .def("var_names", [](const BlockDesc& b) { std::vector<std::string> r; for (auto& v : b.AllVars()) r.push_back(v->name()); return r; },
-           "name of every variable, in creation order")
-      .def("op_ids", [](const BlockDesc& b) { std::vector<uint64_t> r; for (auto& o : b.AllOps()) r.push_back(o->id()); return r; },
-           "id() of every op, in order")
+      .def(
+          "var_id",
+          [](const BlockDesc& b, const std::string& name) {
+            const VarDesc* v = b.FindVar(name);
+            return v ? v->id() : uint64_t{0};
+          },
+          "id() of the local variable `name`, 0 if the block has none")
+      .def(
+          "var_ids",
+          [](const BlockDesc& b) {
+            std::vector<uint64_t> r;
+            for (auto& v : b.AllVars()) r.push_back(v->id());
+            return r;
+          },
+          "id() of every variable, in creation order")
+      .def(
+          "var_names",
+          [](const BlockDesc& b) {
+            std::vector<std::string> r;
+            for (auto& v : b.AllVars()) r.push_back(v->name());
+            return r;
+          },
+          "name of every variable, in creation order")
+      .def(
+          "op_ids",
+          [](const BlockDesc& b) {
+            std::vector<uint64_t> r;
+            for (auto& o : b.AllOps()) r.push_back(o->id());
+            return r;
+          },
+          "id() of every op, in order")
       .def("vars_version", &BlockDesc::vars_version, "bumped when a variable is added or removed")
       .def("ops_version", &BlockDesc::ops_version, "bumped when an op is inserted or removed")
-      .def("all_vars", [](const BlockDesc& b) { std::vector<VarDesc*> r; for (auto& v : b.AllVars()) r.push_back(v.get()); return r; },
-           py::return_value_policy::reference_internal)
+      .def(
+          "all_vars",
+          [](const BlockDesc& b) {
+            std::vector<VarDesc*> r;
+            for (auto& v : b.AllVars()) r.push_back(v.get());
+            return r;
+          },
+          py::return_value_policy::reference_internal)
       .def("op_size", &BlockDesc::OpSize)
       .def("op", &BlockDesc::Op, py::return_value_policy::reference_internal)
       .def("remove_op", &BlockDesc::RemoveOp)
-      .def("append_op", [](BlockDesc& b, const std::string& type, const py::dict& ins, const py::dict& outs, const py::dict& attrs, int index) {
-             std::map<std::string, Attribute> converted;
-             try {
-               converted = ToAttrMap(type, attrs);
-             } catch (py::builtin_exception& e) {  // TypeError/ValueError: add the user's file:line
-               OpDesc probe(type);
-               if (attrs.contains("op_callstack"))
-                 probe.SetAttr("op_callstack", ToAttribute(type, "op_callstack", AttrType::STRINGS, attrs["op_callstack"]));
-               std::string msg = e.what() + CreationSuffix(probe);
-               if (dynamic_cast<py::type_error*>(&e)) throw py::type_error(msg);
-               if (dynamic_cast<py::value_error*>(&e)) throw py::value_error(msg);
-               throw;
-             }
-             return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), std::move(converted), index);
-           }, py::arg("type"), py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("index") = -1,
-           py::return_value_policy::reference_internal,
-           "validate against the registered op, fill attribute defaults, run compile-time shape inference")
-      .def("insert_desc", [](BlockDesc& b, size_t index, const OpDesc& src) {
-             OpDesc* op = b.InsertOp(index);
-             op->set_type(src.type());
-             for (auto& kv : src.inputs()) op->SetInput(kv.first, kv.second);
-             for (auto& kv : src.outputs()) op->SetOutput(kv.first, kv.second);
-             for (auto& kv : src.attrs()) op->SetAttr(kv.first, kv.second);
-             return op;
-           }, py::return_value_policy::reference_internal, "insert a copy of an unchecked OpDesc (backward)")
+      .def(
+          "append_op",
+          [](BlockDesc& b, const std::string& type, const py::dict& ins, const py::dict& outs, const py::dict& attrs,
+             int index) {
+            std::map<std::string, Attribute> converted;
+            try {
+              converted = ToAttrMap(type, attrs);
+            } catch (py::builtin_exception& e) {  // TypeError/ValueError: add the user's file:line
+              OpDesc probe(type);
+              if (attrs.contains("op_callstack"))
+                probe.SetAttr("op_callstack",
+                              ToAttribute(type, "op_callstack", AttrType::STRINGS, attrs["op_callstack"]));
+              std::string msg = e.what() + CreationSuffix(probe);
+              if (dynamic_cast<py::type_error*>(&e)) throw py::type_error(msg);
+              if (dynamic_cast<py::value_error*>(&e)) throw py::value_error(msg);
+              throw;
+            }
+            return AppendCheckedOp(&b, type, ToVarNameMap(ins), ToVarNameMap(outs), std::move(converted), index);
+          },
+          py::arg("type"), py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("index") = -1,
+          py::return_value_policy::reference_internal,
+          "validate against the registered op, fill attribute defaults, run compile-time shape inference")
+      .def(
+          "insert_desc",
+          [](BlockDesc& b, size_t index, const OpDesc& src) {
+            OpDesc* op = b.InsertOp(index);
+            op->set_type(src.type());
+            for (auto& kv : src.inputs()) op->SetInput(kv.first, kv.second);
+            for (auto& kv : src.outputs()) op->SetOutput(kv.first, kv.second);
+            for (auto& kv : src.attrs()) op->SetAttr(kv.first, kv.second);
+            return op;
+          },
+          py::return_value_policy::reference_internal, "insert a copy of an unchecked OpDesc (backward)")
       .def("infer_shape", [](BlockDesc& b, OpDesc& op) { InferShapeAtCompileTime(&b, &op); });
 
   py::class_<ProgramDesc>(m, "ProgramDesc")
@@ -491,91 +556,119 @@ PYBIND11_MODULE(_core, m) {
   m.def("op_types", []() { return OpRegistry::Instance().Types(); });
   m.def("has_op", [](const std::string& t) { return OpRegistry::Instance().Find(t) != nullptr; });
   m.def("op_proto", [](const std::string& t) { return ProtoDict(OpRegistry::Instance().Get(t)); });
-  m.def("make_grad_ops", [](const OpDesc& fwd, const std::set<std::string>& no_grad, const std::vector<int>& grad_blocks,
-                            const std::map<std::string, std::string>& renames, const std::string& temp_prefix) {
+  m.def(
+      "make_grad_ops",
+      [](const OpDesc& fwd, const std::set<std::string>& no_grad, const std::vector<int>& grad_blocks,
+         const std::map<std::string, std::string>& renames, const std::string& temp_prefix) {
         const OpInfo& info = OpRegistry::Instance().Get(fwd.type());
         FL_ENFORCE(info.differentiable(), "op ", fwd.type(), " has no gradient", CreationSuffix(fwd));
         GradOpMaker maker(fwd, no_grad, grad_blocks, &renames, temp_prefix);
         if (info.grad_maker) info.grad_maker(maker);
         return maker.TakeOps();
-      }, py::arg("fwd"), py::arg("no_grad_set"), py::arg("grad_blocks") = std::vector<int>{},
+      },
+      py::arg("fwd"), py::arg("no_grad_set"), py::arg("grad_blocks") = std::vector<int>{},
       py::arg("renames") = std::map<std::string, std::string>{}, py::arg("temp_prefix") = std::string(),
       "the grad op descs for a forward op (Fluid's get_grad_op_desc); grad_blocks: the grad blocks of its "
       "sub-blocks; renames: gradient names already taken in the block -> fresh names; temp_prefix: makes the "
       "names of intermediate variables unique");
-  m.def("dtypes", []() {
-    py::list l;
-#define FL_DTYPE_ENTRY(n, v, type, fluid_name, cpp_name, format) \
-  l.append(py::dict(py::arg("name") = fluid_name, py::arg("value") = v, py::arg("enum") = #n,       \
+  m.def(
+      "dtypes",
+      []() {
+        py::list l;
+#define FL_DTYPE_ENTRY(n, v, type, fluid_name, cpp_name, format)                              \
+  l.append(py::dict(py::arg("name") = fluid_name, py::arg("value") = v, py::arg("enum") = #n, \
                     py::arg("itemsize") = sizeof(type), py::arg("cpp_name") = cpp_name));
-    FL_FOR_EACH_DTYPE(FL_DTYPE_ENTRY)
+        FL_FOR_EACH_DTYPE(FL_DTYPE_ENTRY)
 #undef FL_DTYPE_ENTRY
-    return l;
-  }, "the element types: Fluid's name (= numpy's), VarType value, enum name, item size, C++ name");
-  m.def("var_kinds", []() {
-    py::dict d;
+        return l;
+      },
+      "the element types: Fluid's name (= numpy's), VarType value, enum name, item size, C++ name");
+  m.def(
+      "var_kinds",
+      []() {
+        py::dict d;
 #define FL_VAR_KIND_ENTRY(n, value) d[#n] = value;
-    FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_ENTRY)
+        FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_ENTRY)
 #undef FL_VAR_KIND_ENTRY
-    return d;
-  }, "the variable kinds (LOD_TENSOR, ...) and their VarType values");
-  m.def("names", []() {
-    py::dict d;
-    d["grad_suffix"] = kGradSuffix;
-    d["empty"] = kEmptyVarName;
-    d["rename"] = kRenameMarker;
-    d["temp"] = kTempVarName;
-    return d;
-  }, "reserved variable names: the gradient suffix, @EMPTY@, @RENAME@, @TEMP@");
-  m.def("op_roles", []() {
-    py::dict d;
+        return d;
+      },
+      "the variable kinds (LOD_TENSOR, ...) and their VarType values");
+  m.def(
+      "names",
+      []() {
+        py::dict d;
+        d["grad_suffix"] = kGradSuffix;
+        d["empty"] = kEmptyVarName;
+        d["rename"] = kRenameMarker;
+        d["temp"] = kTempVarName;
+        return d;
+      },
+      "reserved variable names: the gradient suffix, @EMPTY@, @RENAME@, @TEMP@");
+  m.def(
+      "op_roles",
+      []() {
+        py::dict d;
 #define FL_OP_ROLE_ENTRY(name, value) d[#name] = static_cast<int>(OpRole::value);
-    FL_FOR_EACH_OP_ROLE(FL_OP_ROLE_ENTRY)
+        FL_FOR_EACH_OP_ROLE(FL_OP_ROLE_ENTRY)
 #undef FL_OP_ROLE_ENTRY
-    return d;
-  }, "op_role attribute values: Forward, Backward, Optimize, RPC, Dist, LRSched, Loss");
+        return d;
+      },
+      "op_role attribute values: Forward, Backward, Optimize, RPC, Dist, LRSched, Loss");
 
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")
       .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
                        const std::vector<std::string>& feeds, const std::vector<std::string>& fetches) {
-             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope), "Executor: the scope was deleted (its parent called drop_kids())");
+             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
+                        "Executor: the scope was deleted (its parent called drop_kids())");
              return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
-           }), py::keep_alive<1, 4>())
-      .def("run", [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
-             FL_ENFORCE(Scope::IsAlive(p.scope()), "Executor: the scope this program was prepared for was deleted");
-             std::vector<Tensor> in;
-             in.reserve(feeds.size());
-             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
-             for (auto f : feeds) in.push_back(BorrowArray(f, keep));
-             std::vector<Tensor> out;
-             {
-               py::gil_scoped_release release;
-               out = p.Run(std::move(in));
-             }
-             py::list r;
-             for (auto& t : out) {
-               if (return_numpy) r.append(ShareToNumpy(t));
-               else r.append(py::cast(std::move(t)));
-             }
-             return r;
-           }, py::arg("feeds"), py::arg("return_numpy") = true)
+           }),
+           py::keep_alive<1, 4>())
+      .def(
+          "run",
+          [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
+            FL_ENFORCE(Scope::IsAlive(p.scope()), "Executor: the scope this program was prepared for was deleted");
+            std::vector<Tensor> in;
+            in.reserve(feeds.size());
+            py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
+            for (auto f : feeds) in.push_back(BorrowArray(f, keep));
+            std::vector<Tensor> out;
+            {
+              py::gil_scoped_release release;
+              out = p.Run(std::move(in));
+            }
+            py::list r;
+            for (auto& t : out) {
+              if (return_numpy) r.append(ShareToNumpy(t));
+              else r.append(py::cast(std::move(t)));
+            }
+            return r;
+          },
+          py::arg("feeds"), py::arg("return_numpy") = true)
       .def("program", &PreparedProgram::program, py::return_value_policy::reference_internal)
       .def("num_runs", &PreparedProgram::num_runs)
-      .def("local_scope", [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
-           py::return_value_policy::reference_internal);
+      .def(
+          "local_scope",
+          [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
+          py::return_value_policy::reference_internal);
   m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");
 
   // ---------------------------------------------------------------- memory, threads, logging, profiler
-  m.def("memory_stats", [](const Place& p) { return StatsDict(GetAllocator(p).Stats()); }, py::arg("place") = Place::CPU());
+  m.def(
+      "memory_stats", [](const Place& p) { return StatsDict(GetAllocator(p).Stats()); },
+      py::arg("place") = Place::CPU());
   m.def("reset_peak_memory", [](const Place& p) { GetAllocator(p).ResetPeak(); }, py::arg("place") = Place::CPU());
-  m.def("release_cached_memory", [](const Place& p) { GetAllocator(p).ReleaseCached(); }, py::arg("place") = Place::CPU(),
-        "give the allocator's cached free blocks back to the system");
-  m.def("set_num_threads", [](int n) {
-    FL_ENFORCE(n >= 1 && n <= ThreadPool::kMaxThreads, "set_num_threads: n = ", n, " must be in [1, ",
-               ThreadPool::kMaxThreads, "]");
-    ThreadPool::Instance().SetSize(n);
-  }, py::arg("n"), "threads fluidlite's kernels and GEMMs run on (OpenBLAS itself stays single-threaded)");
+  m.def(
+      "release_cached_memory", [](const Place& p) { GetAllocator(p).ReleaseCached(); }, py::arg("place") = Place::CPU(),
+      "give the allocator's cached free blocks back to the system");
+  m.def(
+      "set_num_threads",
+      [](int n) {
+        FL_ENFORCE(n >= 1 && n <= ThreadPool::kMaxThreads, "set_num_threads: n = ", n, " must be in [1, ",
+                   ThreadPool::kMaxThreads, "]");
+        ThreadPool::Instance().SetSize(n);
+      },
+      py::arg("n"), "threads fluidlite's kernels and GEMMs run on (OpenBLAS itself stays single-threaded)");
   m.def("get_num_threads", []() { return ThreadPool::Instance().Size(); });
   m.def("blas_info", []() {
     py::dict d;
@@ -603,23 +696,29 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_profiler_event_cap", &SetProfilerEventCap);
   m.def("profiler_dropped_events", &ProfilerDroppedEvents);
   m.def("now_ns", &NowNs);
-  m.def("push_event", [](const std::string& name) { return OpenEvent(Intern(name), "User"); },
-        "open a user range on this thread; returns a token for pop_event (-1 when off)");
-  m.def("pop_event", [](int64_t token) { if (token >= 0) CloseEvent(token); });
+  m.def(
+      "push_event", [](const std::string& name) { return OpenEvent(Intern(name), "User"); },
+      "open a user range on this thread; returns a token for pop_event (-1 when off)");
+  m.def("pop_event", [](int64_t token) {
+    if (token >= 0) CloseEvent(token);
+  });
   m.def("profiler_event_cap", &ProfilerEventCap);
-  m.def("collect_events", []() {
-    std::vector<ProfEvent> evs;
-    {
-      py::gil_scoped_release release;
-      evs = CollectEvents();
-    }
-    py::list l(evs.size());
-    for (size_t i = 0; i < evs.size(); ++i) {
-      const ProfEvent& e = evs[i];
-      l[i] = py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent,
-                            e.bytes, e.args ? py::str(e.args) : py::str(""));
-    }
-    return l;
-  }, "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) per closed event, "
-     "grouped by thread in record order; parent indexes this list");
+  m.def(
+      "collect_events",
+      []() {
+        std::vector<ProfEvent> evs;
+        {
+          py::gil_scoped_release release;
+          evs = CollectEvents();
+        }
+        py::list l(evs.size());
+        for (size_t i = 0; i < evs.size(); ++i) {
+          const ProfEvent& e = evs[i];
+          l[i] = py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent,
+                                e.bytes, e.args ? py::str(e.args) : py::str(""));
+        }
+        return l;
+      },
+      "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) per closed event, "
+      "grouped by thread in record order; parent indexes this list");
 }

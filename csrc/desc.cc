@@ -10,7 +10,8 @@ namespace fl {
 
 const char* VarKindName(VarKind k) {
   switch (k) {
-#define FL_VAR_KIND_NAME(name, value) case VarKind::name: return #name;
+#define FL_VAR_KIND_NAME(name, value) \
+  case VarKind::name: return #name;
     FL_FOR_EACH_VAR_KIND(FL_VAR_KIND_NAME)
 #undef FL_VAR_KIND_NAME
   }
@@ -18,8 +19,8 @@ const char* VarKindName(VarKind k) {
 }
 
 const char* AttrTypeName(AttrType t) {
-  static const char* names[] = {"INT", "FLOAT", "STRING", "INTS", "FLOATS", "STRINGS",
-                                "BOOLEAN", "BOOLEANS", "BLOCK", "LONG", "BLOCKS", "LONGS"};
+  static const char* names[] = {"INT",     "FLOAT",    "STRING", "INTS", "FLOATS", "STRINGS",
+                                "BOOLEAN", "BOOLEANS", "BLOCK",  "LONG", "BLOCKS", "LONGS"};
   int i = static_cast<int>(t);
   return i >= 0 && i < 12 ? names[i] : "UNKNOWN";
 }
@@ -222,9 +223,7 @@ void BlockDesc::RemoveOp(size_t begin, size_t end) {
 
 static std::atomic<uint64_t> g_next_program_uid{1};
 
-ProgramDesc::ProgramDesc() : uid_(g_next_program_uid++) {
-  blocks_.push_back(std::make_unique<BlockDesc>(this, 0, -1));
-}
+ProgramDesc::ProgramDesc() : uid_(g_next_program_uid++) { blocks_.push_back(std::make_unique<BlockDesc>(this, 0, -1)); }
 
 ProgramDesc::ProgramDesc(const ProgramDesc& other) : uid_(g_next_program_uid++) {
   for (auto& b : other.blocks_) {
@@ -308,8 +307,13 @@ constexpr char kMagic[] = "FLPROG1\n";
 class Writer {
  public:
   template <typename T>
-  void Pod(T v) { buf_.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
-  void Str(const std::string& s) { Pod<uint32_t>(static_cast<uint32_t>(s.size())); buf_ += s; }
+  void Pod(T v) {
+    buf_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void Str(const std::string& s) {
+    Pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    buf_ += s;
+  }
   std::string Take() { return std::move(buf_); }
   void Raw(const char* p, size_t n) { buf_.append(p, n); }
 
@@ -350,16 +354,15 @@ class Reader {
   std::string Str() {
     uint32_t n = Pod<uint32_t>();
     Need(n);
-    FL_ENFORCE(ValidUtf8(b_.data() + pos_, n), "corrupt program bytes: string at offset ", pos_,
-               " is not valid UTF-8");
+    FL_ENFORCE(ValidUtf8(b_.data() + pos_, n), "corrupt program bytes: string at offset ", pos_, " is not valid UTF-8");
     std::string s = b_.substr(pos_, n);
     pos_ += n;
     return s;
   }
   uint32_t Count(size_t min_item_bytes) {
     uint32_t n = Pod<uint32_t>();
-    FL_ENFORCE(static_cast<uint64_t>(n) * min_item_bytes <= b_.size() - pos_,
-               "corrupt program bytes: count ", n, " at offset ", pos_, " exceeds the remaining data");
+    FL_ENFORCE(static_cast<uint64_t>(n) * min_item_bytes <= b_.size() - pos_, "corrupt program bytes: count ", n,
+               " at offset ", pos_, " exceeds the remaining data");
     return n;
   }
   void Expect(const char* magic, size_t n) {
@@ -487,8 +490,8 @@ std::unique_ptr<ProgramDesc> ProgramDesc::Deserialize(const std::string& bytes) 
   FL_ENFORCE(nblocks >= 1, "corrupt program bytes: a program has at least one block");
   for (uint32_t bi = 0; bi < nblocks; ++bi) {
     int32_t idx = r.Pod<int32_t>(), parent = r.Pod<int32_t>(), fwd = r.Pod<int32_t>();
-    FL_ENFORCE(idx == static_cast<int32_t>(bi) && parent < idx && parent >= -1,
-               "corrupt program bytes: block ", bi, " has index ", idx, " and parent ", parent);
+    FL_ENFORCE(idx == static_cast<int32_t>(bi) && parent < idx && parent >= -1, "corrupt program bytes: block ", bi,
+               " has index ", idx, " and parent ", parent);
     auto b = std::make_unique<BlockDesc>(p.get(), idx, parent);
     b->forward_block_idx_ = fwd;
     uint32_t nvars = r.Count(4);

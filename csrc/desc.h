@@ -66,12 +66,30 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
   bool is_data() const { return is_data_; }  // declared by layers.data: must be fed
   uint64_t id() const { return id_.value(); }
 
-  void set_kind(VarKind k) { kind_ = k; Touch(); }
-  void set_dtype(DType t) { dtype_ = t; Touch(); }
-  void set_shape(std::vector<int64_t> s) { shape_ = std::move(s); Touch(); }
-  void set_persistable(bool p) { persistable_ = p; Touch(); }
-  void set_lod_level(int l) { lod_level_ = l; Touch(); }
-  void set_is_data(bool d) { is_data_ = d; Touch(); }
+  void set_kind(VarKind k) {
+    kind_ = k;
+    Touch();
+  }
+  void set_dtype(DType t) {
+    dtype_ = t;
+    Touch();
+  }
+  void set_shape(std::vector<int64_t> s) {
+    shape_ = std::move(s);
+    Touch();
+  }
+  void set_persistable(bool p) {
+    persistable_ = p;
+    Touch();
+  }
+  void set_lod_level(int l) {
+    lod_level_ = l;
+    Touch();
+  }
+  void set_is_data(bool d) {
+    is_data_ = d;
+    Touch();
+  }
 
   void SetOwner(ProgramDesc* p) { owner_ = p; }
   std::string ShapeString() const;  // "(-1, 13)"
@@ -99,7 +117,10 @@ class OpDesc : public std::enable_shared_from_this<OpDesc> {
 
   const std::string& type() const { return type_; }
   uint64_t id() const { return id_.value(); }
-  void set_type(const std::string& t) { type_ = t; Touch(); }
+  void set_type(const std::string& t) {
+    type_ = t;
+    Touch();
+  }
   const VarNameMap& inputs() const { return inputs_; }
   const VarNameMap& outputs() const { return outputs_; }
   // Arguments of a slot; empty if the slot is absent.
@@ -118,9 +139,17 @@ class OpDesc : public std::enable_shared_from_this<OpDesc> {
   bool HasAttr(const std::string& name) const { return attrs_.count(name) != 0; }
   const Attribute& GetAttr(const std::string& name) const;
   template <typename T>
-  const T& Attr(const std::string& name) const { return AttrCast<T>(GetAttr(name), name); }
-  void SetAttr(const std::string& name, Attribute v) { attrs_[name] = std::move(v); Touch(); }
-  void RemoveAttr(const std::string& name) { attrs_.erase(name); Touch(); }
+  const T& Attr(const std::string& name) const {
+    return AttrCast<T>(GetAttr(name), name);
+  }
+  void SetAttr(const std::string& name, Attribute v) {
+    attrs_[name] = std::move(v);
+    Touch();
+  }
+  void RemoveAttr(const std::string& name) {
+    attrs_.erase(name);
+    Touch();
+  }
 
   // "file.py:12" of the user's line that created this op (from the op_callstack attr), or "".
   std::string CreationSite() const;

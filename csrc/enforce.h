@@ -31,10 +31,9 @@ std::string Str(const Args&... args) {
 
 }  // namespace fl
 
-#define FL_ENFORCE(cond, ...)                                  \
-  do {                                                         \
-    if (__builtin_expect(!(cond), 0))                          \
-      throw ::fl::EnforceNotMet(::fl::Str(__VA_ARGS__));       \
+#define FL_ENFORCE(cond, ...)                                                            \
+  do {                                                                                   \
+    if (__builtin_expect(!(cond), 0)) throw ::fl::EnforceNotMet(::fl::Str(__VA_ARGS__)); \
   } while (0)
 
 #define FL_THROW(...) throw ::fl::EnforceNotMet(::fl::Str(__VA_ARGS__))

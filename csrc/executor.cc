@@ -104,7 +104,8 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetOutput("Out", {kFetchVar});
     op->SetAttr("col", static_cast<int32_t>(i));
   }
-  for (auto& op : block->AllOps()) ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
+  for (auto& op : block->AllOps())
+    ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
   try {
     CreateVariablesAndBind();
   } catch (...) {  // the destructor will not run: do not leave the kid scope behind

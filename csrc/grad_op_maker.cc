@@ -42,7 +42,8 @@ OpDesc& GradOpMaker::NewOp(const std::string& type, bool copy_attrs) {
   OpDesc& op = ops_.emplace_back(type);
   if (copy_attrs)
     for (auto& kv : fwd_.attrs())
-      if (kv.first != "op_role" && kv.first != "op_role_var" && kv.first != "op_callstack") op.SetAttr(kv.first, kv.second);
+      if (kv.first != "op_role" && kv.first != "op_role_var" && kv.first != "op_callstack")
+        op.SetAttr(kv.first, kv.second);
   if (fwd_.HasAttr("op_callstack")) op.SetAttr("op_callstack", fwd_.GetAttr("op_callstack"));
   return op;
 }
@@ -120,7 +121,8 @@ void LinearGradGrad(GradOpMaker& g) {
     if (dd.empty()) dd.assign(xs.size(), kEmptyVarName);
     for (size_t i = 0; i < dd.size(); ++i) {
       if (dd[i] != kEmptyVarName) continue;
-      FL_ENFORCE(i < xs.size(), grad.type, ": cannot make zeros for ", in.name, "[", i, "]: the grad op does not read it");
+      FL_ENFORCE(i < xs.size(), grad.type, ": cannot make zeros for ", in.name, "[", i,
+                 "]: the grad op does not read it");
       dd[i] = g.ZerosLike(xs[i]);
     }
     if (!dd.empty()) inputs.emplace_back(in.name, std::move(dd));

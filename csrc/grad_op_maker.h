@@ -35,7 +35,9 @@ class GradOpMaker {
   // The gradient of one variable, after renames.
   std::string GradVar(const std::string& var) const;
   template <typename T>
-  const T& Attr(const std::string& name) const { return fwd_.Attr<T>(name); }
+  const T& Attr(const std::string& name) const {
+    return fwd_.Attr<T>(name);
+  }
 
   // A new op; the forward attrs are copied unless told otherwise. The reference stays valid.
   OpDesc& NewOp(const std::string& type, bool copy_attrs = true);

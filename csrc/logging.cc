@@ -111,8 +111,7 @@ void SetVmodule(const std::string& spec) {
     pos = comma + 1;
     if (item.empty()) continue;
     size_t eq = item.find('=');
-    FL_ENFORCE(eq != std::string::npos && eq > 0,
-               "GLOG_vmodule entry '", item, "' is not of the form pattern=N");
+    FL_ENFORCE(eq != std::string::npos && eq > 0, "GLOG_vmodule entry '", item, "' is not of the form pattern=N");
     char* end = nullptr;
     std::string num = item.substr(eq + 1);
     long v = std::strtol(num.c_str(), &end, 10);
@@ -170,8 +169,7 @@ static void WritePrefixed(char severity, const std::string& file, int line, cons
   fflush(stderr);
 }
 
-LogMessage::LogMessage(const char* file, int line, char severity)
-    : file_(file), line_(line), severity_(severity) {}
+LogMessage::LogMessage(const char* file, int line, char severity) : file_(file), line_(line), severity_(severity) {}
 
 LogMessage::~LogMessage() { WritePrefixed(severity_, file_, line_, os_.str()); }
 

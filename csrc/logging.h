@@ -20,8 +20,8 @@ struct VlogSite {
 extern std::atomic<int> g_vlog_generation;
 extern std::atomic<int> g_vlog_max_level;  // max over GLOG_v and all vmodule levels: fast reject
 
-int ResolveVlogLevel(const char* file);  // level for the module of `file` (glog rules)
-void SetVlogLevel(int level);            // like GLOG_v
+int ResolveVlogLevel(const char* file);    // level for the module of `file` (glog rules)
+void SetVlogLevel(int level);              // like GLOG_v
 void SetVmodule(const std::string& spec);  // like GLOG_vmodule: "pat=N,pat2=M"
 int GetVlogLevel();
 std::string GetVmodule();
@@ -56,10 +56,16 @@ void WriteLogLine(char severity, const std::string& file, int line, const std::s
 
 }  // namespace fl
 
-#define FL_VLOG_IS_ON(n) \
-  ::fl::VlogIsOn(*[]() { static ::fl::VlogSite fl_vlog_site_; return &fl_vlog_site_; }(), __FILE__, (n))
+#define FL_VLOG_IS_ON(n)                     \
+  ::fl::VlogIsOn(                            \
+      *[]() {                                \
+        static ::fl::VlogSite fl_vlog_site_; \
+        return &fl_vlog_site_;               \
+      }(),                                   \
+      __FILE__, (n))
 
-#define FL_VLOG(n) \
-  if (!FL_VLOG_IS_ON(n)) {} else ::fl::LogMessage(__FILE__, __LINE__).stream()
+#define FL_VLOG(n)         \
+  if (!FL_VLOG_IS_ON(n)) { \
+  } else ::fl::LogMessage(__FILE__, __LINE__).stream()
 
 #define FL_LOG_WARNING ::fl::LogMessage(__FILE__, __LINE__, 'W').stream()

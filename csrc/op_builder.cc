@@ -38,8 +38,12 @@ class CompileTimeInferShapeContext : public InferShapeContext {
   int OutputSize(const char* slot) const override { return static_cast<int>(op_->Output(slot).size()); }
   DDim InputDim(const char* slot, int i) const override { return DDim(InVar(slot, i)->shape()); }
   DType InputDType(const char* slot, int i) const override { return InVar(slot, i)->dtype(); }
-  const std::string& InputName(const char* slot, int i) const override { return Arg(op_->Input(slot), slot, i, "input"); }
-  const std::string& OutputName(const char* slot, int i) const override { return Arg(op_->Output(slot), slot, i, "output"); }
+  const std::string& InputName(const char* slot, int i) const override {
+    return Arg(op_->Input(slot), slot, i, "input");
+  }
+  const std::string& OutputName(const char* slot, int i) const override {
+    return Arg(op_->Output(slot), slot, i, "output");
+  }
   void SetOutputDim(const char* slot, const DDim& dims, int i) override {
     if (VarDesc* v = OutVar(slot, i)) v->set_shape(dims.ToVector());
   }
@@ -121,8 +125,8 @@ void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op) {
   }
 }
 
-OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs,
-                        const VarNameMap& outputs, std::map<std::string, Attribute> attrs, int index) {
+OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs, const VarNameMap& outputs,
+                        std::map<std::string, Attribute> attrs, int index) {
   OpDesc probe(type);
   if (attrs.count("op_callstack")) probe.SetAttr("op_callstack", attrs["op_callstack"]);
   std::string site = CreationSuffix(probe);

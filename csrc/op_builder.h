@@ -12,8 +12,8 @@ namespace fl {
 
 // Appends (index < 0) or inserts a checked op. On any error the block is left unchanged and an
 // EnforceNotMet names the op type, the slot/attribute and the creation site.
-OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs,
-                        const VarNameMap& outputs, std::map<std::string, Attribute> attrs, int index = -1);
+OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarNameMap& inputs, const VarNameMap& outputs,
+                        std::map<std::string, Attribute> attrs, int index = -1);
 
 // Runs the op's InferShape over VarDescs (used after backward edits descs directly, too).
 void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op);

@@ -38,7 +38,9 @@ class InferShapeContext {
   virtual void ShareLoD(const char* in_slot, const char* out_slot, int i = 0, int j = 0) = 0;
   virtual const Attribute& GetAttr(const std::string& name) const = 0;
   template <typename T>
-  const T& Attr(const std::string& name) const { return AttrCast<T>(GetAttr(name), name); }
+  const T& Attr(const std::string& name) const {
+    return AttrCast<T>(GetAttr(name), name);
+  }
 
   // Sets dims and dtype of an output in one call.
   void SetOutput(const char* slot, const DDim& dims, DType dtype, int i = 0) {
@@ -80,7 +82,7 @@ class PreparedOp {
   friend class RuntimeInferShapeContext;
   const OpInfo* info_;
   const OpDesc* desc_;
-  std::vector<const Attribute*> attrs_;  // parallel to info_->attrs
+  std::vector<const Attribute*> attrs_;             // parallel to info_->attrs
   std::vector<std::vector<Variable*>> ins_, outs_;  // parallel to info_->inputs / outputs
   Scope* scope_ = nullptr;
   const KernelFn* kernel_ = nullptr;
@@ -118,7 +120,9 @@ class ExecutionContext {
   const std::string& OutputName(const char* slot, int i = 0) const;
 
   template <typename T>
-  const T& Attr(const char* name) const { return AttrCast<T>(GetAttr(name), name); }
+  const T& Attr(const char* name) const {
+    return AttrCast<T>(GetAttr(name), name);
+  }
   const Attribute& GetAttr(const char* name) const;
 
   // State this op keeps across runs (created on first use). Lives as long as the prepared op.
@@ -131,7 +135,9 @@ class ExecutionContext {
 
   // Allocates an output with the dims shape inference gave it.
   template <typename T>
-  T* Alloc(const char* slot, int i = 0) const { return Output(slot, i)->mutable_data<T>(place_); }
+  T* Alloc(const char* slot, int i = 0) const {
+    return Output(slot, i)->mutable_data<T>(place_);
+  }
 
  private:
   const std::vector<Variable*>& InVars(const char* slot) const;

@@ -163,8 +163,8 @@ void DeriveGradOp(OpInfo& grad) {
     std::string source = grad.FindInput(in.name) ? in.name : "";
     for (auto& [x, like] : grad.shape_like) {
       if (x != in.name) continue;
-      FL_ENFORCE(grad.FindInput(like) != nullptr, "grad op ", type, ": ", GradName(x), " takes the shape of ",
-                 like, ", which it does not read");
+      FL_ENFORCE(grad.FindInput(like) != nullptr, "grad op ", type, ": ", GradName(x), " takes the shape of ", like,
+                 ", which it does not read");
       source = like;
     }
     FL_ENFORCE(grad.infer_shape != nullptr || !source.empty(), "grad op ", type, " does not read ", in.name,

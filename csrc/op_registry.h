@@ -115,16 +115,35 @@ struct OpInfo {
 class OpBuilder {
  public:
   explicit OpBuilder(OpInfo* info) : info_(info) {}
-  OpBuilder& Doc(const std::string& d) { info_->doc = d; return *this; }
-  OpBuilder& Input(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, false); }
-  OpBuilder& DuplicableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, true, false); }
-  OpBuilder& DispensableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, false, true); }
+  OpBuilder& Doc(const std::string& d) {
+    info_->doc = d;
+    return *this;
+  }
+  OpBuilder& Input(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->inputs, name, doc, false, false);
+  }
+  OpBuilder& DuplicableInput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->inputs, name, doc, true, false);
+  }
+  OpBuilder& DispensableInput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->inputs, name, doc, false, true);
+  }
   // A list of variables that may be empty.
-  OpBuilder& OptionalDuplicableInput(const std::string& name, const std::string& doc) { return AddSlot(info_->inputs, name, doc, true, true); }
-  OpBuilder& OptionalDuplicableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, true, true); }
-  OpBuilder& Output(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, false); }
-  OpBuilder& DuplicableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, true, false); }
-  OpBuilder& DispensableOutput(const std::string& name, const std::string& doc) { return AddSlot(info_->outputs, name, doc, false, true); }
+  OpBuilder& OptionalDuplicableInput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->inputs, name, doc, true, true);
+  }
+  OpBuilder& OptionalDuplicableOutput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->outputs, name, doc, true, true);
+  }
+  OpBuilder& Output(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->outputs, name, doc, false, false);
+  }
+  OpBuilder& DuplicableOutput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->outputs, name, doc, true, false);
+  }
+  OpBuilder& DispensableOutput(const std::string& name, const std::string& doc) {
+    return AddSlot(info_->outputs, name, doc, false, true);
+  }
 
   template <typename T>
   OpBuilder& Attr(const std::string& name, T default_value, const std::string& doc) {
@@ -141,7 +160,10 @@ class OpBuilder {
     return *this;
   }
 
-  OpBuilder& SetInferShape(InferShapeFn f) { info_->infer_shape = f; return *this; }
+  OpBuilder& SetInferShape(InferShapeFn f) {
+    info_->infer_shape = f;
+    return *this;
+  }
   // Inputs the op does not differentiate: its grad op has no X@GRAD output for them.
   OpBuilder& NonDifferentiable(std::initializer_list<const char*> inputs);
 
@@ -153,9 +175,18 @@ class OpBuilder {
   // takes when the grad op does not read X.
   OpBuilder& Optional(std::vector<std::string> reads);
   OpBuilder& ShapeLike(const std::string& input, const std::string& read);
-  OpBuilder& SetRun(RunFn f) { info_->run = std::move(f); return *this; }
-  OpBuilder& KernelDTypeFrom(const std::string& slot) { info_->kernel_dtype_slot = slot; return *this; }
-  OpBuilder& SetKernelDType(KernelDTypeFn f) { info_->kernel_dtype = f; return *this; }
+  OpBuilder& SetRun(RunFn f) {
+    info_->run = std::move(f);
+    return *this;
+  }
+  OpBuilder& KernelDTypeFrom(const std::string& slot) {
+    info_->kernel_dtype_slot = slot;
+    return *this;
+  }
+  OpBuilder& SetKernelDType(KernelDTypeFn f) {
+    info_->kernel_dtype = f;
+    return *this;
+  }
 
   // Registers f(ctx, TypeTag<T>{}) for each T on `place`.
   template <typename... Ts, typename F>
@@ -164,7 +195,9 @@ class OpBuilder {
     return *this;
   }
   template <typename... Ts, typename F>
-  OpBuilder& CPUKernel(F f) { return Kernel<Ts...>(PlaceKind::CPU, f); }
+  OpBuilder& CPUKernel(F f) {
+    return Kernel<Ts...>(PlaceKind::CPU, f);
+  }
   // f for every dtype kernels compute on (FL_FOR_EACH_DTYPE but float16): copies, views, casts.
   template <typename F>
   OpBuilder& KernelAnyDType(PlaceKind place, F f) {
@@ -175,13 +208,16 @@ class OpBuilder {
     return *this;
   }
   template <typename F>
-  OpBuilder& CPUKernelAnyDType(F f) { return KernelAnyDType(PlaceKind::CPU, f); }
+  OpBuilder& CPUKernelAnyDType(F f) {
+    return KernelAnyDType(PlaceKind::CPU, f);
+  }
 
  private:
   template <typename T, typename F>
   void AddKernel(PlaceKind place, F f) {
-    info_->kernels[static_cast<int>(place)][static_cast<int>(DTypeOf<T>::value)] =
-        [f](const ExecutionContext& ctx) { f(ctx, TypeTag<T>{}); };
+    info_->kernels[static_cast<int>(place)][static_cast<int>(DTypeOf<T>::value)] = [f](const ExecutionContext& ctx) {
+      f(ctx, TypeTag<T>{});
+    };
   }
   OpBuilder& AddSlot(std::vector<SlotSpec>& v, const std::string& n, const std::string& d, bool dup, bool disp) {
     v.push_back(SlotSpec{n, d, dup, disp});
@@ -229,7 +265,7 @@ struct KernelRegistrar {
 
 }  // namespace fl
 
-#define FL_REGISTER_OP(type, builder)                                          \
-  static void fl_register_op_##type(::fl::OpBuilder& builder);                \
+#define FL_REGISTER_OP(type, builder)                                             \
+  static void fl_register_op_##type(::fl::OpBuilder& builder);                    \
   static ::fl::OpRegistrar fl_op_registrar_##type(#type, &fl_register_op_##type); \
   static void fl_register_op_##type(::fl::OpBuilder& builder)

@@ -243,8 +243,8 @@ void PreparedOp::Run(const Place& place) {
                "] on ", place.ToString(), " (registered: ", info_->KernelListString(), ")");
     kernel_dtype_ = dt;
     kernel_place_ = place;
-    FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt)
-               << "]:data_layout[ANY_LAYOUT]:place[" << place.ToString() << "]:library_type[PLAIN]";
+    FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt) << "]:data_layout[ANY_LAYOUT]:place["
+               << place.ToString() << "]:library_type[PLAIN]";
   }
   (*kernel_)(ctx);
 }
@@ -265,15 +265,15 @@ const std::vector<Variable*>& ExecutionContext::OutVars(const char* slot) const 
 
 Variable* ExecutionContext::InputVar(const char* slot, int i) const {
   const auto& vars = InVars(slot);
-  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type,
-             ": input ", slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
+  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type, ": input ",
+             slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
   return vars[i];
 }
 
 Variable* ExecutionContext::OutputVar(const char* slot, int i) const {
   const auto& vars = OutVars(slot);
-  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type,
-             ": output ", slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
+  FL_ENFORCE(i >= 0 && i < static_cast<int>(vars.size()) && vars[i] != nullptr, "op ", op_.info_->type, ": output ",
+             slot, "[", i, "] is not given (or is ", kEmptyVarName, ")");
   return vars[i];
 }
 

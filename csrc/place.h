@@ -18,9 +18,7 @@ struct Place {
   bool operator==(const Place& o) const { return kind == o.kind && (is_cpu() || device == o.device); }
   bool operator!=(const Place& o) const { return !(*this == o); }
   // Fluid's spelling: "CPUPlace", "CUDAPlace(0)".
-  std::string ToString() const {
-    return is_cpu() ? "CPUPlace" : "CUDAPlace(" + std::to_string(device) + ")";
-  }
+  std::string ToString() const { return is_cpu() ? "CPUPlace" : "CUDAPlace(" + std::to_string(device) + ")"; }
   // Short form for memcpy directions: "CPU", "GPU".
   const char* ShortName() const { return is_cpu() ? "CPU" : "GPU"; }
 };

@@ -46,7 +46,7 @@ constexpr int kMaxDepth = 256;
 std::atomic<int64_t> g_event_cap{5'000'000};
 std::atomic<int64_t> g_reserved{0};  // events reserved by all threads (whole chunks)
 std::atomic<int64_t> g_dropped{0};
-std::atomic<uint64_t> g_epoch{0};    // bumped by Reset: buffers from an older epoch restart
+std::atomic<uint64_t> g_epoch{0};  // bumped by Reset: buffers from an older epoch restart
 
 }  // namespace
 
@@ -122,8 +122,7 @@ struct Clock {
     uint64_t t1 = Ticks(), n1 = NowNs();
     if (n1 - n0 < 20'000'000) {  // too short an interval for a precise rate: measure 20 ms once
       uint64_t ta = Ticks(), na = NowNs();
-      while (NowNs() - na < 20'000'000) {
-      }
+      while (NowNs() - na < 20'000'000) {}
       uint64_t tb = Ticks(), nb = NowNs();
       ns_per_tick = double(nb - na) / double(tb - ta);
     } else {
@@ -197,9 +196,7 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   return i;
 }
 
-void CloseEvent(int64_t token, const char* args, int64_t bytes) {
-  CloseEventAt(&Local(), token, Ticks(), args, bytes);
-}
+void CloseEvent(int64_t token, const char* args, int64_t bytes) { CloseEventAt(&Local(), token, Ticks(), args, bytes); }
 
 void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* args, int64_t bytes) {
   ThreadBuffer& b = *buffer;

@@ -73,19 +73,19 @@ class RecordMemcpy {
 struct ProfEvent {
   const char* name;
   const char* category;
-  const char* args;      // may be null
+  const char* args;  // may be null
   uint64_t start_ns;
   uint64_t end_ns;
-  int64_t bytes;         // -1 unless a memcpy
-  int32_t thread;        // fluidlite thread index (0 = first thread that recorded)
+  int64_t bytes;   // -1 unless a memcpy
+  int32_t thread;  // fluidlite thread index (0 = first thread that recorded)
   int32_t os_tid;
   int32_t depth;
-  int64_t parent;        // index into the returned vector, -1 at top level
+  int64_t parent;  // index into the returned vector, -1 at top level
 };
 
 void EnableProfiler();
 void DisableProfiler();
-void ResetProfiler();                 // drops all recorded events (and the drop counter)
+void ResetProfiler();                   // drops all recorded events (and the drop counter)
 void SetProfilerEventCap(int64_t cap);  // 0 = unlimited
 int64_t ProfilerEventCap();
 int64_t ProfilerDroppedEvents();

@@ -17,8 +17,8 @@ namespace fl {
 
 class Scope;
 
-using TensorList = std::vector<Tensor>;   // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
-using StepScopes = std::vector<Scope*>;   // STEP_SCOPES (owned by the scope that created them)
+using TensorList = std::vector<Tensor>;  // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
+using StepScopes = std::vector<Scope*>;  // STEP_SCOPES (owned by the scope that created them)
 
 // Shared by its scope and by Python handles (`scope.var(...)`): erasing the variable or dropping its
 // scope only detaches it, so a handle kept in Python stays valid instead of dangling.
@@ -55,7 +55,7 @@ class Scope {
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
-  Variable* Var(const std::string& name);  // find locally or create here (VLOG3 "Create variable n")
+  Variable* Var(const std::string& name);                 // find locally or create here (VLOG3 "Create variable n")
   Variable* FindVar(const std::string& name) const;       // this scope, then parents
   Variable* FindLocalVar(const std::string& name) const;  // this scope only
   const Scope* FindScope(const std::string& name) const;  // the scope that holds name, or null

@@ -58,8 +58,8 @@ const Tensor& Required(const Tensor* t, const char* what, const std::string& nam
 }
 
 // Adds each step scope's local gradient of `param` into `out`, in one pass (one "sum" event).
-void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::string& grad_name,
-                        const Tensor& param, const Place& place, Tensor* out) {
+void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::string& grad_name, const Tensor& param,
+                        const Place& place, Tensor* out) {
   RecordEvent ev("sum", "Operator");
   std::vector<const Tensor*> parts;
   for (int64_t t = 0; t < seq_len; ++t) {
@@ -166,7 +166,8 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
         ex->ShareDataWith(*io.initial_states[j]);
       } else {
         const Tensor* prev = Local(*scopes[t - 1], states[j], "memory update")->GetTensor();
-        FL_ENFORCE(prev && prev->IsInitialized(), "recurrent: memory '", states[j], "' was not computed at step ", t - 1);
+        FL_ENFORCE(prev && prev->IsInitialized(), "recurrent: memory '", states[j], "' was not computed at step ",
+                   t - 1);
         if (fluid_mode) TensorCopy(*prev, place, ex);
         else ex->ShareDataWith(*prev);
       }

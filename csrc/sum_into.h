@@ -40,9 +40,8 @@ template <typename T>
 inline void SumInto(const std::vector<const T*>& in, T* out, int64_t n) {
   using sum_detail::kBlock;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  ParallelFor(blocks, std::max<int64_t>(1, kMinParallelElements / kBlock), [&](int64_t b0, int64_t b1) {
-    sum_detail::SumBlocks(in, out, b0 * kBlock, std::min(n, b1 * kBlock));
-  });
+  ParallelFor(blocks, std::max<int64_t>(1, kMinParallelElements / kBlock),
+              [&](int64_t b0, int64_t b1) { sum_detail::SumBlocks(in, out, b0 * kBlock, std::min(n, b1 * kBlock)); });
 }
 
 }  // namespace fl

@@ -14,8 +14,8 @@ void* Tensor::mutable_data(const Place& place, DType dtype) {
   // would then write far past it.
   size_t bytes = SizeOf(dtype);
   for (int64_t d : dims_)
-    FL_ENFORCE(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes), "tensor dims ", dims_.ToString(),
-               " of ", DTypeName(dtype), " are too large to allocate");
+    FL_ENFORCE(!__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes), "tensor dims ", dims_.ToString(), " of ",
+               DTypeName(dtype), " are too large to allocate");
   if (!holder_ || holder_->place() != place || holder_->size() < offset_ + bytes || !holder_->owned()) {
     holder_ = AllocateShared(place, bytes);
     offset_ = 0;
@@ -58,15 +58,12 @@ namespace {
 void (*g_cuda_memcpy)(const Place&, void*, const Place&, const void*, size_t) = nullptr;
 }
 
-void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t)) {
-  g_cuda_memcpy = fn;
-}
+void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t)) { g_cuda_memcpy = fn; }
 
 void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes) {
   if (bytes == 0) return;
   RecordMemcpy rec(src_place, dst_place, bytes);
-  FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to "
-             << dst_place.ToString();
+  FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to " << dst_place.ToString();
   if (src_place.is_cpu() && dst_place.is_cpu()) {
     std::memcpy(dst, src, bytes);
   } else {

@@ -44,16 +44,15 @@ class Tensor {
   // followed by a successful mutable_data, e.g. after an error): reads never run past the buffer.
   const void* raw_data() const {
     FL_ENFORCE(holder_ != nullptr, "tensor holds no memory (it was never written)");
-    FL_ENFORCE(dims_.numel() >= 0 && offset_ + nbytes() <= holder_->size(), "tensor dims ", dims_.ToString(),
-               " (", DTypeName(dtype_), ") do not fit its buffer of ", holder_->size() - offset_,
+    FL_ENFORCE(dims_.numel() >= 0 && offset_ + nbytes() <= holder_->size(), "tensor dims ", dims_.ToString(), " (",
+               DTypeName(dtype_), ") do not fit its buffer of ", holder_->size() - offset_,
                " bytes (it was resized but not rewritten)");
     return static_cast<const char*>(holder_->ptr()) + offset_;
   }
   void* raw_mutable() const { return const_cast<void*>(raw_data()); }
   template <typename T>
   const T* data() const {
-    FL_ENFORCE(DTypeOf<T>::value == dtype_, "tensor holds ", DTypeName(dtype_), ", not ",
-               DTypeName(DTypeOf<T>::value));
+    FL_ENFORCE(DTypeOf<T>::value == dtype_, "tensor holds ", DTypeName(dtype_), ", not ", DTypeName(DTypeOf<T>::value));
     return static_cast<const T*>(raw_data());
   }
 

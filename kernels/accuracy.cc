@@ -48,8 +48,10 @@ FL_REGISTER_OP(accuracy, op) {
           correct += hit;
         }
         *ctx.Alloc<float>("Accuracy") = rows ? static_cast<float>(correct) / static_cast<float>(rows) : 0.0f;
-        if (Tensor* t = ctx.OutputOrNull("Correct")) *t->mutable_data<int32_t>(DDim{1}, ctx.place()) = static_cast<int32_t>(correct);
-        if (Tensor* t = ctx.OutputOrNull("Total")) *t->mutable_data<int32_t>(DDim{1}, ctx.place()) = static_cast<int32_t>(rows);
+        if (Tensor* t = ctx.OutputOrNull("Correct"))
+          *t->mutable_data<int32_t>(DDim{1}, ctx.place()) = static_cast<int32_t>(correct);
+        if (Tensor* t = ctx.OutputOrNull("Total"))
+          *t->mutable_data<int32_t>(DDim{1}, ctx.place()) = static_cast<int32_t>(rows);
       });
 }
 

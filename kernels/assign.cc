@@ -14,8 +14,8 @@ FL_REGISTER_OP(assign, op) {
       .Output("Out", "the copy")
       .SetInferShape(InferSameShapeAsX);
   op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto) {
-    TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
-  }).Grad([](GradOpMaker& g) {
+      TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
+    }).Grad([](GradOpMaker& g) {
     OpDesc& op = g.NewOp("assign", false);
     op.SetInput("X", g.OutputGrad("Out"));
     op.SetOutput("Out", g.InputGrad("X"));
@@ -27,7 +27,8 @@ namespace {
 // The attribute that carries the values for `dtype` (float64 travels as fp32_values, as in Fluid).
 const char* ValuesAttr(DType dtype) {
   switch (dtype) {
-    case DType::FP32: case DType::FP64: return "fp32_values";
+    case DType::FP32:
+    case DType::FP64: return "fp32_values";
     case DType::INT32: return "int32_values";
     case DType::INT64: return "int64_values";
     case DType::BOOL: return "bool_values";
@@ -46,7 +47,7 @@ void InferAssignValue(InferShapeContext& ctx) {
   const char* attr = ValuesAttr(dtype);
   FL_ENFORCE(attr != nullptr, "assign_value: dtype ", DTypeName(dtype), " of Out '", ctx.OutputName("Out"),
              "' is not supported (float32, float64, int32, int64, bool)");
-  size_t count = dtype == DType::INT32  ? ValuesCount<int32_t>(ctx, attr)
+  size_t count = dtype == DType::INT32   ? ValuesCount<int32_t>(ctx, attr)
                  : dtype == DType::INT64 ? ValuesCount<int64_t>(ctx, attr)
                  : dtype == DType::BOOL  ? ValuesCount<bool>(ctx, attr)
                                          : ValuesCount<float>(ctx, attr);

@@ -318,15 +318,13 @@ FL_REGISTER_OP(batch_norm, op) {
       .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
       .SetInferShape(InferBatchNorm)
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        BatchNormForward<typename decltype(tag)::type>(ctx);
-      });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { BatchNormForward<typename decltype(tag)::type>(ctx); });
   op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"})
       .Doc("Gradients of batch_norm for X, Scale and Bias from SavedMean / SavedVariance.")
       .ShapeLike("Bias", "Scale")
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        BatchNormBackward<typename decltype(tag)::type>(ctx);
-      });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { BatchNormBackward<typename decltype(tag)::type>(ctx); });
 }
 
 }  // namespace fl

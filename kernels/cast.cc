@@ -14,25 +14,25 @@ FL_REGISTER_OP(cast, op) {
       .Attr<int32_t>("out_dtype", static_cast<int32_t>(DType::FP32), "dtype of Out (VarType value)")
       .SetInferShape([](InferShapeContext& ctx) {
         const DType out = static_cast<DType>(ctx.Attr<int32_t>("out_dtype"));
-        FL_ENFORCE(IsPlainDType(out), "cast: out_dtype ", DTypeName(out), " (", static_cast<int>(out),
-                   ") of Out '", ctx.OutputName("Out"), "' is not supported");
+        FL_ENFORCE(IsPlainDType(out), "cast: out_dtype ", DTypeName(out), " (", static_cast<int>(out), ") of Out '",
+                   ctx.OutputName("Out"), "' is not supported");
         ctx.SetOutput("Out", ctx.InputDim("X"), out);
         ctx.ShareLoD("X", "Out");
       });
   op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto in_tag) {
-    using In = typename decltype(in_tag)::type;
-    const Tensor& x = ctx.Input("X");
-    Tensor* out = ctx.Output("Out");
-    // Out may be X itself: keep X's buffer alive in case mutable_data replaces it.
-    std::shared_ptr<Allocation> keep = x.holder();
-    const In* xp = x.data<In>();
-    const int64_t n = x.numel();
-    VisitDType(static_cast<DType>(ctx.Attr<int32_t>("out_dtype")), [&](auto out_tag) {
-      using O = typename decltype(out_tag)::type;
-      O* op = out->mutable_data<O>(ctx.place());
-      for (int64_t i = 0; i < n; ++i) op[i] = static_cast<O>(xp[i]);
-    });
-  }).Grad([](GradOpMaker& g) {
+      using In = typename decltype(in_tag)::type;
+      const Tensor& x = ctx.Input("X");
+      Tensor* out = ctx.Output("Out");
+      // Out may be X itself: keep X's buffer alive in case mutable_data replaces it.
+      std::shared_ptr<Allocation> keep = x.holder();
+      const In* xp = x.data<In>();
+      const int64_t n = x.numel();
+      VisitDType(static_cast<DType>(ctx.Attr<int32_t>("out_dtype")), [&](auto out_tag) {
+        using O = typename decltype(out_tag)::type;
+        O* op = out->mutable_data<O>(ctx.place());
+        for (int64_t i = 0; i < n; ++i) op[i] = static_cast<O>(xp[i]);
+      });
+    }).Grad([](GradOpMaker& g) {
     // The gradient flows back through the inverse cast.
     OpDesc& op = g.NewOp("cast", false);
     op.SetInput("X", g.OutputGrad("Out"));

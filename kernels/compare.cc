@@ -39,11 +39,23 @@ void RegisterCompare(OpBuilder& op, const char* doc) {
 
 }  // namespace
 
-FL_REGISTER_OP(less_than, op) { RegisterCompare<std::less<>>(op, "Out = X < Y (bool), elementwise with broadcasting."); }
-FL_REGISTER_OP(less_equal, op) { RegisterCompare<std::less_equal<>>(op, "Out = X <= Y (bool), elementwise with broadcasting."); }
-FL_REGISTER_OP(greater_than, op) { RegisterCompare<std::greater<>>(op, "Out = X > Y (bool), elementwise with broadcasting."); }
-FL_REGISTER_OP(greater_equal, op) { RegisterCompare<std::greater_equal<>>(op, "Out = X >= Y (bool), elementwise with broadcasting."); }
-FL_REGISTER_OP(equal, op) { RegisterCompare<std::equal_to<>>(op, "Out = X == Y (bool), elementwise with broadcasting."); }
-FL_REGISTER_OP(not_equal, op) { RegisterCompare<std::not_equal_to<>>(op, "Out = X != Y (bool), elementwise with broadcasting."); }
+FL_REGISTER_OP(less_than, op) {
+  RegisterCompare<std::less<>>(op, "Out = X < Y (bool), elementwise with broadcasting.");
+}
+FL_REGISTER_OP(less_equal, op) {
+  RegisterCompare<std::less_equal<>>(op, "Out = X <= Y (bool), elementwise with broadcasting.");
+}
+FL_REGISTER_OP(greater_than, op) {
+  RegisterCompare<std::greater<>>(op, "Out = X > Y (bool), elementwise with broadcasting.");
+}
+FL_REGISTER_OP(greater_equal, op) {
+  RegisterCompare<std::greater_equal<>>(op, "Out = X >= Y (bool), elementwise with broadcasting.");
+}
+FL_REGISTER_OP(equal, op) {
+  RegisterCompare<std::equal_to<>>(op, "Out = X == Y (bool), elementwise with broadcasting.");
+}
+FL_REGISTER_OP(not_equal, op) {
+  RegisterCompare<std::not_equal_to<>>(op, "Out = X != Y (bool), elementwise with broadcasting.");
+}
 
 }  // namespace fl

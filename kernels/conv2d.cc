@@ -72,8 +72,8 @@ void ConvInferShape(InferShapeContext& ctx) {
     if (size < 0 || k < 0) continue;
     const int64_t o = ConvOutSize(size, k, a.strides[i], a.paddings[i], a.dilations[i]);
     FL_ENFORCE(o >= 1, op, ": the ", k, "-wide kernel (dilation ", a.dilations[i], ") of ", ctx.Describe("Filter"),
-               " is larger than ", i == 0 ? "height" : "width", " ", size, " + 2 * padding ", a.paddings[i],
-               " of ", ctx.Describe("Input"));
+               " is larger than ", i == 0 ? "height" : "width", " ", size, " + 2 * padding ", a.paddings[i], " of ",
+               ctx.Describe("Input"));
     out[2 + i] = o;
   }
   ctx.SetOutput("Output", out, ctx.InputDType("Input"));
@@ -93,8 +93,9 @@ struct ConvShape {
 ConvShape MakeShape(const ExecutionContext& ctx, const DDim& in, const DDim& filter) {
   const ConvAttrs a = ConvAttrs::From(ctx);
   ConvShape s;
-  s.geom = {in[1], in[2], in[3], filter[2], filter[3], a.strides[0], a.strides[1], a.paddings[0],
-            a.paddings[1], a.dilations[0], a.dilations[1], 0, 0};
+  s.geom = {
+      in[1],         in[2],          in[3],          filter[2], filter[3], a.strides[0], a.strides[1], a.paddings[0],
+      a.paddings[1], a.dilations[0], a.dilations[1], 0,         0};
   s.geom.out_h = ConvOutSize(in[2], filter[2], a.strides[0], a.paddings[0], a.dilations[0]);
   s.geom.out_w = ConvOutSize(in[3], filter[3], a.strides[1], a.paddings[1], a.dilations[1]);
   s.batch = in[0];
@@ -124,7 +125,8 @@ void ToWide(const T* images, int64_t m, int64_t n, int64_t p, T* wide) {
 template <typename T>
 void TransposeImages(const T* src, int64_t n, int64_t rows, int64_t cols, T* dst) {
   ParallelFor(n, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) detail::Transpose2D(src + i * rows * cols, cols, dst + i * rows * cols, rows, cols, rows);
+    for (int64_t i = b; i < e; ++i)
+      detail::Transpose2D(src + i * rows * cols, cols, dst + i * rows * cols, rows, cols, rows);
   });
 }
 
@@ -146,8 +148,14 @@ void FromPatchOrder(const T* wp, int64_t m, int64_t cg, int64_t taps, T* w) {
 // back to NCHW; on the calling thread 2 = dW partial sums, 4 = patch-order filters, 5 = the filters of
 // the data-gradient convolution, 6 and 7 = the same packed for the direct kernel.
 enum Slot {
-  kRows = 0, kChannelsLast = 1, kPartials = 2, kGemmOut = 3, kFilters = 4, kGradFilters = 5,
-  kDirectFilters = 6, kDirectGradFilters = 7
+  kRows = 0,
+  kChannelsLast = 1,
+  kPartials = 2,
+  kGemmOut = 3,
+  kFilters = 4,
+  kGradFilters = 5,
+  kDirectFilters = 6,
+  kDirectGradFilters = 7
 };
 
 // The direct AVX-512 kernel (helpers/direct_conv.h) for float, one group and M >= 8, unless
@@ -185,9 +193,17 @@ class PatchConv {
  public:
   // w: the filters [M, C/groups, kh, kw] as Fluid stores them.
   PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
-      : s_(s), p_(s.geom.OutSize()), k_(s.geom.PatchSize()), kg_(s.PatchPerGroup()), mg_(s.OutPerGroup()),
-        image_(s.geom.ImageSize()), nb_(ImagesPerChunk(s, sizeof(T))), parts_(1), direct_(UseDirect<T>(s)),
-        direct_dw_(direct_ && s.geom.PatchSize() <= kMaxDirectFilterGradPatch), mp_(direct_conv::PaddedChannels(s.out_channels)) {
+      : s_(s),
+        p_(s.geom.OutSize()),
+        k_(s.geom.PatchSize()),
+        kg_(s.PatchPerGroup()),
+        mg_(s.OutPerGroup()),
+        image_(s.geom.ImageSize()),
+        nb_(ImagesPerChunk(s, sizeof(T))),
+        parts_(1),
+        direct_(UseDirect<T>(s)),
+        direct_dw_(direct_ && s.geom.PatchSize() <= kMaxDirectFilterGradPatch),
+        mp_(direct_conv::PaddedChannels(s.out_channels)) {
     T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
     ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
     wp_ = wp;
@@ -236,10 +252,8 @@ class PatchConv {
       for (int64_t c0 = b0; c0 < b1; c0 += nb_) {
         const int64_t n = std::min(nb_, b1 - c0);
         if (dwp) FilterGradChunk(x, dout, c0, n, c0 == b0, dwp);
-        if (transposed)
-          transposed->ForwardChunk(dout, c0, n, dx);
-        else if (dx)
-          DataGradChunk(dout, c0, n, dx);
+        if (transposed) transposed->ForwardChunk(dout, c0, n, dx);
+        else if (dx) DataGradChunk(dout, c0, n, dx);
       }
     });
     if (dw) {
@@ -333,8 +347,7 @@ class PatchConv {
           float* dy = Scratch<float>(kGemmOut, p_ * mp_);
           direct_conv::ToChannelsLast(dout + i * m * p_, m, p_, mp_, dy);
           ParallelFor(blocks, 1, [&](int64_t b, int64_t e) {  // serial inside a part
-            direct_conv::AccumulateFilterGrad(g, mp_, padded, dy, offsets.data(), dwp,
-                                              b * direct_conv::kWeightRowBlock,
+            direct_conv::AccumulateFilterGrad(g, mp_, padded, dy, offsets.data(), dwp, b * direct_conv::kWeightRowBlock,
                                               std::min(k, e * direct_conv::kWeightRowBlock));
           });
         }
@@ -374,9 +387,19 @@ class PatchConv {
   ConvShape TransposedShape() const {
     const ConvGeometry& g = s_.geom;
     ConvShape t;
-    t.geom = {s_.out_channels, g.out_h, g.out_w, g.kernel_h, g.kernel_w, 1, 1,
-              g.dilation_h * (g.kernel_h - 1) - g.pad_h, g.dilation_w * (g.kernel_w - 1) - g.pad_w,
-              g.dilation_h, g.dilation_w, g.height, g.width};
+    t.geom = {s_.out_channels,
+              g.out_h,
+              g.out_w,
+              g.kernel_h,
+              g.kernel_w,
+              1,
+              1,
+              g.dilation_h * (g.kernel_h - 1) - g.pad_h,
+              g.dilation_w * (g.kernel_w - 1) - g.pad_w,
+              g.dilation_h,
+              g.dilation_w,
+              g.height,
+              g.width};
     t.batch = s_.batch;
     t.out_channels = g.channels;
     t.groups = s_.groups;
@@ -398,7 +421,7 @@ class PatchConv {
   int64_t nb_, parts_;
   const bool direct_;     // forward (and a stride-1 data gradient's convolution) by the direct kernel
   const bool direct_dw_;  // the filter gradient by the direct kernel
-  const int64_t mp_;  // output channels rounded up to 16 (the direct kernel's packed filters and outputs)
+  const int64_t mp_;      // output channels rounded up to 16 (the direct kernel's packed filters and outputs)
   const T* wp_;
   float* wd_ = nullptr;  // filters packed for the direct kernel (direct_conv::PackFilters)
 };
@@ -502,7 +525,9 @@ class DepthwiseConv {
  private:
   int64_t Taps() const { return g_.kernel_h * g_.kernel_w; }
   // Output planes per thread slice: at least ~32K multiply-adds, so small convolutions stay serial.
-  int64_t Grain() const { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, Taps() * g_.OutSize())); }
+  int64_t Grain() const {
+    return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, Taps() * g_.OutSize()));
+  }
 
   // run(tap, input offset of the run's first element, output row, first output column, length) for every
   // (output row, tap) whose input row is inside the image.
@@ -534,10 +559,8 @@ void ConvForwardKernel(const ExecutionContext& ctx) {
   Tensor* out = ctx.Output("Output");
   out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
   T* o = out->mutable_data<T>(ctx.place());
-  if (s.Depthwise())
-    DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
-  else
-    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o);
+  if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
+  else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o);
 }
 
 template <typename T>
@@ -547,8 +570,8 @@ void ConvGradKernel(const ExecutionContext& ctx) {
   const Tensor& dout = ctx.Input("Output@GRAD");
   const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
   const DDim out_dims{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
-  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ",
-             dout.dims(), " does not match the output dims ", out_dims);
+  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
+             " does not match the output dims ", out_dims);
   T* dx = nullptr;
   T* dw = nullptr;
   if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
@@ -560,16 +583,17 @@ void ConvGradKernel(const ExecutionContext& ctx) {
     dw = t->mutable_data<T>(ctx.place());
   }
   if (!dx && !dw) return;
-  if (s.Depthwise())
-    DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+  if (s.Depthwise()) DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
   else
-    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
+    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters)
+        .Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
 void RegisterConv(OpBuilder& op, const std::string& type) {
-  op.Doc(type + ": 2-D convolution of NCHW Input [N, C, H, W] with Filter [M, C/groups, kh, kw] giving Output "
-                "[N, M, Ho, Wo], Ho = (H + 2*pad - (dilation*(kh-1) + 1)) / stride + 1 (likewise Wo). Channels "
-                "split into `groups` independent convolutions.")
+  op.Doc(type +
+         ": 2-D convolution of NCHW Input [N, C, H, W] with Filter [M, C/groups, kh, kw] giving Output "
+         "[N, M, Ho, Wo], Ho = (H + 2*pad - (dilation*(kh-1) + 1)) / stride + 1 (likewise Wo). Channels "
+         "split into `groups` independent convolutions.")
       .Input("Input", "input images [N, C, H, W]")
       .Input("Filter", "filters [M, C/groups, kh, kw]")
       .Output("Output", "output images [N, M, Ho, Wo]")
@@ -581,15 +605,13 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
       .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
       .Attr("data_format", "AnyLayout", "NCHW (or AnyLayout, meaning NCHW); no other layout is supported")
       .SetInferShape(ConvInferShape)
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        ConvForwardKernel<typename decltype(tag)::type>(ctx);
-      });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { ConvForwardKernel<typename decltype(tag)::type>(ctx); });
   // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
   op.GradOp({"Input", "Filter", "Output@GRAD"})
       .Doc(type + "_grad: gradients of the convolution; Input@GRAD and Filter@GRAD are each optional.")
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        ConvGradKernel<typename decltype(tag)::type>(ctx);
-      });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { ConvGradKernel<typename decltype(tag)::type>(ctx); });
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ FL_REGISTER_OP(cross_entropy, op) {
         T* y = ctx.Alloc<T>("Y");
         if (a.soft) {
           const T* label = ctx.Input("Label").data<T>();
-          ReduceRuns<SumReducer, T>(a.rows, a.classes, 1, [x, label](int64_t k) { return label[k] * TolerableLog(x[k]); },
-                                    y);
+          ReduceRuns<SumReducer, T>(
+              a.rows, a.classes, 1, [x, label](int64_t k) { return label[k] * TolerableLog(x[k]); }, y);
           for (int64_t n = 0; n < a.rows; ++n) y[n] = -y[n];
           return;
         }
@@ -62,8 +62,8 @@ FL_REGISTER_OP(cross_entropy, op) {
         const CrossEntropyArgs a = Args(ctx);
         const T* x = ctx.Input("X").data<T>();
         const Tensor& dy_t = ctx.Input("Y@GRAD");
-        FL_ENFORCE(dy_t.numel() == a.rows, "cross_entropy_grad: Y@GRAD ", dy_t.dims(), " must hold one value per row of X ",
-                   ctx.Input("X").dims());
+        FL_ENFORCE(dy_t.numel() == a.rows, "cross_entropy_grad: Y@GRAD ", dy_t.dims(),
+                   " must hold one value per row of X ", ctx.Input("X").dims());
         const T* dy = dy_t.data<T>();
         T* g = dx->mutable_data<T>(ctx.place());
         const ReduceLayout rows = AxisLayout(AxisView{a.rows, a.classes, 1});
@@ -76,7 +76,8 @@ FL_REGISTER_OP(cross_entropy, op) {
         const int64_t* label = ctx.Input("Label").data<int64_t>();
         for (int64_t n = 0; n < a.rows; ++n) {
           const int64_t l = label[n];
-          if (!LabelIgnored(ctx, "X", l, n, a.classes, a.ignore_index)) g[n * a.classes + l] = -dy[n] / x[n * a.classes + l];
+          if (!LabelIgnored(ctx, "X", l, n, a.classes, a.ignore_index))
+            g[n * a.classes + l] = -dy[n] / x[n * a.classes + l];
         }
       });
 }

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "grad_op_maker.h"
-#include "op_builder.h"
 #include "helpers/elementwise_loop.h"
 #include "helpers/random.h"
+#include "op_builder.h"
 
 namespace fl {
 

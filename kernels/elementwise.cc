@@ -60,8 +60,8 @@ template <typename Op>
 struct Divides<Op, std::void_t<decltype(Op::kDivides)>> : std::true_type {};
 
 BroadcastPlan PlanFor(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
-  FL_ENFORCE(x.dtype() == y.dtype(), ctx.Type(), ": X '", ctx.InputName("X"), "' is ", DTypeName(x.dtype()),
-             " but Y '", ctx.InputName("Y"), "' is ", DTypeName(y.dtype()));
+  FL_ENFORCE(x.dtype() == y.dtype(), ctx.Type(), ": X '", ctx.InputName("X"), "' is ", DTypeName(x.dtype()), " but Y '",
+             ctx.InputName("Y"), "' is ", DTypeName(y.dtype()));
   return MakeBroadcastPlan(x.dims(), y.dims(), ctx.Attr<int32_t>("axis"), ctx.Type(), ctx.InputName("X"),
                            ctx.InputName("Y"));
 }
@@ -79,8 +79,8 @@ void ForwardKernel(const ExecutionContext& ctx) {
   }
   Tensor* out = ctx.Output("Out");
   // Writing in place into an operand is fine only if it already has the output's size.
-  FL_ENFORCE((out != &x || x.numel() == plan.numel) && (out != &y || y.numel() == plan.numel), ctx.Type(),
-             ": Out '", ctx.OutputName("Out"), "' aliases an input that is smaller than the output ", plan.out_dims);
+  FL_ENFORCE((out != &x || x.numel() == plan.numel) && (out != &y || y.numel() == plan.numel), ctx.Type(), ": Out '",
+             ctx.OutputName("Out"), "' aliases an input that is smaller than the output ", plan.out_dims);
   out->Resize(plan.out_dims);
   T* o = out->mutable_data<T>(ctx.place());
   BroadcastBinary(plan, x.data<T>(), y.data<T>(), o, [](T a, T b) { return Op::template Fwd<T>(a, b); });
@@ -147,8 +147,8 @@ void ReduceToOperands(GradOpMaker& g, const std::string& t, const std::string& u
 
 // Out = X / Y: dX = reduce(dOut / Y), dY = -reduce(dOut / Y * Out).
 void DivGrad(GradOpMaker& g) {
-  const std::string t = Binary(g, "elementwise_div", FirstArg(g.OutputGrad("Out")), FirstArg(g.Input("Y")),
-                               g.Temp("dout_over_y"));
+  const std::string t =
+      Binary(g, "elementwise_div", FirstArg(g.OutputGrad("Out")), FirstArg(g.Input("Y")), g.Temp("dout_over_y"));
   std::string u;
   if (!FirstArg(g.InputGrad("Y")).empty())
     u = Binary(g, "elementwise_mul", t, FirstArg(g.Output("Out")), g.Temp("dout_out_over_y"));
@@ -180,15 +180,16 @@ OpBuilder& RegisterForward(OpBuilder& op) {
       .Output("Out", "result, of the broadcast shape")
       .Attr<int32_t>("axis", -1, kAxisDoc)
       .SetInferShape(InferBroadcastShape)
-      .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
-        ForwardKernel<Op, typename decltype(tag)::type>(ctx);
-      });
+      .CPUKernel<float, double, int32_t, int64_t>(
+          [](const ExecutionContext& ctx, auto tag) { ForwardKernel<Op, typename decltype(tag)::type>(ctx); });
 }
 
 template <typename Op>
 OpBuilder RegisterWithGradKernel(OpBuilder& op) {
-  return RegisterForward<Op>(op).GradOp({"X", "Y", "Out@GRAD"}).template CPUKernel<float, double, int32_t, int64_t>(
-      [](const ExecutionContext& ctx, auto tag) { GradKernel<Op, typename decltype(tag)::type>(ctx); });
+  return RegisterForward<Op>(op)
+      .GradOp({"X", "Y", "Out@GRAD"})
+      .template CPUKernel<float, double, int32_t, int64_t>(
+          [](const ExecutionContext& ctx, auto tag) { GradKernel<Op, typename decltype(tag)::type>(ctx); });
 }
 
 }  // namespace

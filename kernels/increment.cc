@@ -12,8 +12,7 @@ FL_REGISTER_OP(increment, op) {
         const DDim d = ctx.InputDim("X");
         // At build time an unset shape (rank 0) or unknown dims cannot be checked yet.
         if (ctx.IsRuntime() || (d.size() > 0 && d.numel() >= 0))
-          FL_ENFORCE(d.numel() == 1, "increment: X '", ctx.InputName("X"), "' ", d,
-                     " must have exactly one element");
+          FL_ENFORCE(d.numel() == 1, "increment: X '", ctx.InputName("X"), "' ", d, " must have exactly one element");
         SameShapeAsInput(ctx);
       })
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {

@@ -13,8 +13,8 @@ DDim LookupDims(InferShapeContext& ctx) {
   const DDim w = ctx.InputDim("W");
   const DDim ids = ctx.InputDim("Ids");
   FL_ENFORCE(w.size() == 2, "lookup_table: ", ctx.Describe("W"), " must have rank 2 [vocab, width]");
-  FL_ENFORCE(ids.size() >= 1 && (ids[ids.size() - 1] == 1 || ids[ids.size() - 1] < 0), "lookup_table: ",
-             ctx.Describe("Ids"), " must have last dim 1 (e.g. [N, 1] or [seq, batch, 1])");
+  FL_ENFORCE(ids.size() >= 1 && (ids[ids.size() - 1] == 1 || ids[ids.size() - 1] < 0),
+             "lookup_table: ", ctx.Describe("Ids"), " must have last dim 1 (e.g. [N, 1] or [seq, batch, 1])");
   FL_ENFORCE(ctx.InputDType("Ids") == DType::INT64, "lookup_table: ", ctx.Describe("Ids"), " must be int64, got ",
              DTypeName(ctx.InputDType("Ids")));
   const int64_t pad = ctx.Attr<int64_t>("padding_idx");
@@ -51,12 +51,11 @@ const auto kLookupGrad = [](const ExecutionContext& ctx, auto tag) {
   const Tensor& ids = ctx.Input("Ids");
   const Tensor& dout = ctx.Input("Out@GRAD");
   const int64_t n = ids.numel(), rows = w.dims()[0], width = w.dims()[1];
-  FL_ENFORCE(dout.numel() == n * width, "lookup_table_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
-             dout.dims(), " does not match Ids ", ids.dims(), " x width ", width);
+  FL_ENFORCE(dout.numel() == n * width, "lookup_table_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
+             " does not match Ids ", ids.dims(), " x width ", width);
   const int64_t skip = SkipId(ctx.Attr<int64_t>("padding_idx"));
   const int64_t* id = ids.data<int64_t>();
-  CheckRowIndices(id, n, rows, skip, IdsWhat(ctx, "lookup_table_grad"),
-                  Str("W '", ctx.InputName("W"), "' ", w.dims()));
+  CheckRowIndices(id, n, rows, skip, IdsWhat(ctx, "lookup_table_grad"), Str("W '", ctx.InputName("W"), "' ", w.dims()));
   dw->Resize(w.dims());
   T* d = dw->mutable_data<T>(ctx.place());
   std::memset(d, 0, static_cast<size_t>(w.numel()) * sizeof(T));

@@ -20,8 +20,8 @@ void LstmUnitInferShape(InferShapeContext& ctx) {
   FL_ENFORCE(c.size() == 2, "lstm_unit: ", ctx.Describe("C_prev"), " must have rank 2 [N, D]");
   FL_ENFORCE(x[0] < 0 || c[0] < 0 || x[0] == c[0], "lstm_unit: ", ctx.Describe("X"), " and ", ctx.Describe("C_prev"),
              " must have the same batch size");
-  FL_ENFORCE(x[1] < 0 || c[1] < 0 || x[1] == 4 * c[1], "lstm_unit: ", ctx.Describe("X"), " must have width 4 * D = ",
-             4 * c[1], " for ", ctx.Describe("C_prev"));
+  FL_ENFORCE(x[1] < 0 || c[1] < 0 || x[1] == 4 * c[1], "lstm_unit: ", ctx.Describe("X"),
+             " must have width 4 * D = ", 4 * c[1], " for ", ctx.Describe("C_prev"));
   FL_ENFORCE(x[1] < 0 || x[1] % 4 == 0, "lstm_unit: ", ctx.Describe("X"), " width must be a multiple of 4");
   const DDim out{x[0] >= 0 ? x[0] : c[0], c[1] >= 0 ? c[1] : (x[1] >= 0 ? x[1] / 4 : -1)};
   ctx.SetOutput("C", out, ctx.InputDType("X"));
@@ -31,8 +31,7 @@ void LstmUnitInferShape(InferShapeContext& ctx) {
 // One row: x = [i | f | o | g] pre-activations (4 * d), c_prev (d) -> c, h (d). Plain pointer loops
 // over contiguous rows so GCC vectorises them (VecSigmoid / VecTanh are branch-free arithmetic).
 template <typename T>
-void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d, T* __restrict c,
-                 T* __restrict h) {
+void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d, T* __restrict c, T* __restrict h) {
   const T* xi = x;
   const T* xf = x + d;
   const T* xo = x + 2 * d;
@@ -119,16 +118,17 @@ const auto kLstmUnitGrad = [](const ExecutionContext& ctx, auto tag) {
   for (int64_t r = 0; r < n; ++r) {
     T* dxr = dx ? dx + r * 4 * d : scratch.data();
     T* dcpr = dcp ? dcp + r * d : scratch.data() + (dx ? 0 : 4 * d);
-    CellBackward(x + r * 4 * d, cp + r * d, dh ? dh + r * d : zeros.data(), dc ? dc + r * d : zeros.data(), fb, d,
-                 dxr, dcpr);
+    CellBackward(x + r * 4 * d, cp + r * d, dh ? dh + r * d : zeros.data(), dc ? dc + r * d : zeros.data(), fb, d, dxr,
+                 dcpr);
   }
 };
 
 }  // namespace
 
 FL_REGISTER_OP(lstm_unit, op) {
-  op.Doc("One LSTM step on gate pre-activations X = [i, f, o, g] (each [N, D]): C = sigmoid(f + forget_bias) * "
-         "C_prev + sigmoid(i) * tanh(g), H = sigmoid(o) * tanh(C).")
+  op.Doc(
+        "One LSTM step on gate pre-activations X = [i, f, o, g] (each [N, D]): C = sigmoid(f + forget_bias) * "
+        "C_prev + sigmoid(i) * tanh(g), H = sigmoid(o) * tanh(C).")
       .Input("X", "gate pre-activations [N, 4 * D], order (i, f, o, g)")
       .Input("C_prev", "previous cell state [N, D]")
       .Output("C", "new cell state [N, D]")
@@ -137,8 +137,9 @@ FL_REGISTER_OP(lstm_unit, op) {
       .SetInferShape(LstmUnitInferShape)
       .CPUKernel<float, double>(kLstmUnit);
   op.GradOp({"X", "C_prev", "C@GRAD", "H@GRAD"})
-      .Doc("Gradient of lstm_unit: X@GRAD and C_prev@GRAD from C@GRAD and H@GRAD (either may be missing: zeros); "
-           "the gates are recomputed from X and C_prev.")
+      .Doc(
+          "Gradient of lstm_unit: X@GRAD and C_prev@GRAD from C@GRAD and H@GRAD (either may be missing: zeros); "
+          "the gates are recomputed from X and C_prev.")
       .Optional({"C@GRAD", "H@GRAD"})
       .CPUKernel<float, double>(kLstmUnitGrad);
 }

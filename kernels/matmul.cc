@@ -1,6 +1,6 @@
 // matmul: Out = alpha * op(X) @ op(Y), batched over leading dims, with Fluid's (numpy's) 1-D rules.
-#include "helpers/blas.h"
 #include "grad_op_maker.h"
+#include "helpers/blas.h"
 #include "op_context.h"
 
 namespace fl {
@@ -39,13 +39,13 @@ struct MatmulPlan {
 };
 
 // Shapes of a matmul, checked. Dims may be -1 at compile time; only known dims are compared.
-MatmulPlan Plan(const DDim& xd, const DDim& yd, bool tx, bool ty, const std::string& type,
-                const std::string& xdesc, const std::string& ydesc) {
+MatmulPlan Plan(const DDim& xd, const DDim& yd, bool tx, bool ty, const std::string& type, const std::string& xdesc,
+                const std::string& ydesc) {
   FL_ENFORCE(xd.size() >= 1 && yd.size() >= 1, type, ": ", xdesc, " and ", ydesc, " must have rank >= 1");
   MatmulPlan p{Describe(xd, true, tx), Describe(yd, false, ty), {}, {}};
   const int64_t kx = p.x.op_cols(), ky = p.y.op_rows();
-  FL_ENFORCE(kx < 0 || ky < 0 || kx == ky, type, ": ", xdesc, " (transpose_X=", tx ? "true" : "false", ") and ",
-             ydesc, " (transpose_Y=", ty ? "true" : "false", ") have incompatible inner dims ", kx, " and ", ky);
+  FL_ENFORCE(kx < 0 || ky < 0 || kx == ky, type, ": ", xdesc, " (transpose_X=", tx ? "true" : "false", ") and ", ydesc,
+             " (transpose_Y=", ty ? "true" : "false", ") have incompatible inner dims ", kx, " and ", ky);
   const DDim& bx = p.x.batch_dims;
   const DDim& by = p.y.batch_dims;
   if (bx.size() > 0 && by.size() > 0) {
@@ -83,9 +83,10 @@ blas::BatchOperand<const T> Operand(const T* p, const MatDesc& m) {
 }  // namespace
 
 FL_REGISTER_OP(matmul, op) {
-  op.Doc("Out = alpha * op(X) @ op(Y), op = transpose when transpose_X/transpose_Y. Rank > 2 operands are "
-         "batches of matrices (a 2-D or 1-D operand is broadcast over the other's batch); a 1-D X is a row "
-         "[1, K] and a 1-D Y a column [K, 1], and those dims are dropped from Out.")
+  op.Doc(
+        "Out = alpha * op(X) @ op(Y), op = transpose when transpose_X/transpose_Y. Rank > 2 operands are "
+        "batches of matrices (a 2-D or 1-D operand is broadcast over the other's batch); a 1-D X is a row "
+        "[1, K] and a 1-D Y a column [K, 1], and those dims are dropped from Out.")
       .Input("X", "left operand")
       .Input("Y", "right operand")
       .Output("Out", "the product")
@@ -129,7 +130,7 @@ FL_REGISTER_OP(matmul, op) {
         const int64_t batch = p.batch_dims.numel(), m = p.x.op_rows(), n = p.y.op_cols(), k = p.x.op_cols();
         const T alpha = T(ctx.Attr<float>("alpha"));
         const blas::BatchOperand<const T> g{dout.data<T>(), m * n}, xo = Operand(x.data<T>(), p.x),
-            yo = Operand(y.data<T>(), p.y);
+                                                                    yo = Operand(y.data<T>(), p.y);
         if (Tensor* dx = ctx.OutputOrNull("X@GRAD")) {
           dx->Resize(x.dims());
           blas::BatchOperand<T> c{dx->mutable_data<T>(ctx.place()), xo.stride};

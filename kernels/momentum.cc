@@ -4,8 +4,9 @@
 namespace fl {
 
 FL_REGISTER_OP(momentum, op) {
-  op.Doc("Momentum SGD: VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut, or with "
-         "use_nesterov ParamOut = Param - lr * (Grad + mu * VelocityOut).")
+  op.Doc(
+        "Momentum SGD: VelocityOut = mu * Velocity + Grad; ParamOut = Param - lr * VelocityOut, or with "
+        "use_nesterov ParamOut = Param - lr * (Grad + mu * VelocityOut).")
       .Input("Param", "parameter")
       .Input("Grad", "gradient")
       .Input("Velocity", "velocity accumulator")

@@ -1,6 +1,6 @@
 // mul: Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims), the matrix product behind fc.
-#include "helpers/blas.h"
 #include "grad_op_maker.h"
+#include "helpers/blas.h"
 #include "op_context.h"
 
 namespace fl {
@@ -25,9 +25,9 @@ void MulInferShape(InferShapeContext& ctx) {
   FL_ENFORCE(yn >= 1 && yn < y.size(), "mul: y_num_col_dims=", yn, " is out of range [1, ", y.size(), ") for ",
              ctx.Describe("Y"));
   const int64_t xk = KnownProduct(x, xn, x.size()), yk = KnownProduct(y, 0, yn);
-  FL_ENFORCE(xk < 0 || yk < 0 || xk == yk, "mul: ", ctx.Describe("X"), " flattened at x_num_col_dims=", xn,
-             " to [", KnownProduct(x, 0, xn), ", ", xk, "] and ", ctx.Describe("Y"), " flattened at y_num_col_dims=",
-             yn, " to [", yk, ", ", KnownProduct(y, yn, y.size()), "]: inner dims ", xk, " and ", yk, " differ");
+  FL_ENFORCE(xk < 0 || yk < 0 || xk == yk, "mul: ", ctx.Describe("X"), " flattened at x_num_col_dims=", xn, " to [",
+             KnownProduct(x, 0, xn), ", ", xk, "] and ", ctx.Describe("Y"), " flattened at y_num_col_dims=", yn,
+             " to [", yk, ", ", KnownProduct(y, yn, y.size()), "]: inner dims ", xk, " and ", yk, " differ");
   DDim out;
   for (int i = 0; i < xn; ++i) out.push_back(x[i]);
   for (int i = yn; i < y.size(); ++i) out.push_back(y[i]);
@@ -47,8 +47,9 @@ MulSizes Sizes(const ExecutionContext& ctx, const DDim& x, const DDim& y) {
 }  // namespace
 
 FL_REGISTER_OP(mul, op) {
-  op.Doc("Out = X' @ Y' where X' flattens X to 2-D at x_num_col_dims and Y' flattens Y at y_num_col_dims; "
-         "Out's dims are X.dims[:x_num_col_dims] + Y.dims[y_num_col_dims:].")
+  op.Doc(
+        "Out = X' @ Y' where X' flattens X to 2-D at x_num_col_dims and Y' flattens Y at y_num_col_dims; "
+        "Out's dims are X.dims[:x_num_col_dims] + Y.dims[y_num_col_dims:].")
       .Input("X", "left operand")
       .Input("Y", "right operand")
       .Output("Out", "the product")

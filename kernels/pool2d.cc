@@ -37,8 +37,7 @@ struct PoolGeom {
 template <typename Ctx>
 PoolGeom ResolvePool(const Ctx& ctx, const DDim& x, const std::string& xdesc) {
   const std::string& type = ctx.template Attr<std::string>("pooling_type");
-  FL_ENFORCE(type == "max" || type == "avg", "pool2d: pooling_type '", type, "' is not 'max' or 'avg' for ",
-             xdesc);
+  FL_ENFORCE(type == "max" || type == "avg", "pool2d: pooling_type '", type, "' is not 'max' or 'avg' for ", xdesc);
   const std::string& layout = ctx.template Attr<std::string>("data_format");
   FL_ENFORCE(layout == "NCHW" || layout == "AnyLayout", "pool2d: data_format '", layout,
              "' is not supported (NCHW only) for ", xdesc);
@@ -62,18 +61,18 @@ PoolGeom ResolvePool(const Ctx& ctx, const DDim& x, const std::string& xdesc) {
              " must have 2 values for ", xdesc);
   FL_ENFORCE(strides.size() == 2, "pool2d: strides ", DDim(std::vector<int64_t>(strides.begin(), strides.end())),
              " must have 2 values for ", xdesc);
-  FL_ENFORCE(paddings.size() == 2, "pool2d: paddings ",
-             DDim(std::vector<int64_t>(paddings.begin(), paddings.end())), " must have 2 values for ", xdesc);
+  FL_ENFORCE(paddings.size() == 2, "pool2d: paddings ", DDim(std::vector<int64_t>(paddings.begin(), paddings.end())),
+             " must have 2 values for ", xdesc);
   g.kh = ksize[0], g.kw = ksize[1], g.sh = strides[0], g.sw = strides[1], g.ph = paddings[0], g.pw = paddings[1];
   FL_ENFORCE(g.kh > 0 && g.kw > 0, "pool2d: ksize [", g.kh, ", ", g.kw, "] must be positive for ", xdesc);
   FL_ENFORCE(g.sh > 0 && g.sw > 0, "pool2d: strides [", g.sh, ", ", g.sw, "] must be positive for ", xdesc);
   FL_ENFORCE(g.ph >= 0 && g.pw >= 0, "pool2d: paddings [", g.ph, ", ", g.pw, "] must be >= 0 for ", xdesc);
   FL_ENFORCE(g.H < 0 || g.kh <= g.H + 2 * g.ph, "pool2d: kernel height ", g.kh,
-             " is larger than the padded input height ", g.H + 2 * g.ph, " for ", xdesc, " with paddings [", g.ph,
-             ", ", g.pw, "]");
+             " is larger than the padded input height ", g.H + 2 * g.ph, " for ", xdesc, " with paddings [", g.ph, ", ",
+             g.pw, "]");
   FL_ENFORCE(g.W < 0 || g.kw <= g.W + 2 * g.pw, "pool2d: kernel width ", g.kw,
-             " is larger than the padded input width ", g.W + 2 * g.pw, " for ", xdesc, " with paddings [", g.ph,
-             ", ", g.pw, "]");
+             " is larger than the padded input width ", g.W + 2 * g.pw, " for ", xdesc, " with paddings [", g.ph, ", ",
+             g.pw, "]");
   const bool ceil_mode = ctx.template Attr<bool>("ceil_mode");
   g.OH = PoolOutSize(g.H, g.kh, g.ph, g.sh, ceil_mode);
   g.OW = PoolOutSize(g.W, g.kw, g.pw, g.sw, ceil_mode);
@@ -89,11 +88,11 @@ void InferPool(InferShapeContext& ctx) {
 // Per-plane index tables: clipped row ranges, and the padded column buffer layout.
 template <typename T>
 struct PoolPlan {
-  std::vector<int64_t> hs, he;  // clipped row range of window row oh
-  std::vector<T> inv_w;         // avg: 1 / (column divisor) per ow (0 for an empty window)
-  std::vector<T> inv_h;         // avg: 1 / (row divisor) per oh
+  std::vector<int64_t> hs, he;      // clipped row range of window row oh
+  std::vector<T> inv_w;             // avg: 1 / (column divisor) per ow (0 for an empty window)
+  std::vector<T> inv_h;             // avg: 1 / (row divisor) per oh
   std::vector<int64_t> empty_cols;  // ow whose column range is empty after clipping
-  int64_t buf_w = 0;            // padded row length: column j of the buffer is input column j - pw
+  int64_t buf_w = 0;                // padded row length: column j of the buffer is input column j - pw
 
   explicit PoolPlan(const PoolGeom& g) : hs(g.OH), he(g.OH), inv_w(g.OW), inv_h(g.OH) {
     for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -251,30 +250,28 @@ FL_REGISTER_OP(pool2d, op) {
         out->Resize(DDim{x.dims()[0], x.dims()[1], g.OH, g.OW});
         const T* xd = x.data<T>();
         T* od = out->mutable_data<T>(ctx.place());
-        ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
-          PoolForward<T>(g, xd + p0 * g.H * g.W, od + p0 * g.OH * g.OW, n);
-        });
+        ForPlanes(g, x.dims()[0] * x.dims()[1],
+                  [&](int64_t p0, int64_t n) { PoolForward<T>(g, xd + p0 * g.H * g.W, od + p0 * g.OH * g.OW, n); });
       });
-  op.GradOp({"X", "Out", "Out@GRAD"})
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
-        using T = typename decltype(tag)::type;
-        Tensor* dx = ctx.OutputOrNull("X@GRAD");
-        if (!dx) return;
-        const Tensor& x = ctx.Input("X");
-        const Tensor& out = ctx.Input("Out");
-        const Tensor& dout = ctx.Input("Out@GRAD");
-        const PoolGeom g = ResolvePool(ctx, x.dims(), Str("X '", ctx.InputName("X"), "' ", x.dims()));
-        const DDim odims{x.dims()[0], x.dims()[1], g.OH, g.OW};
-        FL_ENFORCE(dout.dims() == odims && out.dims() == odims, "pool2d_grad: Out ", out.dims(), " and Out@GRAD '",
-                   ctx.InputName("Out@GRAD"), "' ", dout.dims(), " must be ", odims, " for X ", x.dims());
-        dx->Resize(x.dims());
-        const T *xd = x.data<T>(), *od = out.data<T>(), *gd = dout.data<T>();
-        T* dxd = dx->mutable_data<T>(ctx.place());
-        ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
-          const int64_t in = p0 * g.H * g.W, o = p0 * g.OH * g.OW;
-          PoolBackward<T>(g, xd + in, od + o, gd + o, dxd + in, n);
-        });
-      });
+  op.GradOp({"X", "Out", "Out@GRAD"}).CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor* dx = ctx.OutputOrNull("X@GRAD");
+    if (!dx) return;
+    const Tensor& x = ctx.Input("X");
+    const Tensor& out = ctx.Input("Out");
+    const Tensor& dout = ctx.Input("Out@GRAD");
+    const PoolGeom g = ResolvePool(ctx, x.dims(), Str("X '", ctx.InputName("X"), "' ", x.dims()));
+    const DDim odims{x.dims()[0], x.dims()[1], g.OH, g.OW};
+    FL_ENFORCE(dout.dims() == odims && out.dims() == odims, "pool2d_grad: Out ", out.dims(), " and Out@GRAD '",
+               ctx.InputName("Out@GRAD"), "' ", dout.dims(), " must be ", odims, " for X ", x.dims());
+    dx->Resize(x.dims());
+    const T *xd = x.data<T>(), *od = out.data<T>(), *gd = dout.data<T>();
+    T* dxd = dx->mutable_data<T>(ctx.place());
+    ForPlanes(g, x.dims()[0] * x.dims()[1], [&](int64_t p0, int64_t n) {
+      const int64_t in = p0 * g.H * g.W, o = p0 * g.OH * g.OW;
+      PoolBackward<T>(g, xd + in, od + o, gd + o, dxd + in, n);
+    });
+  });
 }
 
 }  // namespace fl

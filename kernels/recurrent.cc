@@ -97,8 +97,9 @@ FL_REGISTER_OP(recurrent, op) {
       .SetRun(RunRecurrent);
   // recurrent_grad gets sub_block = the grad block of the step block, as every op with a sub-block does.
   op.GradOp({"inputs", "initial_states", "parameters", "outputs", "outputs@GRAD", "step_scopes"})
-      .Doc("Backward of recurrent: runs the grad block over the steps in reverse, passing memory gradients back "
-           "and adding parameter gradients over the steps with one n-ary sum per parameter.")
+      .Doc(
+          "Backward of recurrent: runs the grad block over the steps in reverse, passing memory gradients back "
+          "and adding parameter gradients over the steps with one n-ary sum per parameter.")
       .SetRun(RunRecurrentGrad);
 }
 

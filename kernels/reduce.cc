@@ -1,8 +1,8 @@
 // reduce_sum, reduce_mean, reduce_max: Out = X reduced over `dim` (or every axis with reduce_all), and mean
 // (Out = the mean of every element, shape [1]: the usual last step of a loss). They share the signature,
 // shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
-#include "grad_op_maker.h"
 #include "helpers/reduce.h"
+#include "grad_op_maker.h"
 
 namespace fl {
 

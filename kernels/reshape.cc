@@ -46,13 +46,13 @@ DDim ReshapeDims(const DDim& x, const std::vector<int32_t>& shape, const std::st
     if (!comparable) {
       out[infer] = -1;
     } else {
-      FL_ENFORCE(out_known > 0 && x_known % out_known == 0, "reshape2: cannot reshape ", xdesc, " to ", sdesc,
-                 ": ", x_known, " elements are not divisible by ", out_known);
+      FL_ENFORCE(out_known > 0 && x_known % out_known == 0, "reshape2: cannot reshape ", xdesc, " to ", sdesc, ": ",
+                 x_known, " elements are not divisible by ", out_known);
       out[infer] = x_known / out_known;
     }
   } else if (comparable) {
-    FL_ENFORCE(x_known == out_known, "reshape2: cannot reshape ", xdesc, " (", x_known, " elements) to ", sdesc,
-               " (", out_known, " elements)");
+    FL_ENFORCE(x_known == out_known, "reshape2: cannot reshape ", xdesc, " (", x_known, " elements) to ", sdesc, " (",
+               out_known, " elements)");
   }
   return out;
 }
@@ -62,8 +62,8 @@ DDim ReshapeDims(const DDim& x, const std::vector<int32_t>& shape, const std::st
 DDim SqueezeDims(const DDim& x, const std::vector<int32_t>& axes, const std::string& xdesc) {
   std::vector<bool> drop(x.size(), false);
   for (int32_t a : axes) {
-    const int ax = NormalizeAxis(a, x.size(), "squeeze2", Str(xdesc, " (axes ", DDim(std::vector<int64_t>(
-                                                                       axes.begin(), axes.end())), ")"));
+    const int ax = NormalizeAxis(a, x.size(), "squeeze2",
+                                 Str(xdesc, " (axes ", DDim(std::vector<int64_t>(axes.begin(), axes.end())), ")"));
     FL_ENFORCE(x[ax] == 1 || x[ax] < 0, "squeeze2: axis ", a, " of ", xdesc, " has size ", x[ax],
                "; only size-1 dims can be squeezed");
     drop[ax] = true;
@@ -131,8 +131,8 @@ const auto kShareOutGradAsXGrad = [](const ExecutionContext& ctx, auto) {
   FL_ENFORCE(xshape && xshape->dims().size() >= 1, ctx.Type(), ": XShape '", ctx.InputName("XShape"),
              "' holds no shape (did the forward op run?)");
   const DDim dims = DimsFromXShape(xshape->dims());
-  FL_ENFORCE(dims.numel() == dout.numel(), ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
-             dout.dims(), " does not have the ", dims.numel(), " elements of X ", dims);
+  FL_ENFORCE(dims.numel() == dout.numel(), ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
+             " does not have the ", dims.numel(), " elements of X ", dims);
   dx->ShareDataWith(dout);
   dx->Resize(dims);
 };
@@ -175,7 +175,8 @@ FL_REGISTER_OP(reshape2, op) {
 }
 
 FL_REGISTER_OP(squeeze2, op) {
-  RegisterView(op, "Out = X with the size-1 dims in `axes` removed (all size-1 dims if axes is empty), sharing X's buffer.",
+  RegisterView(op,
+               "Out = X with the size-1 dims in `axes` removed (all size-1 dims if axes is empty), sharing X's buffer.",
                [](InferShapeContext& ctx) {
                  const DDim x = ctx.InputDim("X");
                  SetViewOutputs(ctx, x, SqueezeDims(x, ctx.Attr<std::vector<int32_t>>("axes"), ctx.Describe("X")));

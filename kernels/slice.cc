@@ -11,9 +11,9 @@ namespace fl {
 namespace {
 
 struct SlicePlan {
-  DDim box;                      // the sliced region's dims, same rank as Input
-  std::vector<int64_t> start;    // its offset in Input, per dim
-  DDim out;                      // box with decrease_axis removed
+  DDim box;                    // the sliced region's dims, same rank as Input
+  std::vector<int64_t> start;  // its offset in Input, per dim
+  DDim out;                    // box with decrease_axis removed
 };
 
 SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vector<int32_t>& starts,
@@ -47,8 +47,8 @@ SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vect
   std::vector<bool> drop(in.size(), false);
   for (int32_t d : decrease) {
     const int a = NormalizeAxis(d, in.size(), op, Str(indesc, " (decrease_axis ", list(decrease), ")"));
-    FL_ENFORCE(p.box[a] == 1 || p.box[a] < 0, op, ": decrease_axis ", list(decrease), " drops axis ", a,
-               " of ", indesc, " but the slice has size ", p.box[a], " there (must be 1)");
+    FL_ENFORCE(p.box[a] == 1 || p.box[a] < 0, op, ": decrease_axis ", list(decrease), " drops axis ", a, " of ", indesc,
+               " but the slice has size ", p.box[a], " there (must be 1)");
     drop[a] = true;
   }
   for (int i = 0; i < in.size(); ++i)
@@ -60,8 +60,8 @@ SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vect
 template <typename Ctx>
 SlicePlan Plan(const Ctx& ctx, const DDim& in, const std::string& indesc) {
   return Plan(in, ctx.template Attr<std::vector<int32_t>>("axes"), ctx.template Attr<std::vector<int32_t>>("starts"),
-              ctx.template Attr<std::vector<int32_t>>("ends"),
-              ctx.template Attr<std::vector<int32_t>>("decrease_axis"), ctx.Type(), indesc);
+              ctx.template Attr<std::vector<int32_t>>("ends"), ctx.template Attr<std::vector<int32_t>>("decrease_axis"),
+              ctx.Type(), indesc);
 }
 
 // Copies the box [start, start + box) of a dense tensor of dims `full` to a dense box-shaped buffer
@@ -127,8 +127,9 @@ const auto kSliceGrad = [](const ExecutionContext& ctx, auto tag) {
 }  // namespace
 
 FL_REGISTER_OP(slice, op) {
-  op.Doc("Out = Input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end and are clamped "
-         "to [0, dim]. decrease_axis drops those size-1 axes.")
+  op.Doc(
+        "Out = Input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end and are clamped "
+        "to [0, dim]. decrease_axis drops those size-1 axes.")
       .Input("Input", "the tensor to slice")
       .Output("Out", "the slice")
       .Attr<std::vector<int32_t>>("axes", {}, "the axes to slice")

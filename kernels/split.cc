@@ -40,8 +40,8 @@ std::vector<int64_t> SectionSizes(const std::string& op, int64_t dim, int n_out,
       FL_ENFORCE(known <= dim, op, ": sections ", secs, " exceed ", xdesc, " dim ", dim, " at axis ", axis);
       sizes[unknown] = dim - known;
     } else {
-      FL_ENFORCE(known == dim, op, ": sections ", secs, " sum to ", known, " but ", xdesc, " has ", dim,
-                 " at axis ", axis);
+      FL_ENFORCE(known == dim, op, ": sections ", secs, " sum to ", known, " but ", xdesc, " has ", dim, " at axis ",
+                 axis);
     }
   }
   return sizes;
@@ -88,8 +88,9 @@ const auto kSplit = [](const ExecutionContext& ctx, auto tag) {
 }  // namespace
 
 FL_REGISTER_OP(split, op) {
-  op.Doc("Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one may be "
-         "-1: the rest).")
+  op.Doc(
+        "Splits X along `axis` into `num` equal parts, or into parts of the sizes in `sections` (one may be "
+        "-1: the rest).")
       .Input("X", "the tensor to split")
       .DuplicableOutput("Out", "the parts, in order")
       .Attr<int32_t>("num", 0, "number of equal parts (0: use sections)")

@@ -59,8 +59,8 @@ void StackInferShape(InferShapeContext& ctx) {
     }
     FL_ENFORCE(same, "stack: ", ctx.Describe("X", 0), " and ", ctx.Describe("X", i), " must have the same dims");
   }
-  const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), d.size() + 1, "stack", Str("rank ", d.size(), " inputs ",
-                                                                                         ctx.Describe("X", 0)));
+  const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), d.size() + 1, "stack",
+                                 Str("rank ", d.size(), " inputs ", ctx.Describe("X", 0)));
   ctx.SetOutput("Y", InsertDim(d, axis, n), ctx.InputDType("X"));
 }
 

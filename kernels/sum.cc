@@ -67,8 +67,8 @@ FL_REGISTER_OP(sum, op) {
             first = t;
             first_i = i;
           } else {
-            FL_ENFORCE(t->numel() == first->numel(), "sum: inputs must have the same number of elements; X[",
-                       first_i, "] '", ctx.InputName("X", first_i), "' ", first->dims(), " vs X[", i, "] '",
+            FL_ENFORCE(t->numel() == first->numel(), "sum: inputs must have the same number of elements; X[", first_i,
+                       "] '", ctx.InputName("X", first_i), "' ", first->dims(), " vs X[", i, "] '",
                        ctx.InputName("X", i), "' ", t->dims());
             FL_ENFORCE(t->dtype() == first->dtype(), "sum: inputs must have the same dtype; X[", first_i, "] '",
                        ctx.InputName("X", first_i), "' is ", DTypeName(first->dtype()), " but X[", i, "] '",

@@ -133,7 +133,9 @@ template <typename A>
 struct HasGradGrad<A, std::void_t<decltype(&A::template GradGrad<float>)>> : std::true_type {};
 
 template <typename A>
-constexpr const char* GradSource() { return A::kGradFrom == GradFrom::kX ? "X" : "Out"; }
+constexpr const char* GradSource() {
+  return A::kGradFrom == GradFrom::kX ? "X" : "Out";
+}
 
 // The gradient of <op>_grad(V, Out@GRAD) -> X@GRAD, which is linear in Out@GRAD: d(Out@GRAD) is <op>_grad
 // applied to the incoming X@GRAD@GRAD; dV (rows with a second derivative) is <op>_grad_grad.
@@ -183,7 +185,8 @@ void RegisterUnary(OpBuilder& op, const std::string& type) {
       using T = typename decltype(tag)::type;
       if (!ctx.HasOutput("X@GRAD")) return;
       const A a(ctx);
-      BinaryMapSameShape<T>(ctx, GradSource<A>(), "Out@GRAD", "X@GRAD", [a](T v, T g) { return a.template Grad<T>(v, g); });
+      BinaryMapSameShape<T>(ctx, GradSource<A>(), "Out@GRAD", "X@GRAD",
+                            [a](T v, T g) { return a.template Grad<T>(v, g); });
     });
     if constexpr (HasGradGrad<A>::value) {
       // <op>_grad_grad(V, DOut, DDX) -> dV = DDX * d(<op>_grad)/dV, named as in Fluid (DX, or DOutNew for V = Out).

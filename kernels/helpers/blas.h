@@ -27,15 +27,15 @@ void SerialGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T a
                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 template <>
-inline void SerialGemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+inline void SerialGemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   scipy_cblas_sgemm(CblasRowMajor, Trans(ta), Trans(tb), Int(m, "M"), Int(n, "N"), Int(k, "K"), alpha, a,
                     Int(lda, "lda"), b, Int(ldb, "ldb"), beta, c, Int(ldc, "ldc"));
 }
 
 template <>
 inline void SerialGemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                         int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+                               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   scipy_cblas_dgemm(CblasRowMajor, Trans(ta), Trans(tb), Int(m, "M"), Int(n, "N"), Int(k, "K"), alpha, a,
                     Int(lda, "lda"), b, Int(ldb, "ldb"), beta, c, Int(ldc, "ldc"));
 }
@@ -50,8 +50,8 @@ inline void SerialGemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k
 constexpr double kMinFlopsPerPart = 1e6;
 
 template <typename T>
-void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int64_t threads = ThreadPool::Instance().Size();
   if (threads < 2 || flops < 2 * kMinFlopsPerPart) {
@@ -66,8 +66,7 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
     const int64_t lo = b0 * kBlock, hi = std::min(len, b1 * kBlock);
     if (by_rows)
       SerialGemm<T>(ta, tb, hi - lo, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
-    else
-      SerialGemm<T>(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+    else SerialGemm<T>(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
   });
 }
 
@@ -95,8 +94,8 @@ struct BatchOperand {
 // Folds the batch into one GEMM whenever the memory layout allows it, else calls OpenBLAS's strided
 // batch (or loops when a stride overflows 32 bits).
 template <typename T>
-void GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, T alpha,
-                 BatchOperand<const T> a, BatchOperand<const T> b, T beta, BatchOperand<T> c) {
+void GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, T alpha, BatchOperand<const T> a,
+                 BatchOperand<const T> b, T beta, BatchOperand<T> c) {
   if (batch == 0 || m == 0 || n == 0) return;
   if (batch == 1) {
     Gemm<T>(ta, tb, m, n, k, alpha, a.data, b.data, beta, c.data);
@@ -126,10 +125,11 @@ void GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t 
   if (ThreadPool::Instance().Size() > 1 && flops >= 2 * kMinFlopsPerPart) {
     // Independent products spread over the pool, each one single-threaded OpenBLAS call.
     const double each = flops / static_cast<double>(batch);
-    ParallelFor(batch, std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerPart / each)), [&](int64_t b0, int64_t b1) {
-      for (int64_t i = b0; i < b1; ++i)
-        Gemm<T>(ta, tb, m, n, k, alpha, a.data + i * a.stride, b.data + i * b.stride, beta, c.data + i * c.stride);
-    });
+    ParallelFor(
+        batch, std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerPart / each)), [&](int64_t b0, int64_t b1) {
+          for (int64_t i = b0; i < b1; ++i)
+            Gemm<T>(ta, tb, m, n, k, alpha, a.data + i * a.stride, b.data + i * b.stride, beta, c.data + i * c.stride);
+        });
     return;
   }
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();

@@ -64,8 +64,8 @@ inline bool AlignBroadcastDims(const DDim& x, const DDim& y, int axis, DDim* xa,
     else if (a < 0) o = b;  // unknown vs known (> 1): the known one, checked again at run time
     else if (b < 0) o = a;
     else {
-      *why = Str("dim ", i, " of the aligned shapes ", xa->ToString(), " and ", ya->ToString(), " differs (", a,
-                 " vs ", b, ")");
+      *why = Str("dim ", i, " of the aligned shapes ", xa->ToString(), " and ", ya->ToString(), " differs (", a, " vs ",
+                 b, ")");
       return false;
     }
     out->push_back(o);
@@ -79,8 +79,8 @@ inline DDim AlignOrThrow(const DDim& x, const DDim& y, int axis, const std::stri
                          const std::string& yname, DDim* xa, DDim* ya) {
   DDim out;
   std::string why;
-  FL_ENFORCE(AlignBroadcastDims(x, y, axis, xa, ya, &out, &why), op, ": X '", xname, "' ", x, " and Y '", yname,
-             "' ", y, " cannot broadcast with axis=", axis, " (", why, ")");
+  FL_ENFORCE(AlignBroadcastDims(x, y, axis, xa, ya, &out, &why), op, ": X '", xname, "' ", x, " and Y '", yname, "' ",
+             y, " cannot broadcast with axis=", axis, " (", why, ")");
   return out;
 }
 

@@ -70,16 +70,19 @@ void ForTailWidth(int64_t n, F f, std::integer_sequence<int, K...>) {
 }
 template <int R, typename F>
 void ForTailWidth(int64_t n, F f) {
-  ForTailWidth<R>(n, [&](auto k) {
-    if constexpr (decltype(k)::value > 0) f(k);
-  }, std::make_integer_sequence<int, R>{});
+  ForTailWidth<R>(
+      n,
+      [&](auto k) {
+        if constexpr (decltype(k)::value > 0) f(k);
+      },
+      std::make_integer_sequence<int, R>{});
 }
 
 // The register tile both kernels accumulate: acc[r][v] += scalar(r) * vec[16v .. 16v + 15] for r < R,
 // v < NV (NV vector loads, R broadcasts, R*NV FMAs), and its store to rows `ld` floats apart.
 template <int R, int NV, typename Scalar>
 __attribute__((target("avx512f"), always_inline)) inline void RankOneUpdate(__m512 (&acc)[R][NV], const float* vec,
-                                                                              Scalar scalar) {
+                                                                            Scalar scalar) {
   __m512 vv[NV];
   for (int v = 0; v < NV; ++v) vv[v] = _mm512_loadu_ps(vec + 16 * v);
   for (int r = 0; r < R; ++r) {
@@ -96,12 +99,12 @@ __attribute__((target("avx512f"), always_inline)) inline void StoreTile(const __
 }
 
 struct Tile {
-  const float* in;   // padded input at the tile's first pixel's window origin
-  const float* w;    // the packed block of the tile's output channels
-  float* out;        // [pixels, M] output at the tile's first pixel and channel
-  int64_t c, m;      // input channels; output channels (the row length of w and out)
+  const float* in;               // padded input at the tile's first pixel's window origin
+  const float* w;                // the packed block of the tile's output channels
+  float* out;                    // [pixels, M] output at the tile's first pixel and channel
+  int64_t c, m;                  // input channels; output channels (the row length of w and out)
   int64_t kh, kw, tap_h, tap_w;  // kernel taps and their offsets in the padded image (floats)
-  int64_t pixel;     // floats between the windows of neighbouring output pixels (stride_w * C)
+  int64_t pixel;                 // floats between the windows of neighbouring output pixels (stride_w * C)
 };
 
 template <int R, int NV>
@@ -164,10 +167,8 @@ inline void ConvolveRows(const ConvGeometry& g, int64_t m, const float* padded, 
       // 8 pixels x 32 channels in 16 accumulators (8 divides the 32-, 16- and 8-wide rows of CIFAR
       // nets), or 12 pixels x the last 16 channels (measured on ResNet-20's layers: 16 x 16 was 5%
       // slower at M = 16, 6 x 32 up to 20% slower at M = 64).
-      if (m - m0 >= kBlock)
-        RunRow<8, 2>(t, g.out_w);
-      else
-        RunRow<12, 1>(t, g.out_w);
+      if (m - m0 >= kBlock) RunRow<8, 2>(t, g.out_w);
+      else RunRow<12, 1>(t, g.out_w);
     }
 }
 
@@ -244,10 +245,8 @@ inline void AccumulateFilterGrad(const ConvGeometry& g, int64_t mp, const float*
     t.off = offsets + k0;
     t.dy = dout_hwc + m0;
     t.dw = packed + k0 * mp + m0;
-    if (mp - m0 >= 32)
-      RunWeightRows<8, 2>(t, k1 - k0);
-    else
-      RunWeightRows<12, 1>(t, k1 - k0);
+    if (mp - m0 >= 32) RunWeightRows<8, 2>(t, k1 - k0);
+    else RunWeightRows<12, 1>(t, k1 - k0);
   }
 }
 

@@ -52,7 +52,8 @@ void BinaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* 
 }
 
 template <typename T, typename F>
-void TernaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* b, const char* c, const char* out, F f) {
+void TernaryMapSameShape(const ExecutionContext& ctx, const char* a, const char* b, const char* c, const char* out,
+                         F f) {
   MapSameShape<T>(ctx, out, f, a, b, c);
 }
 

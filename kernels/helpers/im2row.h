@@ -67,8 +67,7 @@ void Walk(const ConvGeometry& g, int64_t groups, T* image, T* rows, int64_t ho0,
           T* dst = row + ki * g.kernel_w * c;
           T* src = image + (hi * g.width + w0) * c;
           const int64_t len = g.kernel_w * c;
-          if (kToRows)
-            std::memcpy(dst, src, len * sizeof(T));
+          if (kToRows) std::memcpy(dst, src, len * sizeof(T));
           else
             for (int64_t i = 0; i < len; ++i) src[i] += dst[i];
           continue;
@@ -82,8 +81,7 @@ void Walk(const ConvGeometry& g, int64_t groups, T* image, T* rows, int64_t ho0,
             if (kToRows) {
               if (inside)
                 for (int64_t i = 0; i < cg; ++i) dst[i] = src[grp * cg + i];
-              else
-                std::fill(dst, dst + cg, T(0));
+              else std::fill(dst, dst + cg, T(0));
             } else if (inside) {
               for (int64_t i = 0; i < cg; ++i) src[grp * cg + i] += dst[i];
             }

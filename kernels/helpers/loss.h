@@ -39,8 +39,8 @@ inline DDim CheckLabelShape(const InferShapeContext& ctx, const char* x_slot, in
 }
 
 // True if the label at `pos` is ignored; throws if it is neither ignored nor a valid class.
-inline bool LabelIgnored(const ExecutionContext& ctx, const char* x_slot, int64_t value, int64_t pos,
-                         int64_t classes, int64_t ignore_index) {
+inline bool LabelIgnored(const ExecutionContext& ctx, const char* x_slot, int64_t value, int64_t pos, int64_t classes,
+                         int64_t ignore_index) {
   if (value == ignore_index) return true;
   if (__builtin_expect(value < 0 || value >= classes, 0)) ThrowBadLabel(ctx, x_slot, value, pos, classes);
   return false;

@@ -4,9 +4,9 @@
 #pragma once
 #include <random>
 
+#include "op_context.h"
 #include "random.h"
 #include "shape_attr.h"
-#include "op_context.h"
 
 namespace fl {
 

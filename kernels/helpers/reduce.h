@@ -12,8 +12,8 @@
 #include <limits>
 #include <vector>
 
-#include "vec_exp.h"
 #include "op_context.h"
+#include "vec_exp.h"
 
 namespace fl {
 
@@ -65,12 +65,12 @@ inline std::vector<bool> ReducedAxes(const InferShapeContext& ctx, const char* s
 // ------------------------------------------------------------------ layout
 
 struct ReduceLayout {
-  int n = 0;                        // number of runs
-  int64_t size[DDim::kMaxRank];     // elements per run
-  bool reduced[DDim::kMaxRank];     // run kind
-  int64_t numel = 1;                // input elements
-  int64_t reduce_count = 1;         // input elements combined into one output
-  int64_t out_numel = 1;            // output elements
+  int n = 0;                     // number of runs
+  int64_t size[DDim::kMaxRank];  // elements per run
+  bool reduced[DDim::kMaxRank];  // run kind
+  int64_t numel = 1;             // input elements
+  int64_t reduce_count = 1;      // input elements combined into one output
+  int64_t out_numel = 1;         // output elements
 };
 
 inline ReduceLayout MakeReduceLayout(const DDim& dims, const std::vector<bool>& mask) {

@@ -25,8 +25,7 @@ inline void CheckPermutation(const std::vector<int32_t>& perm, int rank, const s
              " entries, expected one per dim (", rank, ")");
   std::vector<bool> seen(rank, false);
   for (int32_t a : perm) {
-    FL_ENFORCE(a >= 0 && a < rank && !seen[a], what, ": axis ", DDim(p), " is not a permutation of [0, ", rank,
-               ")");
+    FL_ENFORCE(a >= 0 && a < rank && !seen[a], what, ": axis ", DDim(p), " is not a permutation of [0, ", rank, ")");
     seen[a] = true;
   }
 }
