@@ -10,7 +10,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 
 from pybind11.setup_helpers import Pybind11Extension, ParallelCompile, build_ext
 from setuptools import setup

@@ -63,7 +63,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=1, help="fluidlite and torch threads (more than the free cores thrash)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="fluidlite and torch threads (more than the free cores thrash)")
     args = ap.parse_args()
     fluid.core.set_num_threads(args.threads)
     rng = np.random.RandomState(0)

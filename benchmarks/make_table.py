@@ -171,9 +171,12 @@ def render(doc, command):
         cells = []
         for n in ("fluidlite",) + REFS:
             v = ag["first_step"].get(n)
-            cells.append("–" if v is None else ("%.7g" % v[0] if len(v) == 1 else "%.7g, … (%d values)" % (v[0], len(v))))
-        lines.append("| `%s` | rtol %g, atol %g | %s |" % (res["model"], ag["tolerance"]["rtol"], ag["tolerance"]["atol"],
-                                                          " | ".join(cells)))
+            if v is None:
+                cells.append("–")
+            else:
+                cells.append("%.7g" % v[0] if len(v) == 1 else "%.7g, … (%d values)" % (v[0], len(v)))
+        tol = ag["tolerance"]
+        lines.append("| `%s` | rtol %g, atol %g | %s |" % (res["model"], tol["rtol"], tol["atol"], " | ".join(cells)))
     lines += [
         "",
         "## Machine and versions",

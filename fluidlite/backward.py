@@ -120,7 +120,7 @@ def _addup_repetitive_outputs(op_descs):
                 versions[name] = [name]
         in_names = set(desc.input_arg_names())
         done = []  # (args list, index) of this op's outputs already visited
-        for slot, args in desc.outputs.items():
+        for _slot, args in desc.outputs.items():
             for arg_idx, name in enumerate(args):
                 if name == EMPTY or name in in_names:
                     continue  # empty, or an in-place op

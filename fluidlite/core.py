@@ -25,8 +25,10 @@ def _load_single_threaded_blas():
 
 _load_single_threaded_blas()
 
-from ._core import *  # noqa: F401,F403
-from ._core import EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds  # noqa: F401,E501
+# After the BLAS library is loaded (see above), hence not at the top.
+from ._core import *  # noqa: E402,F401,F403
+from ._core import (  # noqa: E402,F401
+    EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds)
 
 
 class VarDesc:

@@ -26,7 +26,8 @@ def CUDAPlace(device_id=0):
         raise RuntimeError("CUDAPlace(%d): fluidlite was built without CUDA (nvcc was not found at build time)"
                            % device_id)
     if device_id >= core.get_cuda_device_count():
-        raise RuntimeError("CUDAPlace(%d): only %d CUDA device(s) are visible" % (device_id, core.get_cuda_device_count()))
+        raise RuntimeError("CUDAPlace(%d): only %d CUDA device(s) are visible"
+                           % (device_id, core.get_cuda_device_count()))
     return core.cuda_place(device_id)
 
 

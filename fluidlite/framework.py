@@ -818,7 +818,8 @@ class Program:
     @staticmethod
     def parse_from_string(binary_str):
         p = Program.__new__(Program)
-        p._init_from_desc(core.ProgramDesc.parse_from_string(binary_str), {})  # the Python-only facts are not serialized
+        # The Python-only facts are not serialized.
+        p._init_from_desc(core.ProgramDesc.parse_from_string(binary_str), {})
         return p
 
     def to_string(self, throw_on_error=False, with_details=False):

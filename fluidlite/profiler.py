@@ -316,7 +316,8 @@ def report(sorted_key=None):
         if merged:
             lines += ["", "Note! This Report merge all thread info into one."]
         lines += ["Place: %s" % _PLACE_NAME[state], "Time unit: ms",
-                  "Sorted by %s in descending order in the same thread" % (_SORT_KEYS[sorted_key] or "event first end time"),
+                  "Sorted by %s in descending order in the same thread"
+                  % (_SORT_KEYS[sorted_key] or "event first end time"),
                   ""]
         names = [(r["event"] if merged else "thread%d::%s" % (r["thread"], r["event"])) for r in rows]
         w = max([len(n) for n in names] + [5]) + 4

@@ -52,7 +52,8 @@ def _as_list(slot, value):
     """Normalise a slot value to [(var_name, array_or_None)] and say whether the slot is duplicable."""
     if isinstance(value, list):
         return [(n, None if a is None else np.asarray(a)) for n, a in value], True
-    return [(slot.lower() + "_var" if slot != "Out" else "out_var", None if value is None else np.asarray(value))], False
+    name = slot.lower() + "_var" if slot != "Out" else "out_var"
+    return [(name, None if value is None else np.asarray(value))], False
 
 
 class OpTest:
@@ -105,7 +106,7 @@ class OpTest:
             exe = fluid.Executor(place)
             exe.run(startup)
             results = exe.run(main, feed=feed, fetch_list=[v for _, v, _ in checked])
-            for (key, v, expect), got in zip(checked, results):
+            for (key, _v, expect), got in zip(checked, results):
                 assert got.shape == expect.shape, "%s %s on %s: shape %s, expected %s" % (
                     self.op_type, key[0], place, got.shape, expect.shape)
                 if expect.dtype.kind in "biu":
@@ -146,7 +147,7 @@ class OpTest:
             exe = fluid.Executor(place)
             exe.run(startup)
             analytic = exe.run(main, feed=feed, fetch_list=[g for g in grads])
-            for (name, var), got in zip(targets.items(), analytic):
+            for (name, _var), got in zip(targets.items(), analytic):
                 want = self._numeric_grad(exe, main, feed, name, loss, numeric_delta)
                 err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
                 bad = (err > max_relative_error) & (np.abs(got - want) > atol)

@@ -157,7 +157,8 @@ def test_op_role_var_marks_the_last_writer_of_each_parameter_grad():
     marked = [(op.type, op.attr("op_role_var")) for op in main.global_block().ops
               if op.has_attr("op_role_var") and op.attr("op_role_var")]
     # the shared writer records the grad listed last (w2), as one attribute can name one pair
-    assert marked == [("elementwise_add_grad", ["w2", "w2@GRAD"]), ("elementwise_add_grad", ["fc_0.b_0", "fc_0.b_0@GRAD"]),
+    assert marked == [("elementwise_add_grad", ["w2", "w2@GRAD"]),
+                      ("elementwise_add_grad", ["fc_0.b_0", "fc_0.b_0@GRAD"]),
                       ("mul_grad", ["fc_0.w_0", "fc_0.w_0@GRAD"])]
     ops = list(main.global_block().ops)
     for i, op in enumerate(ops):  # each marked op is the last writer of the grad it names

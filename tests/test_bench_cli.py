@@ -173,8 +173,8 @@ def test_profile_and_timeline(tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "Profiling Report" in out and "Sorted by total time in descending order" in out, out
-    rows = [l.split() for l in out.split("Profiling Report")[1].split("Memcpy Summary")[0].splitlines()
-            if l.startswith("thread")]
+    rows = [line.split() for line in out.split("Profiling Report")[1].split("Memcpy Summary")[0].splitlines()
+            if line.startswith("thread")]
     totals = [float(row[2]) for row in rows]
     assert rows and totals == sorted(totals, reverse=True)
     names = {row[0].split("::", 1)[1] for row in rows}

@@ -54,11 +54,12 @@ def test_lenet_learns_synthetic_digits(one_thread):
     first = None
     for step in range(48):
         i = (step * 64) % n
-        l, = exe.run(main, feed={"img": images[i:i + 64], "label": labels[i:i + 64]}, fetch_list=[loss], scope=scope)
-        first = float(l.ravel()[0]) if first is None else first
-    a, l = exe.run(test_program, feed={"img": images, "label": labels}, fetch_list=[acc, loss], scope=scope)
-    assert float(a.ravel()[0]) > 0.9, (float(a.ravel()[0]), first, float(l.ravel()[0]))
-    assert float(l.ravel()[0]) < 0.5 * first
+        loss_value, = exe.run(main, feed={"img": images[i:i + 64], "label": labels[i:i + 64]}, fetch_list=[loss],
+                              scope=scope)
+        first = float(loss_value.ravel()[0]) if first is None else first
+    a, loss_value = exe.run(test_program, feed={"img": images, "label": labels}, fetch_list=[acc, loss], scope=scope)
+    assert float(a.ravel()[0]) > 0.9, (float(a.ravel()[0]), first, float(loss_value.ravel()[0]))
+    assert float(loss_value.ravel()[0]) < 0.5 * first
 
 
 @pytest.mark.parametrize("name,batch", [("lenet", 8), ("resnet_small", 4), ("vgg_small", 4)])
@@ -78,7 +79,8 @@ def test_resnet_structure():
     ops = [op.type for op in built.main.global_block().ops]
     n_conv = 1 + 3 * 3 * 2 + 2  # stem, 9 blocks x 2, two projections
     assert ops.count("conv2d") == n_conv and ops.count("batch_norm") == n_conv
-    assert ops.count("conv2d_grad") == n_conv and ops.count("momentum") == 3 * n_conv + 2  # filter, bn scale + bias; fc w, b
+    # momentum: a filter, bn scale and bias per conv; the fc weight and bias
+    assert ops.count("conv2d_grad") == n_conv and ops.count("momentum") == 3 * n_conv + 2
     assert ops.count("pool2d") == 1 and ops.count("mul") == 1
 
 

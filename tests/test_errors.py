@@ -388,7 +388,8 @@ with fluid.program_guard(m4, fluid.Program()):
     fo = fluid.layers.scale(fv)
 expect_error(lambda: exe.run(m4, feed={"feed": np.ones((1, 2), "float32")}, fetch_list=[fo]))
 # garbage attributes / dtypes from Python
-expect_error(lambda: b.ops[0].desc.set_attr("scale", np.ones(3)), (core.EnforceNotMet, TypeError, ValueError, RuntimeError))
+expect_error(lambda: b.ops[0].desc.set_attr("scale", np.ones(3)),
+             (core.EnforceNotMet, TypeError, ValueError, RuntimeError))
 m5 = fluid.Program(); b5 = m5.global_block()
 b5.create_var(name="o", shape=[2], dtype="float32")
 b5.append_op(type="fill_constant", outputs={"Out": ["o"]}, attrs={"shape": [2], "dtype": 99})

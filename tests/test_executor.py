@@ -315,7 +315,8 @@ def test_prepared_program_handle():
     np.testing.assert_array_equal(r, _chain_ref(np.ones((2, 4), "float32")))
     assert p.num_runs() == 1 and p.local_scope() is not None
     # the prepared copy has feed/fetch ops; the user's program does not
-    assert [op.type() for op in [p.program().block(0).op(i) for i in range(p.program().block(0).op_size())]][0] == "feed"
+    block = p.program().block(0)
+    assert [block.op(i).type() for i in range(block.op_size())][0] == "feed"
     assert all(op.type not in ("feed", "fetch") for op in main.global_block().ops)
     scope.drop_kids()
     assert p.local_scope() is None

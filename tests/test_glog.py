@@ -37,7 +37,7 @@ def test_level_0_prints_nothing():
 
 def test_level_3_op_lines_and_kernel_key():
     lines = _run({"GLOG_v": "3"})
-    assert lines and all(LINE.match(l) for l in lines), lines
+    assert lines and all(LINE.match(line) for line in lines), lines
     text = "\n".join(lines)
     assert re.search(r"executor\.cc:\d+\] CPUPlace Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, "
                      r"outputs:\{Out\[scale_0\.tmp_0:float\[2, 3\]\(\{\}\)\]\}\.$", text, re.M)
@@ -53,8 +53,8 @@ def test_level_3_op_lines_and_kernel_key():
 def test_level_4_adds_before_lines_and_memcpy():
     text = "\n".join(_run({"GLOG_v": "4"}))
     assert len(re.findall(r"Op\(scale\)", text)) == 2
-    assert re.search(r"Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, outputs:\{Out\[scale_0\.tmp_0\[uninited\]\]\}",
-                     text)
+    assert re.search(r"Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, "
+                     r"outputs:\{Out\[scale_0\.tmp_0\[uninited\]\]\}", text)
     assert "memory::Copy 24 Bytes from CPUPlace to CPUPlace" in text
     assert "Alloc " not in text
 
@@ -66,12 +66,12 @@ def test_level_5_adds_allocations():
 
 def test_vmodule_filters_by_file_and_first_match_wins():
     lines = _run({"GLOG_vmodule": "executor=3"})
-    assert lines and all("executor.cc:" in l for l in lines)
+    assert lines and all("executor.cc:" in line for line in lines)
     assert _run({"GLOG_vmodule": "exec*=0,executor=3", "GLOG_v": "0"}) == []
     lines = _run({"GLOG_vmodule": "feed_fetch=3", "GLOG_v": "0"})
-    assert lines and all("feed_fetch.cc:" in l for l in lines)
+    assert lines and all("feed_fetch.cc:" in line for line in lines)
     assert _run({"GLOG_vmodule": "ex?cutor=0", "GLOG_v": "3"}) != []  # other modules still at 3
-    assert not any("executor.cc:" in l for l in _run({"GLOG_vmodule": "ex?cutor=0", "GLOG_v": "3"}))
+    assert not any("executor.cc:" in line for line in _run({"GLOG_vmodule": "ex?cutor=0", "GLOG_v": "3"}))
 
 
 def test_runtime_level_change_and_guard(capfd):

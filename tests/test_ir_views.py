@@ -309,7 +309,7 @@ def test_block_versions_count_structural_changes_only():
 def test_facts_row_copy_copies_every_field():
     from fluidlite.framework import _VarFacts
     row = _VarFacts()
-    for i, k in enumerate(_VarFacts.__slots__):
+    for _i, k in enumerate(_VarFacts.__slots__):
         setattr(row, k, object())
     c = row.copy()
     assert c is not row and all(getattr(c, k) is getattr(row, k) for k in _VarFacts.__slots__)

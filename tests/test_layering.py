@@ -7,7 +7,6 @@ kernels/helpers/); this test also catches a csrc include that would need kernels
 import os
 import re
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_EXTS = (".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh")

@@ -42,11 +42,11 @@ def test_lstm_classifier_learns_marker_task(cell):
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
     losses = []
-    for epoch in range(15):
+    for _epoch in range(15):
         for i in range(0, 256, 64):
-            l, = exe.run(main, feed={"words": ids[:, i:i + 64], "label": labels[i:i + 64]}, fetch_list=[loss],
+            loss_value, = exe.run(main, feed={"words": ids[:, i:i + 64], "label": labels[i:i + 64]}, fetch_list=[loss],
                          scope=scope)
-            losses.append(float(l.ravel()[0]))
+            losses.append(float(loss_value.ravel()[0]))
     test = main.clone(for_test=True)
     a, = exe.run(test, feed={"words": ids, "label": labels}, fetch_list=[acc], scope=scope)
     assert float(a.ravel()[0]) > 0.9, (float(a.ravel()[0]), losses[0], losses[-1])

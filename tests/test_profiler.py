@@ -43,15 +43,15 @@ def _parse_report(text):
     lines = text.splitlines()
     assert lines[1] == "------------------------->     Profiling Report     <-------------------------"
     assert "Place: CPU" in lines and "Time unit: ms" in lines
-    start = next(i for i, l in enumerate(lines) if l.startswith("Event"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("Event"))
     header = lines[start].split()
     assert header == ["Event", "Calls", "Total", "Min.", "Max.", "Ave.", "Ratio.", "Self."]
     rows = []
-    for l in lines[start + 1:]:
-        if not l.strip():
+    for line in lines[start + 1:]:
+        if not line.strip():
             break
-        m = ROW.match(l)
-        assert m, "unparseable report row: %r" % l
+        m = ROW.match(line)
+        assert m, "unparseable report row: %r" % line
         rows.append((m.group(1), int(m.group(2))) + tuple(float(m.group(i)) for i in range(3, 9)))
     return lines, rows
 
@@ -69,7 +69,7 @@ def test_report_layout_ratios_and_counts(capsys):
     assert abs(sum(r[6] for r in rows) - 1.0) < 1e-3  # ratios of one thread sum to 1
     totals = [r[2] for r in rows]
     assert totals == sorted(totals, reverse=True)
-    for name, calls, total, mn, mx, ave, ratio, self_ in rows:
+    for _name, _calls, total, mn, mx, ave, _ratio, self_ in rows:
         assert mn <= ave <= mx and 0 <= self_ <= total + 1e-9
     assert "Memcpy Summary" in out and "Scope Summary" in out
 

@@ -90,7 +90,7 @@ def test_dump_of_the_issue_example_lists_every_var_and_op():
     assert "    var fc_0.tmp_0 : LOD_TENSOR.shape(-1, 32).dtype(float32)" in lines
     assert ("    {Out=['fc_0.tmp_0']} = mul(inputs={X=['x'], Y=['fc_0.w_0']}, x_num_col_dims = 1, "
             "y_num_col_dims = 1)") in lines
-    assert [l.split(" = ")[1].split("(")[0] for l in lines if l.startswith("    {")] == [
+    assert [line.split(" = ")[1].split("(")[0] for line in lines if line.startswith("    {")] == [
         "mul", "elementwise_add", "relu", "mul", "elementwise_add", "abs", "reduce_sum"]
     # startup: one initializer per parameter
     assert [op.type for op in startup.global_block().ops].count("fill_constant") == 2
@@ -124,9 +124,10 @@ def test_sub_blocks_parent_and_recursive_lookup():
     b3 = main._create_block(parent_idx=0)
     assert b3.idx == 3 and b3.parent_idx == 0
     main._rollback()
-    headers = [l for l in str(main).splitlines() if l.startswith("{")]
+    headers = [line for line in str(main).splitlines() if line.startswith("{")]
     assert headers == ["{ // block 0", "{ // block 1, parent 0", "{ // block 2, parent 1", "{ // block 3, parent 0"]
-    assert "    {Out=['inner']} = scale(inputs={X=['outer']}, bias = 0, bias_after_scale = True, scale = 3)" in str(main)
+    want = "    {Out=['inner']} = scale(inputs={X=['outer']}, bias = 0, bias_after_scale = True, scale = 3)"
+    assert want in str(main)
     sub._set_forward_block_idx(0)
     assert sub.forward_block_idx == 0 and "{ // block 1, parent 0, forward block 0" in str(main)
 
@@ -172,7 +173,7 @@ def test_clone_keeps_python_state_and_sub_blocks():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         x = fluid.layers.data(name="x", shape=[3], dtype="float32")
-        w = fluid.layers.create_parameter(shape=[3], dtype="float32", name="w")
+        fluid.layers.create_parameter(shape=[3], dtype="float32", name="w")
         y = fluid.layers.scale(x)
     y.stop_gradient = True
     main._create_block()

@@ -20,7 +20,7 @@ def test_fit_a_line_reaches_low_mse():
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
     first = None
-    for epoch in range(30):
+    for _epoch in range(30):
         for i in range(0, 400, 20):
             loss, = exe.run(main, feed={"x": xs[i:i + 20], "y": ys[i:i + 20]}, fetch_list=[avg_cost], scope=scope)
             first = float(loss[0]) if first is None else first
@@ -47,7 +47,7 @@ def test_mlp_classifier_reaches_90_percent():
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
-    for epoch in range(3):
+    for _epoch in range(3):
         for i in range(0, n, 64):
             exe.run(main, feed={"img": images[i:i + 64], "label": labels[i:i + 64]}, scope=scope)
     accs = [exe.run(main, feed={"img": images[i:i + 64], "label": labels[i:i + 64]}, fetch_list=[acc],

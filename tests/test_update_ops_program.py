@@ -51,7 +51,7 @@ def test_append_regularization_ops_outside_program_guard(fresh_defaults):
     assert sorted(_new_ops(main, n)) == sorted(["scale", "sum", "sign", "scale", "sum"])
     for op in main.global_block().ops[n:]:
         assert op.attr("op_role") == OpRole.Optimize
-    for (p, g), (p2, g2) in zip(params_grads, out):
+    for (p, _g), (p2, g2) in zip(params_grads, out):
         assert p2 is p and g2.block is main.global_block() and g2.op.type == "sum"
 
 

@@ -336,7 +336,7 @@ def measure_footprint(model, framework, batch_size, seed, threads, steps=FOOTPRI
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.SubprocessError) as e:
         return {"error": "%s: %s" % (type(e).__name__, e)}
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     if r.returncode != 0 or not lines:
         tail = (r.stderr.strip().splitlines() or ["exit code %d" % r.returncode])[-1]
         return {"error": tail}
@@ -355,7 +355,8 @@ def _write_cprofile(prof, path):
     stats = pstats.Stats(path, stream=buf)
     stats.sort_stats("cumulative").print_stats(CPROFILE_TOP)
     top = []
-    for (filename, line, func), (cc, nc, tt, ct, _) in sorted(stats.stats.items(), key=lambda kv: -kv[1][3])[:CPROFILE_TOP]:
+    slowest = sorted(stats.stats.items(), key=lambda kv: -kv[1][3])[:CPROFILE_TOP]
+    for (filename, line, func), (_cc, nc, tt, ct, _) in slowest:
         top.append({"function": "%s:%d(%s)" % (filename, line, func), "calls": nc, "tottime_s": tt, "cumtime_s": ct})
     return {"path": path, "text": buf.getvalue(), "top": top}
 
@@ -470,7 +471,8 @@ def format_summary(result, machine=None):
     if result.get("cprofile"):
         lines.append("cprofile    %s (top %d by cumulative time above)" % (result["cprofile"]["path"], CPROFILE_TOP))
     if result.get("profile") and result["profile"]["timeline"]:
-        lines.append("timeline    %s (open in https://ui.perfetto.dev or chrome://tracing)" % result["profile"]["timeline"])
+        lines.append("timeline    %s (open in https://ui.perfetto.dev or chrome://tracing)"
+                     % result["profile"]["timeline"])
     if result["interrupted"]:
         lines.append("(interrupted: figures cover the completed repetitions only)")
     return "\n".join(lines)

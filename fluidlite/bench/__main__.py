@@ -56,7 +56,7 @@ def _int_at_least(lo):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError("expected an integer >= %d, got %r" % (lo, text))
+            raise argparse.ArgumentTypeError("expected an integer >= %d, got %r" % (lo, text)) from None
         if value < lo:
             raise argparse.ArgumentTypeError("expected an integer >= %d, got %d" % (lo, value))
         return value

@@ -9,5 +9,6 @@ from .ops import *  # noqa: F401,F403
 from .learning_rate_scheduler import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
 
-__all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor.__all__ + learning_rate_scheduler.__all__ + conv.__all__
+__all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor.__all__
+           + learning_rate_scheduler.__all__ + conv.__all__
            + norm.__all__)

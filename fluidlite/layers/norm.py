@@ -14,7 +14,7 @@ def _pair(value, name, layer):
     try:
         values = [int(v) for v in value]
     except TypeError:
-        raise TypeError("%s: %s must be an int or a list of 2 ints, got %r" % (layer, name, value))
+        raise TypeError("%s: %s must be an int or a list of 2 ints, got %r" % (layer, name, value)) from None
     if len(values) != 2:
         raise ValueError("%s: %s must be an int or a list of 2 ints, got %r" % (layer, name, value))
     return values

@@ -51,9 +51,11 @@ def test_cast_layer_compile_time_dtype(src, dst):
 
 def test_cast_uint8_and_int8():
     x = np.array([0, 5, 200], "int32")
-    OpTest("cast", {"X": x}, {"Out": x.astype("uint8")}, {"in_dtype": vt("int32"), "out_dtype": vt("uint8")}).check_output()
+    OpTest("cast", {"X": x}, {"Out": x.astype("uint8")},
+           {"in_dtype": vt("int32"), "out_dtype": vt("uint8")}).check_output()
     y = np.array([0, 5, 120], "uint8")
-    OpTest("cast", {"X": y}, {"Out": y.astype("int8")}, {"in_dtype": vt("uint8"), "out_dtype": vt("int8")}).check_output()
+    OpTest("cast", {"X": y}, {"Out": y.astype("int8")},
+           {"in_dtype": vt("uint8"), "out_dtype": vt("int8")}).check_output()
 
 
 def test_cast_unsupported_out_dtype():
@@ -90,4 +92,5 @@ def test_cast_gradient_values_and_dtype():
 
 def test_cast_check_grad():
     x = np.random.RandomState(0).uniform(-1, 1, (3, 4))
-    OpTest("cast", {"X": x}, {"Out": x}, {"in_dtype": vt("float64"), "out_dtype": vt("float64")}).check_grad(["X"], "Out")
+    OpTest("cast", {"X": x}, {"Out": x},
+           {"in_dtype": vt("float64"), "out_dtype": vt("float64")}).check_grad(["X"], "Out")

@@ -113,4 +113,4 @@ def _run_time_label_check(build, name, x_name, x_shape):
 
 
 def test_cross_entropy_label_out_of_range_at_run_time():
-    _run_time_label_check(lambda x, l: fluid.layers.cross_entropy(x, l), "cross_entropy", "probs", (4, 5))
+    _run_time_label_check(lambda x, label: fluid.layers.cross_entropy(x, label), "cross_entropy", "probs", (4, 5))

@@ -259,7 +259,7 @@ def test_tanh_rnn_learns_a_sequence_task():
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
-    for epoch in range(60):
+    for _epoch in range(60):
         for i in range(0, n, 64):
             exe.run(main, feed={"x": xs[:, i:i + 64], "label": labels[i:i + 64]}, scope=scope)
     a = exe.run(main, feed={"x": xs, "label": labels}, fetch_list=[acc], scope=scope)[0][0]

@@ -55,7 +55,8 @@ def test_reduce_forward(op_type, shape, dim, keep_dim, reduce_all, dtype):
 
 @pytest.mark.parametrize("op_type", ["reduce_sum", "reduce_max"])
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
-@pytest.mark.parametrize("shape,dim,keep_dim", [((5,), [0], False), ((3, 4, 5), [0, 2], True), ((3, 4, 5), [-2], False)])
+@pytest.mark.parametrize("shape,dim,keep_dim",
+                         [((5,), [0], False), ((3, 4, 5), [0, 2], True), ((3, 4, 5), [-2], False)])
 def test_reduce_int(op_type, dtype, shape, dim, keep_dim):
     x = np.random.RandomState(2).randint(-50, 50, shape).astype(dtype)
     want = _expected(op_type, x, dim, keep_dim, False)
@@ -140,7 +141,8 @@ def test_reduce_dim_out_of_range(dim):
     with fluid.program_guard(main, startup):
         x = fluid.layers.data(name="xr", shape=[3, 4], dtype="float32", append_batch_size=False)
         bad = dim if isinstance(dim, int) else dim[1]
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"reduce_mean: dim=%d is out of range for X 'xr' \[3, 4\]" % bad):
+        pattern = r"reduce_mean: dim=%d is out of range for X 'xr' \[3, 4\]" % bad
+        with pytest.raises(fluid.core.EnforceNotMet, match=pattern):
             fluid.layers.reduce_mean(x, dim=dim)
 
 

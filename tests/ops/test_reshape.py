@@ -91,8 +91,8 @@ def test_reshape_errors():
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         x = fluid.layers.data("x", shape=[2, 3, 4], dtype="float32", append_batch_size=False)
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"reshape2: cannot reshape X 'x' \[2, 3, 4\] \(24 elements\) "
-                                                           r"to \[5, 5\] \(25 elements\)"):
+        pattern = r"reshape2: cannot reshape X 'x' \[2, 3, 4\] \(24 elements\) to \[5, 5\] \(25 elements\)"
+        with pytest.raises(fluid.core.EnforceNotMet, match=pattern):
             fluid.layers.reshape(x, [5, 5])
         with pytest.raises(fluid.core.EnforceNotMet, match=r"reshape2: cannot reshape X 'x' \[2, 3, 4\] to \[-1, 5\]: "
                                                            r"24 elements are not divisible by 5"):

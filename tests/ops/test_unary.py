@@ -170,7 +170,8 @@ def test_relu6_leaky_relu_layers():
     np.testing.assert_allclose(got[1], np.clip(xv, 0, 2))
     np.testing.assert_allclose(got[2], np.where(xv >= 0, xv, np.float32(0.02) * xv), rtol=1e-6)
     np.testing.assert_allclose(got[3], np.where(xv >= 0, xv, np.float32(0.1) * xv), rtol=1e-6)
-    want = ((xv > 0) & (xv < 6)).astype(float) + ((xv > 0) & (xv < 2)) + np.where(xv >= 0, 1, 0.02) + np.where(xv >= 0, 1, 0.1)
+    want = (((xv > 0) & (xv < 6)).astype(float) + ((xv > 0) & (xv < 2))
+            + np.where(xv >= 0, 1, 0.02) + np.where(xv >= 0, 1, 0.1))
     np.testing.assert_allclose(got[4], want / xv.size, rtol=1e-5)
 
 
