@@ -1,6 +1,8 @@
-"""The unary table (kernels/unary.cc). Activations abs, relu, sigmoid, tanh, exp, log, sqrt, square: forward vs
-numpy, gradients by central differences, which forward variable each grad op reads, and the no-kernel error for
-integer inputs; relu6 and leaky_relu (attributes): forward, gradients away from the kinks, the layers."""
+"""The unary table (kernels/unary.cc): every row of the C++ table is a row of UNARY here, checked for its
+forward value against numpy, its gradient by central differences, the forward variable its grad op reads, its
+layer and the no-kernel error for integer inputs; then the rows' special cases (saturation, kinks, bounds)."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -15,54 +17,90 @@ def _away_from_zero(shape):
     return rng.uniform(0.1, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
 
 
-# op: (numpy forward, input generator, variable the grad op reads)
-ACTS = {
-    "abs": (np.abs, _away_from_zero, "X"),
-    "relu": (lambda x: np.maximum(x, 0), _away_from_zero, "Out"),
-    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda s: rng.uniform(-3, 3, s), "Out"),
-    "tanh": (np.tanh, lambda s: rng.uniform(-2, 2, s), "Out"),
-    "exp": (np.exp, lambda s: rng.uniform(-2, 2, s), "Out"),
-    "log": (np.log, lambda s: rng.uniform(0.2, 3, s), "X"),
-    "sqrt": (np.sqrt, lambda s: rng.uniform(0.2, 3, s), "Out"),
-    "square": (np.square, lambda s: rng.uniform(-2, 2, s), "X"),
+def away_from(x, points, gap=0.01):
+    """x with values within `gap` of a kink moved off it, so central differences stay on one side."""
+    x = x.copy()
+    for p in points:
+        near = np.abs(x - p) < gap
+        x[near] = p + 2 * gap
+    return x
+
+
+# op: (numpy forward(x, **attrs), input generator, the variable its grad op reads (None: the gradient is zeros),
+# attributes). Generators keep inputs off the kinks, where central differences would straddle one.
+UNARY = {
+    "abs": (np.abs, _away_from_zero, "X", {}),
+    "relu": (lambda x: np.maximum(x, 0), _away_from_zero, "Out", {}),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda s: rng.uniform(-3, 3, s), "Out", {}),
+    "tanh": (np.tanh, lambda s: rng.uniform(-2, 2, s), "Out", {}),
+    "exp": (np.exp, lambda s: rng.uniform(-2, 2, s), "Out", {}),
+    "log": (np.log, lambda s: rng.uniform(0.2, 3, s), "X", {}),
+    "sqrt": (np.sqrt, lambda s: rng.uniform(0.2, 3, s), "Out", {}),
+    "square": (np.square, lambda s: rng.uniform(-2, 2, s), "X", {}),
+    "floor": (np.floor, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
+    "sign": (np.sign, _away_from_zero, None, {}),
+    "leaky_relu": (lambda x, alpha: np.where(x >= 0, x, np.float32(alpha) * x), _away_from_zero, "X", {"alpha": 0.3}),
+    "relu6": (lambda x, threshold: np.clip(x, 0, threshold), lambda s: away_from(rng.uniform(-1, 2, s), [0.0, 1.5]),
+              "Out", {"threshold": 1.5}),
+    "clip": (lambda x, min, max: np.clip(x, np.float32(min), np.float32(max)),
+             lambda s: away_from(rng.uniform(-2, 2, s), [-0.5, 0.75]), "X", {"min": -0.5, "max": 0.75}),
 }
+ACTS = {op: row for op, row in UNARY.items() if not row[3] and row[2]}  # no attributes, a gradient of their own
 SHAPES = [(13, 17), (2, 3, 4), (1,), (4, 1, 5)]
+
+
+def test_the_table_covers_every_row_of_the_cpp_table():
+    rows = [t for t in fluid.core.op_types() if fluid.core.op_proto(t)["doc"].endswith(", elementwise.")
+            and not t.endswith("_grad") and fluid.core.op_proto(t)["inputs"][0]["name"] == "X"
+            and [o["name"] for o in fluid.core.op_proto(t)["outputs"]] == ["Out"]
+            and len(fluid.core.op_proto(t)["inputs"]) == 1]
+    assert sorted(rows) == sorted(UNARY)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", sorted(ACTS))
+@pytest.mark.parametrize("op", sorted(UNARY))
 def test_forward(op, dtype, shape):
-    fwd, gen, _ = ACTS[op]
+    fwd, gen, _, attrs = UNARY[op]
     x = gen(shape).astype(dtype)
-    out = fwd(x)
-    assert out.dtype == np.dtype(dtype)
-    OpTest(op, {"X": x}, {"Out": out}).check_output(rtol=1e-6 if dtype == "float32" else 1e-12)
+    out = fwd(x, **attrs).astype(dtype)
+    OpTest(op, {"X": x}, {"Out": out}, attrs).check_output(rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (2, 1, 3)], ids=str)
-@pytest.mark.parametrize("op", sorted(ACTS))
+@pytest.mark.parametrize("op", sorted(UNARY))
 def test_grad(op, shape):
-    _, gen, _ = ACTS[op]
-    OpTest(op, {"X": gen(shape)}, {"Out": np.zeros(1)}).check_grad(["X"], "Out")
+    _, gen, _, attrs = UNARY[op]
+    OpTest(op, {"X": gen(shape)}, {"Out": np.zeros(1)}, attrs).check_grad(["X"], "Out")
 
 
-@pytest.mark.parametrize("op", sorted(ACTS))
+@pytest.mark.parametrize("op", sorted(UNARY))
 def test_grad_op_reads_only_what_it_needs(op):
+    _, gen, dep, attrs = UNARY[op]
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x = fluid.layers.data(name="x", shape=[2, 3], dtype="float64", append_batch_size=False)
         x.stop_gradient = False
-        out = getattr(fluid.layers, op)(x)
+        out = getattr(fluid.layers, op)(x, **attrs)
         dx, = fluid.gradients([fluid.layers.mean(out)], [x])
-    grad_op, = [o for o in main.global_block().ops if o.type == op + "_grad"]
-    dep = ACTS[op][2]
-    assert sorted(grad_op.input_names) == sorted([dep, "Out@GRAD"])
-    assert grad_op.input(dep) == [x.name if dep == "X" else out.name]
-    assert grad_op.output("X@GRAD") == [x.name + "@GRAD"]
-    xv = ACTS[op][1]((2, 3))
-    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[dx])
+    grad_ops = [o for o in main.global_block().ops if o.type == op + "_grad"]
+    if dep is None:  # piecewise constant: zeros like X, no grad op
+        assert grad_ops == [] and [o.type for o in main.global_block().ops][-1] == "fill_zeros_like"
+    else:
+        grad_op, = grad_ops
+        assert sorted(grad_op.input_names) == sorted([dep, "Out@GRAD"])
+        assert grad_op.input(dep) == [x.name if dep == "X" else out.name]
+        assert grad_op.output("X@GRAD") == [x.name + "@GRAD"]
+        assert all(grad_op.attr(k) == pytest.approx(v) for k, v in attrs.items())  # inherited
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": gen((2, 3))}, fetch_list=[dx])
     assert got.shape == (2, 3)
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_layer_signature_comes_from_the_row(op):
+    attrs = UNARY[op][3]
+    params = inspect.signature(getattr(fluid.layers, op)).parameters
+    assert list(params) == ["x"] + list(attrs) + ["name"]
 
 
 def test_relu_grad_is_zero_on_the_negative_side():
@@ -91,12 +129,12 @@ def test_output_keeps_compile_time_shape():
     assert all(tuple(o.shape) == (-1, 7, 3) and o.dtype == x.dtype for o in outs)
 
 
-@pytest.mark.parametrize("op", sorted(ACTS))
+@pytest.mark.parametrize("op", sorted(UNARY))
 def test_integer_input_has_no_kernel(op):
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x = fluid.layers.data(name="x", shape=[3], dtype="int32", append_batch_size=False)
-        out = getattr(fluid.layers, op)(x)
+        out = getattr(fluid.layers, op)(x, **UNARY[op][3])
     with pytest.raises(fluid.core.EnforceNotMet, match=r"op %s does not have a kernel for data_type\[int\]" % op):
         fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.array([1, 2, 3], "int32")}, fetch_list=[out])
 
@@ -111,15 +149,6 @@ def test_grad_op_requires_out_grad_at_build_time():
 
 
 # ------------------------------------------------------------------ relu6, leaky_relu (attributes)
-
-def away_from(x, points, gap=0.01):
-    """x with values within `gap` of a kink moved off it, so central differences stay on one side."""
-    x = x.copy()
-    for p in points:
-        near = np.abs(x - p) < gap
-        x[near] = p + 2 * gap
-    return x
-
 
 ATTR_SHAPES = [(5,), (3, 4), (2, 1, 3), (1, 1)]
 
