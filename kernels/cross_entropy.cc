@@ -1,11 +1,55 @@
-// cross_entropy: Y = -log(X[label]) per row for hard labels, -sum(Label * log(X)) for soft labels.
-// X holds probabilities over the last axis.
-#include "helpers/loss.h"
+// The cross-entropy losses and what they share: the label rule (Label matches the scores except on the
+// class axis, where hard labels have size 1) and the run-time range check of hard labels.
+//   cross_entropy: Y = -log(X[label]) per row for hard labels, -sum(Label * log(X)) for soft labels; X holds
+//     probabilities over the last axis.
+//   softmax_with_cross_entropy: Softmax = softmax(Logits) along axis; Loss = cross entropy of Softmax with
+//     Label, computed from log-sum-exp so it stays finite for large logits.
 #include "helpers/reduce.h"
 
 namespace fl {
 
 namespace {
+
+// Checks Label against the class-scores input `x_slot` for classes on `axis` (already normalised) and
+// returns the loss shape: X's dims with the class axis set to 1.
+DDim CheckLabelShape(const InferShapeContext& ctx, const char* x_slot, int axis, bool soft_label) {
+  const DDim x = ctx.InputDim(x_slot);
+  const DDim label = ctx.InputDim("Label");
+  FL_ENFORCE(label.size() == x.size(), ctx.Type(), ": ", ctx.Describe("Label"), " must have the same rank as ",
+             ctx.Describe(x_slot));
+  for (int i = 0; i < x.size(); ++i) {
+    const int64_t want = (i == axis && !soft_label) ? 1 : x[i];
+    if (want < 0 || label[i] < 0) continue;  // unknown at compile time
+    FL_ENFORCE(label[i] == want, ctx.Type(), ": ", ctx.Describe("Label"), " does not match ", ctx.Describe(x_slot),
+               " at dim ", i, ": expected ", want,
+               soft_label ? " (soft labels have X's shape)" : " (hard labels have size 1 on the class axis)");
+  }
+  const DType lt = ctx.InputDType("Label");
+  if (soft_label)
+    FL_ENFORCE(lt == ctx.InputDType(x_slot), ctx.Type(), ": soft Label '", ctx.InputName("Label"), "' is ",
+               DTypeName(lt), " but ", x_slot, " is ", DTypeName(ctx.InputDType(x_slot)));
+  else
+    FL_ENFORCE(lt == DType::INT64, ctx.Type(), ": hard Label '", ctx.InputName("Label"), "' must be int64, got ",
+               DTypeName(lt), " (set soft_label=True for probabilities)");
+  DDim out = x;
+  out[axis] = 1;
+  return out;
+}
+
+[[noreturn]] void ThrowBadLabel(const ExecutionContext& ctx, const char* x_slot, int64_t value, int64_t pos,
+                                int64_t classes) {
+  FL_THROW(ctx.Type(), ": Label '", ctx.InputName("Label"), "' holds ", value, " at position ", pos,
+           ", out of range [0, ", classes, ") for ", x_slot, " '", ctx.InputName(x_slot), "' ",
+           ctx.Input(x_slot).dims(), " (ignore_index=", ctx.Attr<int32_t>("ignore_index"), ")");
+}
+
+// True if the label at `pos` is ignored; throws if it is neither ignored nor a valid class.
+bool LabelIgnored(const ExecutionContext& ctx, const char* x_slot, int64_t value, int64_t pos, int64_t classes,
+                  int64_t ignore_index) {
+  if (value == ignore_index) return true;
+  if (__builtin_expect(value < 0 || value >= classes, 0)) ThrowBadLabel(ctx, x_slot, value, pos, classes);
+  return false;
+}
 
 struct CrossEntropyArgs {
   int64_t rows, classes, ignore_index;
@@ -18,6 +62,8 @@ CrossEntropyArgs Args(const ExecutionContext& ctx) {
   return CrossEntropyArgs{classes ? x.numel() / classes : 0, classes, ctx.Attr<int32_t>("ignore_index"),
                           ctx.Attr<bool>("soft_label")};
 }
+
+int ClassAxis(const InferShapeContext& ctx) { return NormalizeAxis(ctx, "Logits", ctx.Attr<int32_t>("axis")); }
 
 }  // namespace
 
@@ -79,6 +125,96 @@ FL_REGISTER_OP(cross_entropy, op) {
           if (!LabelIgnored(ctx, "X", l, n, a.classes, a.ignore_index))
             g[n * a.classes + l] = -dy[n] / x[n * a.classes + l];
         }
+      });
+}
+
+FL_REGISTER_OP(softmax_with_cross_entropy, op) {
+  op.Doc("Softmax = softmax(Logits); Loss = -log(Softmax[Label]) (hard) or -sum(Label * log(Softmax)) (soft).")
+      .Input("Logits", "unnormalised scores, classes on `axis`")
+      .Input("Label", "int64 class ids (Logits' shape with 1 on axis), or soft labels of Logits' shape")
+      .Output("Softmax", "softmax of Logits, same shape")
+      .Output("Loss", "the loss: Logits' shape with 1 on axis")
+      .NonDifferentiable({"Label"})
+      .Attr<bool>("soft_label", false, "Label holds a distribution instead of a class id")
+      .Attr<int32_t>("ignore_index", -100, "hard label value whose loss (and gradient) is 0")
+      .Attr<bool>("numeric_stable_mode", true, "accepted for Fluid compatibility; the CPU kernel is always stable")
+      .Attr<int32_t>("axis", -1, "the class axis; negative counts from the end")
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim loss = CheckLabelShape(ctx, "Logits", ClassAxis(ctx), ctx.Attr<bool>("soft_label"));
+        ctx.SetOutput("Softmax", ctx.InputDim("Logits"), ctx.InputDType("Logits"));
+        ctx.SetOutput("Loss", loss, ctx.InputDType("Logits"));
+        ctx.ShareLoD("Logits", "Softmax");
+        ctx.ShareLoD("Logits", "Loss");
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& logits = ctx.Input("Logits");
+        const AxisView v = ViewAroundAxis(logits.dims(), ctx.Attr<int32_t>("axis"));
+        const T* x = logits.data<T>();
+        T* sm = ctx.Alloc<T>("Softmax");
+        T* loss = ctx.Alloc<T>("Loss");
+        const int64_t block = v.axis * v.inner;
+        if (ctx.Attr<bool>("soft_label")) {
+          // loss = sum_c label_c * (lse - x_c) = lse * sum(label) - sum(label * x)
+          const T* label = ctx.Input("Label").data<T>();
+          std::vector<T> lsum(v.inner);
+          SoftmaxForward(x, sm, v, [&](int64_t o, const T* mx, const T* sum) {
+            const T* xb = x + o * block;
+            const T* lb = label + o * block;
+            T* out = loss + o * v.inner;
+            ReduceRuns<SumReducer, T>(1, v.axis, v.inner, [xb, lb](int64_t k) { return lb[k] * xb[k]; }, out);
+            ReduceRuns<SumReducer, T>(1, v.axis, v.inner, [lb](int64_t k) { return lb[k]; }, lsum.data());
+            for (int64_t i = 0; i < v.inner; ++i) out[i] = (mx[i] + std::log(sum[i])) * lsum[i] - out[i];
+          });
+          return;
+        }
+        const int64_t* label = ctx.Input("Label").data<int64_t>();
+        const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
+        SoftmaxForward(x, sm, v, [&](int64_t o, const T* mx, const T* sum) {
+          for (int64_t i = 0; i < v.inner; ++i) {
+            const int64_t p = o * v.inner + i;
+            const int64_t l = label[p];
+            loss[p] = LabelIgnored(ctx, "Logits", l, p, v.axis, ignore)
+                          ? T(0)
+                          : std::log(sum[i]) - (x[o * block + l * v.inner + i] - mx[i]);
+          }
+        });
+      });
+  // The gradient is (Softmax - onehot(Label)) * Loss@GRAD: Logits and Loss are not needed.
+  op.GradOp({"Label", "Softmax", "Loss@GRAD"})
+      .Doc("Logits@GRAD = (Softmax - Label as one-hot or distribution) * Loss@GRAD.")
+      .ShapeLike("Logits", "Softmax")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor* dx = ctx.OutputOrNull("Logits@GRAD");
+        if (!dx) return;
+        const Tensor& softmax = ctx.Input("Softmax");
+        const AxisView v = ViewAroundAxis(softmax.dims(), ctx.Attr<int32_t>("axis"));
+        const Tensor& dloss_t = ctx.Input("Loss@GRAD");
+        FL_ENFORCE(dloss_t.numel() == v.outer * v.inner, "softmax_with_cross_entropy_grad: Loss@GRAD ", dloss_t.dims(),
+                   " does not match Softmax ", softmax.dims());
+        const T* sm = softmax.data<T>();
+        const T* dl = dloss_t.data<T>();
+        T* g = dx->mutable_data<T>(ctx.place());
+        const ReduceLayout l = AxisLayout(v);
+        if (ctx.Attr<bool>("soft_label")) {
+          const T* label = ctx.Input("Label").data<T>();
+          ForEachReduced(l, [g, sm, dl, label](int64_t i, int64_t p) { g[i] = (sm[i] - label[i]) * dl[p]; });
+          return;
+        }
+        ForEachReduced(l, [g, sm, dl](int64_t i, int64_t p) { g[i] = sm[i] * dl[p]; });
+        const int64_t* label = ctx.Input("Label").data<int64_t>();
+        const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
+        for (int64_t o = 0; o < v.outer; ++o)
+          for (int64_t i = 0; i < v.inner; ++i) {
+            const int64_t p = o * v.inner + i;
+            T* col = g + o * v.axis * v.inner + i;
+            if (LabelIgnored(ctx, "Softmax", label[p], p, v.axis, ignore)) {
+              for (int64_t c = 0; c < v.axis; ++c) col[c * v.inner] = T(0);
+            } else {
+              col[label[p] * v.inner] -= dl[p];
+            }
+          }
       });
 }
 

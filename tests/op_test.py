@@ -171,3 +171,16 @@ class OpTest:
             flat[i] = orig
             gflat[i] = (plus - minus) / (2 * delta)
         return grad
+
+
+def declare(block, name, shape, dtype="float32"):
+    """A variable of `block`, for tests that build ops by hand."""
+    return block.create_var(name=name, shape=shape, dtype=dtype)
+
+
+def run(main, feed, fetch, startup=None):
+    """Runs `startup` (if given) then `main` once on the CPU; returns the fetched arrays."""
+    exe = fluid.Executor(fluid.CPUPlace())
+    if startup is not None:
+        exe.run(startup)
+    return exe.run(main, feed=feed, fetch_list=fetch)

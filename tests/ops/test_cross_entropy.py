@@ -1,5 +1,7 @@
-"""cross_entropy: forward vs numpy (hard/soft labels, ignore_index), gradients vs central differences, label
-shape and dtype errors, out-of-range labels at run time."""
+"""The cross-entropy losses (kernels/cross_entropy.cc).
+cross_entropy: hard and soft labels vs numpy, ignore_index, gradients, label shape and dtype errors.
+softmax_with_cross_entropy: forward vs numpy (axes, dtypes, hard/soft labels, ignore_index, large logits),
+gradients vs central differences, label shape errors. Both: out-of-range labels at run time."""
 import numpy as np
 import pytest
 
@@ -10,6 +12,11 @@ from op_test import OpTest
 def np_softmax(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_log_softmax(x, axis=-1):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
 
 
 def hard_labels(rng, shape, classes, axis):
@@ -114,3 +121,87 @@ def _run_time_label_check(build, name, x_name, x_shape):
 
 def test_cross_entropy_label_out_of_range_at_run_time():
     _run_time_label_check(lambda x, label: fluid.layers.cross_entropy(x, label), "cross_entropy", "probs", (4, 5))
+
+
+def test_softmax_with_cross_entropy_label_out_of_range_at_run_time():
+    _run_time_label_check(fluid.layers.softmax_with_cross_entropy, "softmax_with_cross_entropy",
+                          "logits", (4, 5))
+
+
+def swce_reference(logits, label, soft, axis=-1, ignore_index=-100):
+    sm = np_softmax(logits, axis)
+    logp = np_log_softmax(logits, axis)
+    if soft:
+        loss = -(label * logp).sum(axis=axis, keepdims=True)
+    else:
+        safe = np.where(label == ignore_index, 0, label)
+        loss = -np.take_along_axis(logp, safe, axis=axis)
+        loss = np.where(label == ignore_index, 0.0, loss)
+    return sm, loss
+
+
+@pytest.mark.parametrize("shape,axis", [((4, 5), -1), ((1, 3), -1), ((2, 3, 4), -1), ((2, 3, 4), 1), ((3, 2, 2), 0)])
+@pytest.mark.parametrize("soft", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_softmax_with_cross_entropy_forward(shape, axis, soft, dtype):
+    rng = np.random.RandomState(9)
+    logits = rng.uniform(-5, 5, shape)
+    label = np_softmax(rng.uniform(-1, 1, shape), axis) if soft else hard_labels(rng, shape, shape[axis], axis)
+    sm, loss = swce_reference(logits, label, soft, axis)
+    if soft:
+        label = label.astype(dtype)
+    OpTest("softmax_with_cross_entropy", {"Logits": logits.astype(dtype), "Label": label},
+           {"Softmax": sm.astype(dtype), "Loss": loss.astype(dtype)},
+           {"soft_label": soft, "axis": axis}).check_output(rtol=1e-5 if dtype == "float32" else 1e-10)
+
+
+def test_softmax_with_cross_entropy_large_logits_and_ignore_index():
+    logits = np.array([[1000.0, -1000.0, 0.0], [50.0, 51.0, 52.0], [1e4, 1e4, -1e4]], dtype="float32")
+    label = np.array([[1], [5], [0]], dtype="int64")
+    sm, loss = swce_reference(logits.astype("float64"), label, False, ignore_index=5)
+    OpTest("softmax_with_cross_entropy", {"Logits": logits, "Label": label},
+           {"Softmax": sm.astype("float32"), "Loss": loss.astype("float32")}, {"ignore_index": 5}).check_output()
+    assert loss[0, 0] == pytest.approx(2000.0)  # finite, where -log(softmax) would be inf
+
+
+@pytest.mark.parametrize("shape,axis,soft", [((4, 5), -1, False), ((4, 5), -1, True), ((2, 3, 2), 1, False),
+                                             ((2, 3, 2), 1, True)])
+def test_softmax_with_cross_entropy_grad(shape, axis, soft):
+    rng = np.random.RandomState(10)
+    logits = rng.uniform(-2, 2, shape)
+    label = np_softmax(rng.uniform(-1, 1, shape), axis) if soft else hard_labels(rng, shape, shape[axis], axis)
+    sm, loss = swce_reference(logits, label, soft, axis)
+    OpTest("softmax_with_cross_entropy", {"Logits": logits, "Label": label}, {"Softmax": sm, "Loss": loss},
+           {"soft_label": soft, "axis": axis}).check_grad(["Logits"], "Loss")
+
+
+def test_softmax_with_cross_entropy_grad_ignore_index_and_minimal_inputs():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        logits = fluid.layers.data(name="logits", shape=[3], dtype="float64")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        logits.stop_gradient = False
+        loss = fluid.layers.reduce_sum(fluid.layers.softmax_with_cross_entropy(logits, label, ignore_index=2))
+        g, = fluid.gradients([loss], [logits])
+    grad_op = [op for op in main.global_block().ops if op.type == "softmax_with_cross_entropy_grad"][0]
+    assert sorted(grad_op.input_names) == ["Label", "Loss@GRAD", "Softmax"]
+    assert grad_op.output_names == ["Logits@GRAD"]
+    xv = np.random.RandomState(11).uniform(-1, 1, (4, 3))
+    lv = np.array([[0], [2], [1], [2]], dtype="int64")
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"logits": xv, "label": lv}, fetch_list=[g])
+    want = np_softmax(xv)
+    want[np.arange(4), lv[:, 0]] -= 1
+    want[lv[:, 0] == 2] = 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def test_softmax_with_cross_entropy_label_shape_mismatch():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="lg", shape=[2, 3, 4], dtype="float32", append_batch_size=False)
+        lbl = fluid.layers.data(name="lb", shape=[2, 3, 1], dtype="int64", append_batch_size=False)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"softmax_with_cross_entropy: Label 'lb' \[2, 3, 1\] does "
+                                                           r"not match Logits 'lg' \[2, 3, 4\] at dim 1: expected 1"):
+            fluid.layers.softmax_with_cross_entropy(x, lbl, axis=1)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"axis=3 is out of range for Logits 'lg'"):
+            fluid.layers.softmax_with_cross_entropy(x, lbl, axis=3)

@@ -3,24 +3,13 @@ import numpy as np
 import pytest
 
 import fluidlite as fluid
-from op_test import OpTest
+from op_test import OpTest, declare, run
 
 rng = np.random.RandomState(5)
 
 
 def rand(*shape, dtype="float64"):
     return rng.uniform(-1, 1, shape).astype(dtype)
-
-
-def declare(block, name, shape, dtype="float32"):
-    return block.create_var(name=name, shape=shape, dtype=dtype)
-
-
-def run(main, feed, fetch, startup=None):
-    exe = fluid.Executor(fluid.CPUPlace())
-    if startup is not None:
-        exe.run(startup)
-    return exe.run(main, feed=feed, fetch_list=fetch)
 
 
 GATHER_CASES = [((5,), [0, 4, 4, 2]), ((5, 3), [1, 0, 1, 4, 3, 1]), ((4, 2, 3), [3, 0]), ((1, 7), [0, 0, 0])]

@@ -1,5 +1,6 @@
-"""gaussian_random: seeded reproducibility, seed 0 freshness, statistics against the normal
-distribution, errors. (uniform_random has the same seeding tests.)"""
+"""The random-tensor ops (kernels/random.cc): uniform_random and gaussian_random. Seeded reproducibility and
+seed 0 freshness for both; statistics of each against its distribution; the program random seed of the
+initializers; errors."""
 import subprocess
 import sys
 
@@ -29,7 +30,7 @@ def sample(op, shape=(N,), dtype="float32", seed=0, runs=1, **kw):
     return [exe.run(main, fetch_list=[out])[0] for _ in range(runs)]
 
 
-OPS = ["gaussian_random"]
+OPS = ["uniform_random", "gaussian_random"]
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -90,6 +91,50 @@ def test_seed_zero_differs_across_processes(op):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("lo,hi", [(-1.0, 1.0), (2.0, 5.0), (-0.001, 0.0)])
+def test_uniform_statistics(dtype, lo, hi):
+    kw = {"min": lo, "max": hi}
+    (x,) = sample("uniform_random", (N,), dtype, seed=5, **kw)
+    assert x.min() >= np.array(lo, dtype) and x.max() < np.array(hi, dtype)
+    width = hi - lo
+    # Tolerances are several standard errors wide (mean: width/sqrt(12 N) ~ 0.001 width).
+    assert abs(x.mean() - (lo + hi) / 2) < 0.006 * width
+    assert abs(x.std() - width / np.sqrt(12)) < 0.006 * width
+    # Filled evenly: every tenth of the range holds about a tenth of the samples.
+    hist, _ = np.histogram(x, bins=10, range=(lo, hi))
+    assert np.all(np.abs(hist / N - 0.1) < 0.006)
+    assert x.min() < lo + 0.001 * width and x.max() > hi - 0.001 * width
+    record_checked("statistical", "uniform_random")
+
+
+def test_uniform_defaults_are_minus_one_to_one():
+    main = fluid.Program()
+    block = main.global_block()
+    out = block.create_var(name="u", dtype="float32")
+    block.append_op(type="uniform_random", outputs={"Out": out}, attrs={"shape": [N]})
+    (x,) = fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])
+    assert x.min() >= -1 and x.max() < 1 and x.min() < -0.99 and x.max() > 0.99
+
+
+def test_initializers_use_program_random_seed():
+    def init_values(initializer):
+        main, startup = fluid.Program(), fluid.Program()
+        startup.random_seed = 42
+        with fluid.program_guard(main, startup):
+            w = fluid.layers.create_parameter([50], "float32", name="w", default_initializer=initializer)
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(startup)
+        return exe.run(main, fetch_list=[w])[0]
+
+    for init in (fluid.initializer.Uniform(-0.5, 0.5), fluid.initializer.Normal(0.0, 2.0)):
+        a, b = init_values(init), init_values(init)
+        np.testing.assert_array_equal(a, b)
+        assert np.std(a) > 0
+    u = init_values(fluid.initializer.Uniform(-0.5, 0.5))
+    assert u.min() >= -0.5 and u.max() < 0.5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("mean,std", [(0.0, 1.0), (3.0, 0.5), (-2.0, 10.0)])
 def test_gaussian_statistics(dtype, mean, std):
     (x,) = sample("gaussian_random", (N,), dtype, seed=9, mean=mean, std=std)
@@ -125,6 +170,11 @@ def test_int_dtype_rejected(op):
 def test_negative_shape_rejected(op):
     with pytest.raises(core.EnforceNotMet, match=op + r": attribute shape \[2, -1\] has a negative dim"):
         build(op, [2, -1])
+
+
+def test_uniform_min_not_below_max():
+    with pytest.raises(core.EnforceNotMet, match="uniform_random: min 1 must be less than max 1"):
+        build("uniform_random", [2], min=1.0, max=1.0)
 
 
 def test_gaussian_negative_std():
