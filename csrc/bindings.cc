@@ -29,18 +29,35 @@ namespace {
 
 // ------------------------------------------------------------------ numpy <-> Tensor
 
+// numpy's kind character of a dtype's C++ type ('b' bool, 'f' floating, 'i' signed, 'u' unsigned).
+template <typename T>
+constexpr char NumpyKind() {
+  if constexpr (std::is_same_v<T, bool>) return 'b';
+  else if constexpr (std::is_same_v<T, Float16> || std::is_floating_point_v<T>) return 'f';
+  else return std::is_signed_v<T> ? 'i' : 'u';
+}
+
+// By kind and item size, both read straight from the dtype (its `name` is a slow Python property).
 DType DTypeFromNumpy(const py::dtype& dt) {
-  const std::string name = py::str(dt.attr("name"));  // numpy's names are Fluid's
+  const char kind = dt.kind();
+  const size_t size = static_cast<size_t>(dt.itemsize());
 #define FL_DTYPE_FROM_NUMPY(n, v, type, fluid_name, cpp_name, format) \
-  if (name == fluid_name) return DType::n;
+  if (kind == NumpyKind<type>() && size == sizeof(type)) return DType::n;
   FL_FOR_EACH_DTYPE(FL_DTYPE_FROM_NUMPY)
 #undef FL_DTYPE_FROM_NUMPY
-  throw py::type_error("numpy dtype " + name + " is not supported by fluidlite");
+  throw py::type_error("numpy dtype " + std::string(py::str(dt)) + " is not supported by fluidlite");
 }
 
 py::dtype NumpyDType(DType t) {
-  FL_ENFORCE(IsKnownDType(t), "tensor has no dtype (it was never written)");
-  return py::dtype(DTypeName(t));
+  switch (t) {
+#define FL_NUMPY_DTYPE(n, v, type, fluid_name, cpp_name, format)               \
+  case DType::n:                                                               \
+    if constexpr (std::is_same_v<type, Float16>) return py::dtype(fluid_name); \
+    else return py::dtype::of<type>();
+    FL_FOR_EACH_DTYPE(FL_NUMPY_DTYPE)
+#undef FL_NUMPY_DTYPE
+    default: FL_THROW("tensor has no dtype (it was never written)");
+  }
 }
 
 // Wraps a numpy array's memory without copying. `ensure` returns a new (C-contiguous) array when
