@@ -4,7 +4,8 @@ C++ sources compile in parallel (pybind11's ParallelCompile). ``kernels/**/*.cu`
 with nvcc when it is found (and FLUIDLITE_WITH_CUDA is not 0); otherwise the module is CPU-only and
 ``fluidlite.core.is_compiled_with_cuda()`` is False. Import never needs a GPU.
 
-Environment knobs: DEBUG=1 (-O0 -g), FLUIDLITE_WITH_CUDA=0|1, NVCC=path, FLUIDLITE_BUILD_JOBS=N.
+Environment knobs: DEBUG=1 (-O0 -g), FLUIDLITE_SANITIZE=1 (AddressSanitizer + UndefinedBehaviorSanitizer, for
+tools/sanitize.sh), FLUIDLITE_WITH_CUDA=0|1, NVCC=path, FLUIDLITE_BUILD_JOBS=N.
 """
 import glob
 import os
@@ -18,6 +19,8 @@ import scipy_openblas32
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("DEBUG", "0") == "1"
+SANITIZE = os.environ.get("FLUIDLITE_SANITIZE", "0") == "1"
+SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
 
 
 def rel(paths):
@@ -47,6 +50,8 @@ NVCC = find_nvcc() if cu_sources else None
 CUDA_HOME = os.path.dirname(os.path.dirname(os.path.realpath(NVCC))) if NVCC else None
 
 opt = ["-O0", "-g"] if DEBUG else ["-O3"]
+if SANITIZE:  # every error is fatal; frame pointers keep the reports' stacks readable
+    opt = ["-O1", "-g", "-fno-omit-frame-pointer"] + SANITIZERS
 # -fno-trapping-math (clang's default): nothing here reads FP exception flags, and without it GCC will not
 # if-convert float selects, which keeps loops such as the vectorisable exp in helpers/vec_exp.h scalar.
 extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
@@ -60,7 +65,7 @@ libraries = [scipy_openblas32.get_library()]
 library_dirs = [scipy_openblas32.get_lib_dir()]
 # At run time fluidlite/__init__.py imports scipy_openblas32 first, which loads the library globally;
 # the rpath is a second way to find it for a non-editable install (site-packages/scipy_openblas32/lib).
-extra_link_args = ["-Wl,-rpath,$ORIGIN/../scipy_openblas32/lib"]
+extra_link_args = ["-Wl,-rpath,$ORIGIN/../scipy_openblas32/lib"] + (SANITIZERS if SANITIZE else [])
 
 if NVCC:
     define_macros.append(("FL_WITH_CUDA", "1"))
