@@ -6,7 +6,6 @@ fuzzer of test_fuzz_programs.py)."""
 import os
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
