@@ -9,7 +9,8 @@ outcome; a crash (a signal) or a hang is not. Run in a child process so a crash 
     python tools/fuzz_programs.py --edits edits.json             # replay edits (what a test found)
 
 Writes `mutant N: [index, edits]` to stderr before trying each one (after a crash the last such
-line names the culprit, replayable with --edits) and prints one JSON line: {"parsed": n, "ran": n, "raised": n, "by_error": {...}}.
+line names the culprit, replayable with --edits) and prints one JSON line:
+{"parsed": n, "ran": n, "raised": n, "by_error": {...}}.
 """
 import argparse
 import json
