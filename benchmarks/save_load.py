@@ -49,8 +49,8 @@ def main():
             print("%s: %d persistables, %.2f MB" % (args.model, len(pers), nbytes / 1e6))
             for label, filename in (("per-file", None), ("combined", "all_vars")):
                 d = os.path.join(root, label)
-                save = lambda: fluid.io.save_persistables(exe, d, built.main, filename=filename)
-                load = lambda: fluid.io.load_persistables(exe, d, built.main, filename=filename)
+                save = lambda d=d, f=filename: fluid.io.save_persistables(exe, d, built.main, filename=f)
+                load = lambda d=d, f=filename: fluid.io.load_persistables(exe, d, built.main, filename=f)
                 for what, fn in (("save", save), ("load", load)):
                     med, best = _time(fn, args.repeat)
                     print("%-8s %-4s median %7.1f ms   min %7.1f ms" % (label, what, med * 1e3, best * 1e3))
