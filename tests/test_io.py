@@ -308,3 +308,132 @@ def test_kill_9_at_random_points_never_leaves_a_mix(tmp_path):
     # The kills landed both before and after commit points.
     assert sum(n for (_, what), n in outcomes.items() if what == "old") > 0, outcomes
     assert sum(n for (_, what), n in outcomes.items() if what == "new") > 0, outcomes
+
+
+# ---------------------------------------------------------------------------- checksums and file kinds
+
+def _saved_inference_model(tmp_path):
+    main, startup, pred, _ = _model()
+    scope = fluid.Scope()
+    exe, _ = _train(main, startup, pred, scope)
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path), ["x"], [pred], exe, main)
+        return exe, exe.run(main.clone(for_test=True), feed=FEED, fetch_list=[pred])[0]
+
+
+def _run_inference(exe, dirname):
+    with fluid.scope_guard(fluid.Scope()):
+        program, feeds, fetches = fluid.io.load_inference_model(dirname, exe)
+        return exe.run(program, feed={feeds[0]: FEED["x"]}, fetch_list=fetches)[0]
+
+
+def test_program_file_checksum_mismatch_names_the_file(tmp_path):
+    exe, _ = _saved_inference_model(tmp_path)
+    path = tmp_path / "__model__"
+    data = path.read_bytes()
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x01  # one bit, the size unchanged: only the checksum can tell
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(fluid.core.EnforceNotMet,
+                       match=r"cannot load the inference program from .*__model__: checksum mismatch: the CRC-32 of "
+                             r"the file is [0-9a-f]{8}, the save manifest .*__fluidlite_manifest__\.json records "
+                             "%08x" % zlib.crc32(data)):
+        _run_inference(exe, str(tmp_path))
+    path.write_bytes(data[:-1])
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"__model__: the file has %d bytes, the save manifest .* "
+                                                       r"records %d" % (len(data) - 1, len(data))):
+        _run_inference(exe, str(tmp_path))
+
+
+def test_program_without_manifest_loads_with_a_warning(tmp_path):
+    exe, ref = _saved_inference_model(tmp_path)
+    os.unlink(tmp_path / MANIFEST)  # as saved by Fluid-era fluidlite: no checksums
+    with pytest.warns(UserWarning, match=r"__model__ has no checksum: .* has no save manifest listing it"):
+        got = _run_inference(exe, str(tmp_path))
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_corrupt_manifest_raises(tmp_path):
+    exe, _ = _saved_inference_model(tmp_path)
+    m = json.loads((tmp_path / MANIFEST).read_text())
+    m["files"]["fc_0.w_0"]["crc32"] ^= 1  # the manifest's own checksum catches edits too
+    (tmp_path / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"the save manifest .*__fluidlite_manifest__\.json is corrupt "
+                                                       r"\(its own checksum does not match\)"):
+        _run_inference(exe, str(tmp_path))
+    (tmp_path / MANIFEST).write_text("{not json")
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"save manifest .* is corrupt \(JSONDecodeError"):
+        _run_inference(exe, str(tmp_path))
+
+
+class _Deadline:
+    """Turns a load that blocks (the failure these tests guard against) into a test failure after `s` s."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __enter__(self):
+        def expire(*_):
+            raise AssertionError("the load blocked for %d s" % self.s)
+        self.old = signal.signal(signal.SIGALRM, expire)
+        signal.alarm(self.s)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.old)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and /dev/zero")
+@pytest.mark.parametrize("filename", [None, "all_params"])
+def test_loads_refuse_fifos_devices_and_directories(tmp_path, filename):
+    main, startup, pred, _ = _model()
+    scope = fluid.Scope()
+    exe, _ = _train(main, startup, pred, scope)
+    with fluid.scope_guard(scope):
+        fluid.io.save_params(exe, str(tmp_path), main, filename=filename)
+    name = filename or "fc_0.w_0"
+    path = tmp_path / name
+    data = path.read_bytes()
+    what = "combined variables" if filename else r"variable fc_0\.w_0"
+
+    def load():
+        with fluid.scope_guard(fluid.Scope()), _Deadline(10):
+            fluid.io.load_params(exe, str(tmp_path), main, filename=filename)
+
+    os.unlink(path)
+    os.mkfifo(path)  # open() would wait for a writer forever
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"cannot load %s from .*%s: it is a FIFO, not a regular file"
+                                                       % (what, name)):
+        load()
+    os.unlink(path)
+    os.symlink("/dev/zero", path)  # read() would never end
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"%s: it is a character device, not a regular file" % name):
+        load()
+    os.unlink(path)
+    os.mkdir(path)
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"%s: it is a directory, not a regular file" % name):
+        load()
+    os.rmdir(path)
+    (tmp_path / "elsewhere").write_bytes(data)
+    os.symlink(tmp_path / "elsewhere", path)  # a symlink to a regular file is fine
+    load()
+    # The manifest is read with the same care.
+    os.replace(tmp_path / MANIFEST, tmp_path / "manifest.bak")
+    os.mkfifo(tmp_path / MANIFEST)
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"cannot load the save manifest from .*%s: it is a FIFO"
+                                                       % MANIFEST):
+        load()
+
+
+def test_next_save_deletes_stale_temporary_files_only(tmp_path):
+    main, startup, pred, _ = _model()
+    scope = fluid.Scope()
+    exe, _ = _train(main, startup, pred, scope)
+    stale = [".fc_0.w_0.fltmp-0123456789abcdef",  # of a killed save
+             ".fc_0.w_0.ab_12cde.tmp", "." + MANIFEST + ".zz9abc_0.tmp"]  # of fluidlite before manifests (mkstemp)
+    kept = ["notes.txt", ".notes.txt.ab_12cde.tmp", ".fc_0.w_0.tmp", ".fc_0.w_0.fltmp-xyz"]  # not ours
+    for n in stale + kept:
+        (tmp_path / n).write_text("x")
+    with fluid.scope_guard(scope):
+        fluid.io.save_params(exe, str(tmp_path), main)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + [MANIFEST, "fc_0.b_0", "fc_0.w_0", "fc_1.b_0", "fc_1.w_0"])
