@@ -4,7 +4,7 @@ Layout of a save directory (Fluid's): one file per variable, named after it (``s
 with ``filename=None``), or one combined file (``filename=...``); ``save_inference_model`` adds the
 program (``__model__`` or ``model_filename``) and ``__model__.meta.json`` (feed and fetch names).
 fluidlite adds one file, the manifest ``__fluidlite_manifest__.json``; Fluid opens files by variable
-name only and never reads it. See docs/saving.md.
+name only and never reads it. See docs/io.md.
 
 File format of one saved tensor (little-endian)::
 
