@@ -305,9 +305,10 @@ def test_kill_9_at_random_points_never_leaves_a_mix(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork() with threads
         outcomes = io_kill_worker.kill_loop(str(tmp_path), 100, random.Random(20240611))
-    # The kills landed both before and after commit points.
-    assert sum(n for (_, what), n in outcomes.items() if what == "old") > 0, outcomes
-    assert sum(n for (_, what), n in outcomes.items() if what == "new") > 0, outcomes
+    # Some kills landed inside a save (where a mix could happen). Where in a save they land depends on the
+    # machine's load (one busy run saw no kill after a commit point), so the split between old and new is
+    # not asserted: test_crash_at_every_point_of_a_save_leaves_old_or_new covers every point exactly.
+    assert sum(n for (_, what), n in outcomes.items() if what in ("old", "new")) > 0, outcomes
 
 
 # ---------------------------------------------------------------------------- checksums and file kinds
