@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "allocator.h"
 #include "executor.h"
@@ -26,6 +27,11 @@ namespace py = pybind11;
 using namespace fl;
 
 namespace {
+
+unsigned long& MainThreadIdent() {  // Python's main thread (set at import)
+  static unsigned long ident = 0;
+  return ident;
+}
 
 // ------------------------------------------------------------------ numpy <-> Tensor
 
@@ -305,6 +311,7 @@ py::dict StatsDict(const MemoryStats& s) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fluidlite C++ core";
+  MainThreadIdent() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   InitLoggingFromEnv();
   OpRegistry::Instance().Finalize();
 
@@ -400,7 +407,7 @@ PYBIND11_MODULE(_core, m) {
       .def("drop_kids", [live](Scope& s) { live(s).DropKids(); })
       .def("erase_vars", [live](Scope& s, const std::vector<std::string>& n) { live(s).EraseVars(n); })
       .def("local_var_names", [live](Scope& s) { return live(s).LocalVarNames(); })
-      .def("num_kids", [live](Scope& s) { return live(s).kids().size(); });
+      .def("num_kids", [live](Scope& s) { return live(s).NumKids(); });
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR
@@ -636,23 +643,34 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PreparedProgram>(m, "PreparedProgram")
       .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
                        const std::vector<std::string>& feeds, const std::vector<std::string>& fetches) {
-             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
-                        "Executor: the scope was deleted (its parent called drop_kids())");
-             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
-           }),
-           py::keep_alive<1, 4>())
+        FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
+                   "Executor: the scope was deleted (its parent called drop_kids())");
+        return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
+      }))  // no keep_alive on the scope: the executor's cache holds it weakly, Run checks it is alive
       .def(
           "run",
           [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
-            FL_ENFORCE(Scope::IsAlive(p.scope()), "Executor: the scope this program was prepared for was deleted");
             std::vector<Tensor> in;
             in.reserve(feeds.size());
             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
             for (auto f : feeds) in.push_back(BorrowArray(f, keep));
             std::vector<Tensor> out;
-            {
+            try {
+              // Only Python's main thread sees KeyboardInterrupt: only its runs stop on Ctrl-C.
+              std::optional<InterruptibleRun> interruptible;
+              if (PyThread_get_thread_ident() == MainThreadIdent()) {
+                interruptible.emplace();
+                // A Ctrl-C that came before the run (while preparing it) raises now; one that comes after
+                // this point sets the flag the run checks.
+                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+              }
               py::gil_scoped_release release;
               out = p.Run(std::move(in));
+            } catch (const Interrupted&) {
+              // Python's handler (chained behind ours) has run: raise what it raises, KeyboardInterrupt
+              // by default; a handler that returns still ends the run with KeyboardInterrupt.
+              if (PyErr_CheckSignals() == 0) PyErr_SetNone(PyExc_KeyboardInterrupt);
+              throw py::error_already_set();
             }
             py::list r;
             for (auto& t : out) {
@@ -668,6 +686,8 @@ PYBIND11_MODULE(_core, m) {
           "local_scope",
           [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
           py::return_value_policy::reference_internal);
+  m.def("set_check_nan_inf", &SetCheckNanInf, py::arg("on"), "FLAGS_check_nan_inf (fluid.set_flags)");
+  m.def("get_check_nan_inf", &CheckNanInf);
   m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");
 
   // ---------------------------------------------------------------- memory, threads, logging, profiler

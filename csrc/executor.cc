@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,6 +44,125 @@ bool EagerDeletion() {
 
 }  // namespace
 
+// ------------------------------------------------------------------ FLAGS_check_nan_inf
+
+namespace {
+
+bool FlagFromEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "True") == 0);
+}
+
+std::atomic<bool> g_check_nan_inf{FlagFromEnv("FLAGS_check_nan_inf")};
+
+// Index of the first element whose exponent bits are all ones (NaN or +-Inf), or -1. Chunks OR a
+// compare over the bits, a loop GCC vectorises; only a chunk that has one is scanned again.
+template <typename Bits>
+int64_t FirstNonFinite(const void* data, int64_t n, Bits exp_mask) {
+  typedef Bits __attribute__((may_alias)) AliasBits;
+  const AliasBits* p = static_cast<const AliasBits*>(data);
+  constexpr int64_t kChunk = 4096;
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t e = std::min(n, b + kChunk);
+    Bits bad = 0;
+    for (int64_t i = b; i < e; ++i) bad |= static_cast<Bits>((p[i] & exp_mask) == exp_mask);
+    if (!bad) continue;
+    for (int64_t i = b; i < e; ++i)
+      if ((p[i] & exp_mask) == exp_mask) return i;
+  }
+  return -1;
+}
+
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::FP32: return static_cast<const float*>(t.raw_data())[i];
+    case DType::FP64: return static_cast<const double*>(t.raw_data())[i];
+    default: {  // FP16: all exponent bits set; NaN when the mantissa is not zero
+      uint16_t bits = static_cast<const uint16_t*>(t.raw_data())[i];
+      if (bits & 0x3ff) return NAN;
+      return (bits & 0x8000) ? -INFINITY : INFINITY;
+    }
+  }
+}
+
+void CheckOutputsFinite(const PreparedOp& op) {
+  RecordEvent ev("check_nan_inf", "Executor");
+  const OpInfo& info = *op.info();
+  for (size_t s = 0; s < info.outputs.size(); ++s) {
+    const auto& vars = op.outputs()[s];
+    for (size_t j = 0; j < vars.size(); ++j) {
+      const Tensor* t = vars[j] ? vars[j]->GetTensor() : nullptr;
+      if (!t || !t->IsInitialized() || !t->place().is_cpu()) continue;
+      int64_t bad;
+      switch (t->dtype()) {
+        case DType::FP32: bad = FirstNonFinite<uint32_t>(t->raw_data(), t->numel(), 0x7f800000u); break;
+        case DType::FP64: bad = FirstNonFinite<uint64_t>(t->raw_data(), t->numel(), 0x7ff0000000000000ull); break;
+        case DType::FP16: bad = FirstNonFinite<uint16_t>(t->raw_data(), t->numel(), uint16_t(0x7c00)); break;
+        default: continue;
+      }
+      if (bad < 0) continue;
+      std::string index = "[";  // the element's index in every dimension
+      int64_t rest = bad;
+      std::vector<int64_t> idx(t->dims().size());
+      for (int d = t->dims().size() - 1; d >= 0; --d) {
+        const int64_t extent = t->dims()[d];
+        idx[d] = extent > 0 ? rest % extent : 0;
+        rest = extent > 0 ? rest / extent : rest;
+      }
+      for (size_t d = 0; d < idx.size(); ++d) index += (d ? ", " : "") + std::to_string(idx[d]);
+      const double v = ElementAsDouble(*t, bad);
+      FL_THROW("op ", info.type, ": output ", info.outputs[s].name, " variable '",
+               op.desc()->Output(info.outputs[s].name.c_str()).at(j), "' ", t->dims().ToString(), " contains ",
+               std::isnan(v) ? "NaN" : "Inf", ": first at flat index ", bad, " (element ", index, "], value ",
+               std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"), ") (FLAGS_check_nan_inf)");
+    }
+  }
+}
+
+// ------------------------------------------------------------------ interrupts
+
+std::atomic<bool> g_sigint{false};
+thread_local bool t_interruptible = false;
+struct sigaction g_prev_sigint;  // the handler ours chains to (Python's)
+
+void OnSigint(int sig, siginfo_t* info, void* ctx) {
+  g_sigint.store(true, std::memory_order_relaxed);
+  if (g_prev_sigint.sa_flags & SA_SIGINFO) {
+    if (g_prev_sigint.sa_sigaction) g_prev_sigint.sa_sigaction(sig, info, ctx);
+  } else if (g_prev_sigint.sa_handler != SIG_DFL && g_prev_sigint.sa_handler != SIG_IGN) {
+    g_prev_sigint.sa_handler(sig);
+  }
+}
+
+[[noreturn]] void ThrowInterrupted() {
+  g_sigint.store(false, std::memory_order_relaxed);
+  throw Interrupted();
+}
+
+}  // namespace
+
+void SetCheckNanInf(bool on) { g_check_nan_inf.store(on, std::memory_order_relaxed); }
+bool CheckNanInf() { return g_check_nan_inf.load(std::memory_order_relaxed); }
+
+InterruptibleRun::InterruptibleRun() {
+  // Python installs its handler again on signal.signal(SIGINT, f): check ours is still in front (one
+  // syscall). SIG_DFL/SIG_IGN (no Python handler) are left alone.
+  struct sigaction cur;
+  if (sigaction(SIGINT, nullptr, &cur) == 0 &&
+      (cur.sa_flags & SA_SIGINFO ? cur.sa_sigaction != OnSigint
+                                 : cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)) {
+    struct sigaction ours = cur;
+    ours.sa_flags |= SA_SIGINFO;
+    ours.sa_sigaction = OnSigint;
+    g_prev_sigint = cur;
+    sigaction(SIGINT, &ours, nullptr);
+  }
+  g_sigint.store(false, std::memory_order_relaxed);  // a Ctrl-C Python already handled
+  t_interruptible = true;
+}
+
+InterruptibleRun::~InterruptibleRun() { t_interruptible = false; }
+
 int64_t PreparedProgram::NumPrepared() { return g_num_prepared.load(); }
 
 void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* local) {
@@ -71,12 +193,17 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   g_num_prepared.fetch_add(1);
   BlockDesc* block = program_->Block(block_id);
   // Fluid's layout: feed ops first (X=[feed], col=i), fetch ops last (Out=[fetch], col=i).
-  VarDesc* feed = block->Var(kFeedVar);
-  feed->set_kind(VarKind::FEED_MINIBATCH);
-  feed->set_persistable(true);
-  VarDesc* fetch = block->Var(kFetchVar);
-  fetch->set_kind(VarKind::FETCH_LIST);
-  fetch->set_persistable(true);
+  // The feed/fetch holders are temporaries of this prepared program (its kid scope), not persistable
+  // variables of the user's scope: programs prepared on one scope with other fetch lists run
+  // concurrently, each with its own holders (Fluid kept them in the scope, shared by all).
+  for (auto [name, kind] : {std::pair{kFeedVar, VarKind::FEED_MINIBATCH}, std::pair{kFetchVar, VarKind::FETCH_LIST}}) {
+    VarDesc* v = block->FindVar(name);
+    FL_ENFORCE(!v || v->kind() == kind, "Executor: the program has a ", v ? VarKindName(v->kind()) : "",
+               " variable named '", name, "', a name reserved for the executor's ", name, " list; rename it");
+    v = block->Var(name);
+    v->set_kind(kind);
+    v->set_persistable(false);
+  }
   for (size_t i = 0; i < feed_names.size(); ++i) {
     VarDesc* target = block->FindVarRecursive(feed_names[i]);
     FL_ENFORCE(target != nullptr, "feed: variable '", feed_names[i], "' is not in the program");
@@ -104,8 +231,14 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetOutput("Out", {kFetchVar});
     op->SetAttr("col", static_cast<int32_t>(i));
   }
-  for (auto& op : block->AllOps())
+  for (auto& op : block->AllOps()) {
     ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
+    for (auto& n : op->OutputArgumentNames()) {
+      const VarDesc* v = block->FindVarRecursive(n);
+      writes_persistables_ = writes_persistables_ || (v && v->persistable());
+    }
+  }
+  scope_uid_ = scope_->uid();
   try {
     CreateVariablesAndBind();
   } catch (...) {  // the destructor will not run: do not leave the kid scope behind
@@ -117,7 +250,9 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
 PreparedProgram::~PreparedProgram() {
   // After scope.drop_kids() local_ is gone; a kid the user created since may sit at the same address.
   // scope_ itself may be gone when it was a kid scope whose parent dropped its kids.
-  if (local_ && Scope::IsAlive(scope_) && scope_->HasKid(local_, local_uid_)) scope_->DeleteScope(local_);
+  std::lock_guard<std::recursive_mutex> tree(Scope::TreeMutex());
+  if (local_ && Scope::IsAlive(scope_, scope_uid_) && scope_->HasKid(local_, local_uid_) && local_->pins() == 0)
+    scope_->DeleteScope(local_);
 }
 
 void PreparedProgram::CreateVariablesAndBind() {
@@ -186,12 +321,16 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
   PreparedOp* current = nullptr;
   int64_t open_token = -1;  // the profiled op event to close if the op throws
   ThreadBuffer* buffer = nullptr;
+  const bool check = CheckNanInf();
+  const bool interruptible = t_interruptible;
   try {
     if (!ProfilerEnabled()) {
       for (size_t i = 0; i < ops.size(); ++i) {
+        if (__builtin_expect(g_sigint.load(std::memory_order_relaxed), 0) && interruptible) ThrowInterrupted();
         current = ops[i].get();
         FL_VLOG(4) << current->DebugString(place);
         current->Run(place);
+        if (__builtin_expect(check, 0)) CheckOutputsFinite(*current);
         FL_VLOG(3) << current->DebugString(place);
         ReleaseAfter(release, i);
       }
@@ -201,6 +340,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
     buffer = ProfilerThreadBuffer();
     uint64_t t = ProfilerTicks();
     for (size_t i = 0; i < ops.size(); ++i) {
+      if (g_sigint.load(std::memory_order_relaxed) && interruptible) ThrowInterrupted();
       PreparedOp* op = current = ops[i].get();
       FL_VLOG(4) << op->DebugString(place);
       int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
@@ -210,9 +350,16 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       t = ProfilerTicks();
       open_token = -1;
       if (token >= 0) CloseEventAt(buffer, token, t, args);
+      if (check) {  // its own event, after the op's
+        CheckOutputsFinite(*op);
+        t = ProfilerTicks();
+      }
       FL_VLOG(3) << op->DebugString(place);
       ReleaseAfter(release, i);
     }
+  } catch (const Interrupted&) {
+    if (open_token >= 0) CloseEventAt(buffer, open_token, ProfilerTicks(), nullptr);
+    throw;
   } catch (const std::exception& e) {
     // Close the failing op's event: never closed, it was missing from the profile (and without an
     // enclosing RAII event it would stay on the thread's nesting stack).
@@ -228,6 +375,22 @@ std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
   std::lock_guard<std::mutex> lock(run_mu_);
   RecordEvent ev("Executor::run", "Executor");
   CheckFeeds(feeds);
+  // Pin the scope (and its ancestors) for the run: another thread's drop_kids()/erase_vars() on them
+  // raises instead of freeing the variables under it. Checked and pinned atomically with deletions.
+  ScopePin pin;
+  {
+    std::lock_guard<std::recursive_mutex> tree(Scope::TreeMutex());
+    FL_ENFORCE(Scope::IsAlive(scope_, scope_uid_),
+               "Executor: the scope this program was prepared for was deleted (its parent called drop_kids())");
+    pin.Pin(scope_);
+  }
+  // A program that writes persistables (a training step, a startup program) runs alone on the scope
+  // tree; programs that only read them run in parallel.
+  std::shared_mutex& rl = scope_->Root()->run_lock();
+  std::unique_lock<std::shared_mutex> exclusive(rl, std::defer_lock);
+  std::shared_lock<std::shared_mutex> shared(rl, std::defer_lock);
+  if (writes_persistables_) exclusive.lock();
+  else shared.lock();
   if (scope_->generation() != scope_generation_) CreateVariablesAndBind();
   *feed_var_->GetMutableTensorList() = std::move(feeds);
   TensorList* fetched = fetch_var_->GetMutableTensorList();

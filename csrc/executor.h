@@ -6,6 +6,7 @@
 // keep their buffers, so a steady-state run takes no new memory from the system. Run executes the whole
 // block in C++ and is safe to call with the GIL released.
 #pragma once
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,7 +54,9 @@ class PreparedProgram {
   int block_id_;
   Scope* scope_;
   Scope* local_ = nullptr;
-  uint64_t local_uid_ = 0;  // local_ is ours only while scope_ has a kid at that address with this uid
+  uint64_t scope_uid_ = 0;            // scope_ is alive while a live scope at that address has this uid
+  uint64_t local_uid_ = 0;            // local_ is ours only while scope_ has a kid at that address with this uid
+  bool writes_persistables_ = false;  // some op outputs a persistable variable (Run locks the scope tree)
   Place place_;
   std::vector<FeedTarget> feed_targets_;
   size_t num_fetch_;
@@ -66,7 +69,9 @@ class PreparedProgram {
   uint64_t scope_generation_ = 0;
   int64_t runs_ = 0;
   // Run releases the GIL: two Python threads running one program would share the kid scope's
-  // tensors (reallocating them under each other). Runs of one PreparedProgram are serialised.
+  // tensors (reallocating them under each other). Runs of one PreparedProgram are serialised; runs of
+  // different ones on one scope tree hold its root's run_lock (shared, or exclusive when they write
+  // persistables) and pin their scope (ScopePin).
   std::mutex run_mu_;
 };
 
@@ -75,6 +80,29 @@ class PreparedProgram {
 // `release`, when given, lists per op the variables whose tensors to release after it (eager deletion).
 void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place,
                     const std::vector<std::vector<Variable*>>* release = nullptr);
+
+// Fluid's FLAGS_check_nan_inf (env FLAGS_check_nan_inf=1 or fluid.set_flags): after each op, its float
+// outputs are checked and a NaN/Inf raises naming the op, the output, its creation site and the first
+// bad element. Read once per block run; off by default.
+void SetCheckNanInf(bool on);
+bool CheckNanInf();
+
+// Interruptible runs: Ctrl-C sets a flag (a SIGINT handler chained in front of Python's) that runs on
+// the thread that called EnableInterrupts check between ops (also between the ops of each recurrent
+// step); they stop by throwing Interrupted, which the bindings turn into KeyboardInterrupt.
+struct Interrupted : std::exception {
+  const char* what() const noexcept override { return "interrupted (SIGINT)"; }
+};
+// For one run on the calling thread (Python's main thread): (re)installs the chained handler when
+// Python's own is in place and clears the flag (the caller then runs Python's pending signal handlers:
+// a Ctrl-C from before is Python's to raise). Destroying it makes the thread uninterruptible.
+class InterruptibleRun {
+ public:
+  InterruptibleRun();
+  ~InterruptibleRun();
+  InterruptibleRun(const InterruptibleRun&) = delete;
+  InterruptibleRun& operator=(const InterruptibleRun&) = delete;
+};
 
 // Creates the variables that block `block` declares: persistable ones in `persist_scope` (unless a
 // parent already has them), the rest in `local`.

@@ -75,6 +75,7 @@ class PreparedOp {
 
   const OpInfo* info() const { return info_; }
   const OpDesc* desc() const { return desc_; }
+  const std::vector<std::vector<Variable*>>& outputs() const { return outs_; }  // parallel to info()->outputs
   Scope* scope() const { return scope_; }
 
  private:

@@ -11,26 +11,31 @@ namespace fl {
 namespace {
 std::atomic<int64_t> g_live_scopes{0};
 
-struct AliveSet {
-  std::mutex mu;
-  std::unordered_set<const Scope*> scopes;
-};
-AliveSet& Alive() {
-  static AliveSet* a = new AliveSet();  // never destroyed: scopes may be deleted during exit
+// The scopes not yet deleted (guarded by Scope::TreeMutex()).
+std::unordered_set<const Scope*>& AliveSet() {
+  static auto* a = new std::unordered_set<const Scope*>();  // never destroyed: scopes may be deleted during exit
   return *a;
 }
 }  // namespace
 
+std::recursive_mutex& Scope::TreeMutex() {
+  static auto* mu = new std::recursive_mutex();
+  return *mu;
+}
+
 Scope::Scope() {
-  AliveSet& a = Alive();
-  std::lock_guard<std::mutex> lock(a.mu);
-  a.scopes.insert(this);
+  std::lock_guard<std::recursive_mutex> lock(TreeMutex());
+  AliveSet().insert(this);
 }
 
 bool Scope::IsAlive(const Scope* s) {
-  AliveSet& a = Alive();
-  std::lock_guard<std::mutex> lock(a.mu);
-  return a.scopes.count(s) != 0;
+  std::lock_guard<std::recursive_mutex> lock(TreeMutex());
+  return AliveSet().count(s) != 0;
+}
+
+bool Scope::IsAlive(const Scope* s, uint64_t uid) {
+  std::lock_guard<std::recursive_mutex> lock(TreeMutex());
+  return AliveSet().count(s) != 0 && s->uid_ == uid;
 }
 
 const char* Variable::KindName() const {
@@ -44,14 +49,14 @@ const char* Variable::KindName() const {
 }
 
 Scope::~Scope() {
-  DropKids();
+  std::lock_guard<std::recursive_mutex> lock(TreeMutex());
+  DropKidsLocked();
   if (parent_) g_live_scopes.fetch_sub(1, std::memory_order_relaxed);
-  AliveSet& a = Alive();
-  std::lock_guard<std::mutex> lock(a.mu);
-  a.scopes.erase(this);
+  AliveSet().erase(this);
 }
 
 Variable* Scope::Var(const std::string& name) {
+  std::lock_guard<std::mutex> lock(vars_mu_);
   auto it = vars_.find(name);
   if (it != vars_.end()) return it->second.get();
   FL_VLOG(3) << "Create variable " << name;
@@ -61,6 +66,7 @@ Variable* Scope::Var(const std::string& name) {
 }
 
 Variable* Scope::FindLocalVar(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(vars_mu_);
   auto it = vars_.find(name);
   return it == vars_.end() ? nullptr : it->second.get();
 }
@@ -77,15 +83,30 @@ const Scope* Scope::FindScope(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+const char* kInUse =
+    " while a program runs in it in another thread (Executor.run pins the scope it runs in, its kid scopes "
+    "and their ancestors); do it when no run uses the scope";
+}
+
 void Scope::EraseVars(const std::vector<std::string>& names) {
-  for (auto& n : names) vars_.erase(n);
-  ++generation_;
+  std::lock_guard<std::recursive_mutex> tree(TreeMutex());
+  FL_ENFORCE(pins_.load(std::memory_order_acquire) == 0, "erase_vars: cannot erase variables of this scope", kInUse);
+  {
+    std::lock_guard<std::mutex> lock(vars_mu_);
+    for (auto& n : names) vars_.erase(n);
+  }
+  generation_.fetch_add(1, std::memory_order_relaxed);
+  vars_generation_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<std::string> Scope::LocalVarNames() const {
   std::vector<std::string> r;
-  r.reserve(vars_.size());
-  for (auto& kv : vars_) r.push_back(kv.first);
+  {
+    std::lock_guard<std::mutex> lock(vars_mu_);
+    r.reserve(vars_.size());
+    for (auto& kv : vars_) r.push_back(kv.first);
+  }
   std::sort(r.begin(), r.end());
   return r;
 }
@@ -101,27 +122,53 @@ Scope& Scope::NewScope() {
 }
 
 void Scope::DeleteScope(Scope* kid) {
+  std::lock_guard<std::recursive_mutex> tree(TreeMutex());
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find(kids_.begin(), kids_.end(), kid);
     FL_ENFORCE(it != kids_.end(), "DeleteScope: the scope is not a kid of this scope");
+    FL_ENFORCE(kid->pins_.load(std::memory_order_acquire) == 0, "DeleteScope: cannot delete a scope", kInUse);
     kids_.erase(it);
-    ++generation_;
   }
+  generation_.fetch_add(1, std::memory_order_relaxed);
   RecordEvent ev("scope::delete", "Scope");
   delete kid;
 }
 
 void Scope::DropKids() {
+  std::lock_guard<std::recursive_mutex> tree(TreeMutex());
+  FL_ENFORCE(pins_.load(std::memory_order_acquire) == 0, "drop_kids: cannot delete the kid scopes of this scope",
+             kInUse);
+  DropKidsLocked();
+}
+
+void Scope::DropKidsLocked() {
   std::list<Scope*> kids;
   {
     std::lock_guard<std::mutex> lock(mu_);
     kids.swap(kids_);
-    ++generation_;
   }
+  generation_.fetch_add(1, std::memory_order_relaxed);
   if (kids.empty()) return;
   RecordEvent ev("scope::delete", "Scope");
   for (Scope* k : kids) delete k;
+}
+
+size_t Scope::NumKids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kids_.size();
+}
+
+void ScopePin::Pin(Scope* s) {
+  Release();
+  scope_ = s;
+  for (Scope* p = s; p; p = p->parent_) p->pins_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ScopePin::Release() {
+  if (!scope_) return;
+  for (Scope* p = scope_; p; p = p->parent_) p->pins_.fetch_sub(1, std::memory_order_release);
+  scope_ = nullptr;
 }
 
 const Scope* Scope::Root() const {
@@ -132,7 +179,7 @@ const Scope* Scope::Root() const {
 
 uint64_t Scope::generation() const {
   uint64_t g = 0;
-  for (const Scope* s = this; s; s = s->parent_) g += s->generation_;
+  for (const Scope* s = this; s; s = s->parent_) g += s->generation_.load(std::memory_order_relaxed);
   return g;
 }
 

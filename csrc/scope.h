@@ -1,11 +1,18 @@
 // Variables and hierarchical scopes. `Var` creates locally, `FindVar` walks up the parents, kids are
 // owned by their parent. Each scope keeps a generation counter that changes whenever variables or
 // kids are removed, so executors holding resolved Variable pointers know when to re-resolve.
+//
+// Threads: a scope's variable map and kid list have their own locks, so lookups and creations may come
+// from several threads (Python handles, executors running without the GIL, recurrent steps). A running
+// program pins its scopes (ScopePin): while pinned, removing what the run may be using -- DropKids or
+// EraseVars on a pinned scope, DeleteScope of a pinned kid -- raises instead of freeing it under the
+// run. Structural changes (pins, kid deletion, liveness) are serialised by one process-wide mutex.
 #pragma once
 #include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -63,14 +70,17 @@ class Scope {
   std::vector<std::string> LocalVarNames() const;
 
   Scope& NewScope();
-  void DeleteScope(Scope* kid);
-  void DropKids();
-  const std::list<Scope*>& kids() const { return kids_; }
+  void DeleteScope(Scope* kid);  // raises if a running program pinned the kid
+  void DropKids();               // raises if a running program pinned this scope (it uses a kid)
+  size_t NumKids() const;
   const Scope* parent() const { return parent_; }
   const Scope* Root() const;
+  Scope* Root() { return const_cast<Scope*>(static_cast<const Scope*>(this)->Root()); }
 
   // Changes when this scope or any ancestor loses variables or kids (pointers may dangle).
   uint64_t generation() const;
+  // Changes when this scope (only) loses variables.
+  uint64_t vars_generation() const { return vars_generation_.load(std::memory_order_relaxed); }
 
   static int64_t LiveScopes();  // process-wide count, for leak tests and the scope summary
   // Whether `s` points at a Scope that has not been deleted (the bindings check Python handles to kid
@@ -80,15 +90,50 @@ class Scope {
   uint64_t uid() const { return uid_; }
   // True if `kid` (compared by address, never dereferenced unless found) is a live kid with `uid`.
   bool HasKid(const Scope* kid, uint64_t uid) const;
+  // Whether `s` is a live scope with this uid (a new scope may reuse a deleted one's address).
+  static bool IsAlive(const Scope* s, uint64_t uid);
+
+  // The process-wide mutex of structural changes: pins, DropKids/DeleteScope/EraseVars checks, the
+  // set of live scopes. Recursive: deleting a scope deletes its kids under it.
+  static std::recursive_mutex& TreeMutex();
+  // Runs writing persistable variables hold their root scope's run lock exclusively, other runs shared
+  // (PreparedProgram::Run), so a training step never races another program's reads of the parameters.
+  std::shared_mutex& run_lock() { return run_lock_; }
+  int pins() const { return pins_.load(std::memory_order_relaxed); }
 
  private:
+  friend class ScopePin;
+  void DropKidsLocked();  // TreeMutex held; no pin check (the destructor)
+
   std::unordered_map<std::string, std::shared_ptr<Variable>> vars_;
   std::list<Scope*> kids_;
   Scope* parent_ = nullptr;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> vars_generation_{0};
+  // Pins held on this scope or a descendant by running programs (ScopePin).
+  std::atomic<int> pins_{0};
   uint64_t uid_ = NextUid();
   static uint64_t NextUid();
-  mutable std::mutex mu_;  // guards kids_ (recurrent steps may create scopes from worker threads later)
+  mutable std::mutex vars_mu_;  // guards vars_
+  mutable std::mutex mu_;       // guards kids_
+  std::shared_mutex run_lock_;
+};
+
+// Pins a scope and its ancestors for the lifetime of a run: DropKids, EraseVars and DeleteScope on a
+// pinned scope raise a clear error naming the running program instead of freeing its variables.
+// Construct with Scope::TreeMutex() held, after checking the scope is alive; releasing is lock-free.
+class ScopePin {
+ public:
+  ScopePin() = default;
+  explicit ScopePin(Scope* s) { Pin(s); }
+  ~ScopePin() { Release(); }
+  ScopePin(const ScopePin&) = delete;
+  ScopePin& operator=(const ScopePin&) = delete;
+  void Pin(Scope* s);
+  void Release();
+
+ private:
+  Scope* scope_ = nullptr;
 };
 
 }  // namespace fl

@@ -4,8 +4,13 @@
 the prepared program on the Program object, keyed also by the program's version counter: any edit of
 the program re-prepares, an unchanged program never does. Each run is one C++ call with the GIL
 released; no Python runs per op.
+
+The cache holds its scopes weakly: an entry (with its prepared program and the kid scope of its
+temporaries) dies with its scope, and a program keeps at most ``EXEC_CACHE_LIMIT`` entries (the oldest
+goes first), so a fresh Scope per run does not grow memory.
 """
 import contextlib
+import weakref
 
 import numpy as np
 
@@ -63,11 +68,23 @@ def _fetch_name(item):
     raise TypeError("fetch_list items must be Variables or variable names, got %s" % type(item).__name__)
 
 
+EXEC_CACHE_LIMIT = 16  # prepared (feed, fetch, scope) combinations kept per program
+
+
 class _CacheEntry:
     __slots__ = ("prepared", "version", "scope", "feed_names")
 
-    def __init__(self, prepared, version, scope, feed_names):
-        self.prepared, self.version, self.scope, self.feed_names = prepared, version, scope, feed_names
+    def __init__(self, prepared, version, scope_ref, feed_names):
+        self.prepared, self.version, self.scope, self.feed_names = prepared, version, scope_ref, feed_names
+
+
+def _forget(program_ref, key):
+    """The weakref callback of a cached scope: its entry goes when the scope goes."""
+    def callback(_):
+        program = program_ref()
+        if program is not None:
+            program._exec_cache.pop(key, None)
+    return callback
 
 
 class Executor:
@@ -103,10 +120,17 @@ class Executor:
                                                                  sorted(feed_names) or "nothing"))
             produced.update(op.output_arg_names)
 
-    def _prepare(self, program, feed_names, fetch_names, scope):
+    def _prepare(self, program, key, feed_names, fetch_names, scope):
         self._check_program(program, feed_names, fetch_names)
         prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names))
-        return _CacheEntry(prepared, program.desc.version(), scope, feed_names)
+        entry = _CacheEntry(prepared, program.desc.version(), weakref.ref(scope, _forget(weakref.ref(program), key)),
+                            feed_names)
+        cache = program._exec_cache
+        cache.pop(key, None)
+        while len(cache) >= EXEC_CACHE_LIMIT:
+            cache.pop(next(iter(cache)))  # the oldest (a run still using it keeps its own reference)
+        cache[key] = entry
+        return entry
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
             scope=None, return_numpy=True, use_program_cache=True):
@@ -130,9 +154,8 @@ class Executor:
         fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
         key = (self._place_key, feed_names, fetch_names, id(scope))
         entry = program._exec_cache.get(key)
-        if entry is None or entry.version != program.desc.version() or entry.scope is not scope:
-            entry = self._prepare(program, feed_names, fetch_names, scope)
-            program._exec_cache[key] = entry
+        if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
+            entry = self._prepare(program, key, feed_names, fetch_names, scope)
         return entry.prepared.run([_as_array(feed[n]) for n in feed_names], return_numpy)
 
 
