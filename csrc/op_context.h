@@ -54,6 +54,16 @@ class InferShapeContext {
   void EnforceSameDType(const char* a, const char* b) const;
 };
 
+// On a generated grad op (info.forward set): runs the forward op's InferShape over the grad op's inputs -- the
+// forward inputs it reads (or their ShapeLike reads, for dims), and as the forward outputs' dims those of its
+// reads of them and of their gradients -- so the attributes it inherited are checked against its inputs as the
+// forward op checks them, and an Out@GRAD whose dims differ from the Out the forward op would compute is an
+// error. Returns false when the forward InferShape needs a forward input the grad op does not read (the checks
+// before that point ran; a PreparedOp then stops calling it, as the answer depends on the op's slots only).
+// Called before the grad op's own InferShape at build time and at every run (the cost of the forward op's
+// InferShape: the attributes and shapes a grad kernel trusts can change between runs only through the inputs).
+bool CheckAgainstForward(InferShapeContext& grad_ctx);
+
 // Out takes X's dims, dtype and LoD: the rule of every unary elementwise op.
 void SameShapeAsInput(InferShapeContext& ctx, const char* in = "X", const char* out = "Out");
 inline void InferSameShapeAsX(InferShapeContext& ctx) { SameShapeAsInput(ctx); }
@@ -91,6 +101,7 @@ class PreparedOp {
   std::vector<DDim> profiled_dims_;
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
+  bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
 };
 
 class ExecutionContext {
