@@ -88,8 +88,14 @@ class CompileTimeInferShapeContext : public InferShapeContext {
   const OpInfo& info_;
 };
 
+// The op's creation suffix, made only when an error message is (validation runs at every prepare).
+struct SiteOf {
+  const OpDesc& op;
+};
+std::ostream& operator<<(std::ostream& os, const SiteOf& s) { return os << CreationSuffix(s.op); }
+
 void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<SlotSpec>& specs, const char* side,
-                const std::string& site) {
+                const SiteOf& site) {
   for (auto& kv : given) {
     const SlotSpec* spec = nullptr;
     for (auto& s : specs)
@@ -118,7 +124,13 @@ void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<S
   }
 }
 
-void CheckAttrs(const OpInfo& info, const OpDesc& op, const std::string& site) {
+// An attribute value for a message, cut short (a crafted program's list may hold millions of values).
+std::string ShortAttrString(const Attribute& a) {
+  std::string s = AttrToString(a);
+  return s.size() <= 120 ? s : s.substr(0, 100) + " ... (" + std::to_string(s.size()) + " characters)";
+}
+
+void CheckAttrs(const OpInfo& info, const OpDesc& op, const SiteOf& site) {
   for (auto& spec : info.attrs) {
     if (!op.HasAttr(spec.name)) {
       FL_ENFORCE(!spec.required, "op ", info.type, ": attribute '", spec.name, "' is required", site);
@@ -128,7 +140,7 @@ void CheckAttrs(const OpInfo& info, const OpDesc& op, const std::string& site) {
     FL_ENFORCE(TypeOf(value) == spec.type(), "op ", info.type, ": attribute '", spec.name, "' must be ",
                AttrTypeName(spec.type()), ", got ", AttrTypeName(TypeOf(value)), site);
     const std::string why = spec.Violation(value);
-    FL_ENFORCE(why.empty(), "op ", info.type, ": attribute '", spec.name, "' = ", AttrToString(value),
+    FL_ENFORCE(why.empty(), "op ", info.type, ": attribute '", spec.name, "' = ", ShortAttrString(value),
                " is invalid: ", why, site);
   }
   for (auto& spec : CommonAttrs()) {
@@ -141,7 +153,7 @@ void CheckAttrs(const OpInfo& info, const OpDesc& op, const std::string& site) {
 // Every block attribute names a block of the program, and every declared one (the blocks the op runs) a block
 // nested below the op's block: running the op's sub-blocks never comes back to the op (no cycle), and the
 // depth is bounded.
-void CheckBlockRefs(const OpInfo& info, const OpDesc& op, const BlockDesc* block, const std::string& site) {
+void CheckBlockRefs(const OpInfo& info, const OpDesc& op, const BlockDesc* block, const SiteOf& site) {
   std::vector<std::pair<std::string, int32_t>> refs;
   for (auto& [name, value] : op.attrs()) {
     if (auto* b = std::get_if<BlockRef>(&value)) refs.emplace_back(name, b->idx);
@@ -176,7 +188,7 @@ void CheckBlockRefs(const OpInfo& info, const OpDesc& op, const BlockDesc* block
 }  // namespace
 
 void ValidateOpDesc(const OpInfo& info, const OpDesc& op, const BlockDesc* block) {
-  const std::string site = CreationSuffix(op);
+  const SiteOf site{op};
   CheckSlots(info, op.inputs(), info.inputs, "input", site);
   CheckSlots(info, op.outputs(), info.outputs, "output", site);
   CheckAttrs(info, op, site);
@@ -187,7 +199,7 @@ void ValidateOpDesc(const OpInfo& info, const OpDesc& op, const BlockDesc* block
     } catch (const EnforceNotMet& e) {
       std::string msg = e.what();
       if (msg.rfind("op " + info.type, 0) != 0) msg = "op " + info.type + ": " + msg;
-      throw EnforceNotMet(msg + site);
+      throw EnforceNotMet(msg + CreationSuffix(op));
     }
   }
 }

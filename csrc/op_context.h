@@ -60,8 +60,8 @@ class InferShapeContext {
 // forward op checks them, and an Out@GRAD whose dims differ from the Out the forward op would compute is an
 // error. Returns false when the forward InferShape needs a forward input the grad op does not read (the checks
 // before that point ran; a PreparedOp then stops calling it, as the answer depends on the op's slots only).
-// Called before the grad op's own InferShape at build time and at every run (the cost of the forward op's
-// InferShape: the attributes and shapes a grad kernel trusts can change between runs only through the inputs).
+// Called before the grad op's own InferShape at build time, and at run time whenever the grad op's input dims
+// differ from those it last passed with (its attributes are fixed for the life of a PreparedOp).
 bool CheckAgainstForward(InferShapeContext& grad_ctx);
 
 // Out takes X's dims, dtype and LoD: the rule of every unary elementwise op.
@@ -90,6 +90,10 @@ class PreparedOp {
  private:
   friend class ExecutionContext;
   friend class RuntimeInferShapeContext;
+  // Whether any input's dims (an absent or uninitialized tensor counts as [-1]) differ from `dims`; and
+  // storing them there.
+  bool InputDimsChanged(const std::vector<DDim>& dims) const;
+  void RecordInputDims(std::vector<DDim>& dims) const;
   const OpInfo* info_;
   const OpDesc* desc_;
   std::vector<const Attribute*> attrs_;             // parallel to info_->attrs
@@ -102,6 +106,7 @@ class PreparedOp {
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
   bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
+  std::vector<DDim> forward_checked_dims_;  // the input dims it last passed with: rerun only when they change
 };
 
 class ExecutionContext {

@@ -30,14 +30,14 @@
 // appended by hand meets the same checks (ValidateOpDesc, op_builder.h):
 //   .Attr<int32_t>("groups", 1, "...").Min(1)        each attribute's valid values: Min/Range (numbers, and each
 //   .Attr("strides", ...).Min(1).Size(2)             element of a list), Size (list length), OneOf (strings),
-//   .Attr<int32_t>("axis", -1, "...").Axis()         Axis/Axes (within the largest rank), DTypeValue;
+//   .Attr<int32_t>("axis", -1, "...").Axis()         Axis (within the largest rank), DTypeValue;
 //   .Check(fn)                                       checks across attributes and slot counts (no shapes).
 // These depend on the attributes only and run once per build, parse or prepare, never per run. What depends on
 // shapes is the InferShape function's job, which runs at build time and at every run. A generated grad op
 // inherits its forward op's attributes, so it inherits their checks, the forward op's Check and -- at build time
-// and at every run -- its forward op's InferShape, run over the grad op's inputs (CheckAgainstForward,
-// op_context.h): the forward inputs it reads, and its Out / Out@GRAD reads compared with the Out dims the forward
-// op infers, so a grad op whose attributes or inputs disagree with each other fails as its forward op would.
+// and whenever its input dims change at run time -- its forward op's InferShape, run over its inputs
+// (CheckAgainstForward, op_context.h): the forward inputs it reads, and its Out / Out@GRAD reads compared with the
+// Out dims the forward op infers, so a grad op whose attributes or inputs disagree fails as its forward op would.
 #pragma once
 #include <array>
 #include <functional>
@@ -217,7 +217,7 @@ class OpBuilder {
 
   // Rules on the value of the attribute declared last (they add up): every number (an INT, LONG or FLOAT, or
   // each element of an INTS, LONGS or FLOATS list) in [lo, hi] (NaN never passes); a list's length in
-  // [lo, hi]; a STRING among `values`; an axis or each of a list of axes in [-kMaxRank - 1, kMaxRank] (the
+  // [lo, hi]; a STRING among `values`; an axis or each of a list of axes in [-kMaxRank, kMaxRank - 1] (the
   // rank is checked by InferShape), at most kMaxRank of them; a VarType dtype value (or -1 where allowed).
   OpBuilder& Min(double lo);
   OpBuilder& Range(double lo, double hi);

@@ -345,6 +345,27 @@ const char* PreparedOp::ProfileArgs() {
   return profile_args_;
 }
 
+bool PreparedOp::InputDimsChanged(const std::vector<DDim>& dims) const {
+  size_t k = 0;
+  for (const auto& slot : ins_)
+    for (Variable* v : slot) {
+      const Tensor* t = v ? v->GetTensor() : nullptr;
+      const DDim& d = t && t->IsInitialized() ? t->dims() : kNoTensor;
+      if (k >= dims.size() || !(d == dims[k])) return true;
+      ++k;
+    }
+  return k != dims.size();
+}
+
+void PreparedOp::RecordInputDims(std::vector<DDim>& dims) const {
+  dims.clear();
+  for (const auto& slot : ins_)
+    for (Variable* v : slot) {
+      const Tensor* t = v ? v->GetTensor() : nullptr;
+      dims.push_back(t && t->IsInitialized() ? t->dims() : kNoTensor);
+    }
+}
+
 void PreparedOp::Run(const Place& place) {
   ExecutionContext ctx(*this, place);
   if (info_->run) {
@@ -353,7 +374,10 @@ void PreparedOp::Run(const Place& place) {
   }
   if (info_->infer_shape) {
     RuntimeInferShapeContext isc(*this);
-    if (check_forward_) check_forward_ = CheckAgainstForward(isc);
+    if (check_forward_ && InputDimsChanged(forward_checked_dims_)) {
+      check_forward_ = CheckAgainstForward(isc);
+      RecordInputDims(forward_checked_dims_);  // only once it passed: a failing op fails again next run
+    }
     info_->infer_shape(isc);
   }
   DType dt = info_->kernel_dtype ? info_->kernel_dtype(ctx) : DefaultKernelDType(*this, *info_);

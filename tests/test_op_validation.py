@@ -290,6 +290,13 @@ def test_crafted_self_reference_and_bad_structure_raise():
         fluid.Program.parse_from_string(_program([(-1, -1, []), (2, -1, []), (1, -1, [])]))
     with pytest.raises(core.EnforceNotMet, match=r"program: block 1 has forward block 7 \(the program has 2 blocks\)"):
         fluid.Program.parse_from_string(_program([(-1, -1, []), (0, 7, [])]))
+    # a long list: the message shows its start
+    axis = struct.pack("<I", 100000) + struct.pack("<i", 0) * 100000
+    long_list = _op("transpose2", [("axis", 3, axis)], {"X": ["x"]}, {"Out": ["y"]})
+    with pytest.raises(core.EnforceNotMet, match=r"op transpose2: attribute 'axis' = \[0, 0, .* \.\.\. \(300000 "
+                                                 r"characters\) is invalid: must have 0 to 9 values, not 100000") as ei:
+        fluid.Program.parse_from_string(_program([(-1, -1, [long_list])]))
+    assert len(str(ei.value)) < 300
     # a list attribute whose count exceeds the program's own size
     huge = _op("transpose2", [("axis", 3, struct.pack("<I", 2**31))])
     with pytest.raises(core.EnforceNotMet, match=r"corrupt program bytes: count 2147483648 at offset \d+ exceeds"):
