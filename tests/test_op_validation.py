@@ -354,3 +354,38 @@ def test_dtype_attributes_must_name_a_dtype():
     block.ops[0]._set_attr("dtype", 6)  # FP64
     out, = exe.run(main, fetch_list=["o"], scope=fluid.Scope())
     assert out.dtype == np.float64 and out.tolist() == [1.5, 1.5]
+
+
+def test_grad_op_rechecked_when_its_input_dims_change():
+    """The forward check runs again at run time when the dims change: a hand-built softmax_grad passes with
+    matching Out / Out@GRAD and fails on the next run when Out@GRAD's dims no longer match."""
+    main = fluid.Program()
+    block = main.global_block()
+    for name in ("out", "dout"):
+        block.create_var(name=name, shape=[-1, 3], dtype="float32", is_data=True)
+    block.create_var(name="dx", dtype="float32")
+    block.append_op(type="softmax_grad", inputs={"Out": ["out"], "Out@GRAD": ["dout"]}, outputs={"X@GRAD": ["dx"]})
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    out = np.full((2, 3), 1 / 3, "float32")
+    for _ in range(2):
+        dx, = exe.run(main, feed={"out": out, "dout": np.ones((2, 3), "float32")}, fetch_list=["dx"], scope=scope)
+        np.testing.assert_allclose(dx, np.zeros((2, 3)), atol=1e-7)
+    with pytest.raises(core.EnforceNotMet, match=r"softmax_grad: Out@GRAD 'dout' has dims \[4, 3\] but softmax "
+                                                 r"computes Out \[2, 3\] from the inputs and attributes \(axis = -1\)"):
+        exe.run(main, feed={"out": out, "dout": np.ones((4, 3), "float32")}, fetch_list=["dx"], scope=scope)
+    dx, = exe.run(main, feed={"out": out, "dout": np.ones((2, 3), "float32")}, fetch_list=["dx"], scope=scope)
+    assert dx.shape == (2, 3)
+
+
+def test_python_built_nesting_is_limited():
+    main = fluid.Program()
+    for _ in range(70):
+        main._create_block()
+    deep = main.current_block()
+    main._rollback()
+    parent = main.block(deep.parent_idx)
+    parent.create_var(name="x", shape=[3, 2], dtype="float32")
+    with pytest.raises(core.EnforceNotMet, match=r"op recurrent: attribute 'sub_block' = block\[70\] is nested more "
+                                                 r"than 64 blocks deep"):
+        parent.append_op(type="recurrent", inputs={"inputs": ["x"]}, outputs={"step_scopes": ["s"]},
+                         attrs={"sub_block": deep})
