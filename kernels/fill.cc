@@ -108,7 +108,9 @@ FL_REGISTER_OP(fill_constant_batch_size_like, op) {
       .DTypeValue()
       .Attr<float>("value", 0.0f, "fill value")
       .Attr<int32_t>("input_dim_idx", 0, "which dim of Input holds the batch size")
+      .Range(0, DDim::kMaxRank - 1)
       .Attr<int32_t>("output_dim_idx", 0, "which dim of Out receives it")
+      .Range(0, DDim::kMaxRank - 1)
       .Attr<bool>("force_cpu", false, "keep the output on the CPU")
       .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {
