@@ -139,18 +139,38 @@ int32_t BlockIndexOf(const py::handle& h) {
   return h.cast<int32_t>();
 }
 
+// A Python int as int64 (ValueError naming the op and attribute when it does not fit: never truncated).
+int64_t ToInt64(const std::string& op, const std::string& name, const py::handle& x) {
+  PyObject* index = PyNumber_Index(x.ptr());
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::string(py::str(x)) +
+                          " does not fit a 64-bit integer");
+  }
+  return v;
+}
+
+// The same for an INT or an element of INTS: Fluid stores them as int32.
+int32_t ToInt32(const std::string& op, const std::string& name, const py::handle& x, const py::handle& whole) {
+  const int64_t v = ToInt64(op, name, x);
+  if (v < INT32_MIN || v > INT32_MAX)
+    throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::to_string(v) +
+                          (whole.ptr() == x.ptr() ? "" : " (in " + std::string(py::repr(whole)) + ")") +
+                          " does not fit a 32-bit integer (INT" + (whole.ptr() == x.ptr() ? "" : "S") + " attribute)");
+  return static_cast<int32_t>(v);
+}
+
 Attribute ToAttribute(const std::string& op, const std::string& name, AttrType want, const py::handle& h) {
-  auto as_i64 = [](py::handle x) { return x.cast<int64_t>(); };
+  auto as_i64 = [&](py::handle x) { return ToInt64(op, name, x); };
   auto as_f = [](py::handle x) { return x.cast<double>(); };
   switch (want) {
-    case AttrType::INT: {
+    case AttrType::INT:
       if (!IsInt(h) && !IsBool(h)) AttrTypeError(op, name, want, h);
-      int64_t v = as_i64(h);
-      if (v < INT32_MIN || v > INT32_MAX)
-        throw py::value_error("op " + op + ": attribute '" + name + "' value " + std::to_string(v) +
-                              " does not fit INT");
-      return static_cast<int32_t>(v);
-    }
+      return ToInt32(op, name, h, h);
     case AttrType::LONG:
       if (!IsInt(h)) AttrTypeError(op, name, want, h);
       return as_i64(h);
@@ -164,7 +184,7 @@ Attribute ToAttribute(const std::string& op, const std::string& name, AttrType w
       if (!IsBool(h) && !(IsInt(h) && (as_i64(h) == 0 || as_i64(h) == 1))) AttrTypeError(op, name, want, h);
       return PyObject_IsTrue(h.ptr()) == 1;
     case AttrType::INTS:
-      return ToList<int32_t>(op, name, want, h, IsInt, [&](py::handle x) { return static_cast<int32_t>(as_i64(x)); });
+      return ToList<int32_t>(op, name, want, h, IsInt, [&](py::handle x) { return ToInt32(op, name, x, h); });
     case AttrType::LONGS: return ToList<int64_t>(op, name, want, h, IsInt, as_i64);
     case AttrType::FLOATS:
       return ToList<float>(op, name, want, h, IsNumber, [&](py::handle x) { return static_cast<float>(as_f(x)); });
@@ -284,6 +304,7 @@ py::dict ProtoDict(const OpInfo& info) {
     e["default"] = a.required ? py::object(py::none()) : FromAttribute(a.default_value);
     e["doc"] = a.doc;
     e["required"] = a.required;
+    e["constraint"] = a.constraint;  // the valid values beyond the type ("each >= 1; 2 values"), or ""
     attrs.append(e);
   }
   d["attrs"] = attrs;
@@ -573,7 +594,12 @@ PYBIND11_MODULE(_core, m) {
       .def("version", &ProgramDesc::version)
       .def("uid", &ProgramDesc::uid)
       .def("serialize_to_string", [](const ProgramDesc& p) { return py::bytes(p.Serialize()); })
-      .def_static("parse_from_string", [](const py::bytes& b) { return ProgramDesc::Deserialize(std::string(b)); })
+      .def_static("parse_from_string",
+                  [](const py::bytes& b) {
+                    auto p = ProgramDesc::Deserialize(std::string(b));
+                    ValidateProgram(*p);  // what Python-built programs meet at append time, and the block structure
+                    return p;
+                  })
       .def("to_string", &ProgramDesc::ToString);
 
   // ---------------------------------------------------------------- registry

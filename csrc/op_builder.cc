@@ -1,5 +1,7 @@
 #include "op_builder.h"
 
+#include <algorithm>
+
 #include "op_context.h"
 
 namespace fl {
@@ -86,8 +88,14 @@ class CompileTimeInferShapeContext : public InferShapeContext {
   const OpInfo& info_;
 };
 
+// The op's creation suffix, made only when an error message is (validation runs at every prepare).
+struct SiteOf {
+  const OpDesc& op;
+};
+std::ostream& operator<<(std::ostream& os, const SiteOf& s) { return os << CreationSuffix(s.op); }
+
 void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<SlotSpec>& specs, const char* side,
-                const std::string& site) {
+                const SiteOf& site) {
   for (auto& kv : given) {
     const SlotSpec* spec = nullptr;
     for (auto& s : specs)
@@ -99,7 +107,14 @@ void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<S
     }
     FL_ENFORCE(spec->duplicable || kv.second.size() <= 1, "op ", info.type, ": ", side, " ", kv.first,
                " takes one variable, got ", kv.second.size(), site);
+    for (size_t i = 0; i < kv.second.size(); ++i)
+      FL_ENFORCE(!kv.second[i].empty(), "op ", info.type, ": ", side, " ", kv.first, "[", i,
+                 "] has an empty variable name", site);
   }
+  for (size_t i = 0; i < given.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      FL_ENFORCE(given[i].first != given[j].first, "op ", info.type, ": ", side, " slot ", given[i].first,
+                 " is listed twice", site);
   for (auto& s : specs) {
     if (s.dispensable) continue;
     bool present = false;
@@ -109,13 +124,116 @@ void CheckSlots(const OpInfo& info, const VarNameMap& given, const std::vector<S
   }
 }
 
+// An attribute value for a message, cut short (a crafted program's list may hold millions of values).
+std::string ShortAttrString(const Attribute& a) {
+  std::string s = AttrToString(a);
+  return s.size() <= 120 ? s : s.substr(0, 100) + " ... (" + std::to_string(s.size()) + " characters)";
+}
+
+void CheckAttrs(const OpInfo& info, const OpDesc& op, const SiteOf& site) {
+  for (auto& spec : info.attrs) {
+    if (!op.HasAttr(spec.name)) {
+      FL_ENFORCE(!spec.required, "op ", info.type, ": attribute '", spec.name, "' is required", site);
+      continue;
+    }
+    const Attribute& value = op.GetAttr(spec.name);
+    FL_ENFORCE(TypeOf(value) == spec.type(), "op ", info.type, ": attribute '", spec.name, "' must be ",
+               AttrTypeName(spec.type()), ", got ", AttrTypeName(TypeOf(value)), site);
+    const std::string why = spec.Violation(value);
+    FL_ENFORCE(why.empty(), "op ", info.type, ": attribute '", spec.name, "' = ", ShortAttrString(value),
+               " is invalid: ", why, site);
+  }
+  for (auto& spec : CommonAttrs()) {
+    if (!op.HasAttr(spec.name) || info.FindAttr(spec.name)) continue;
+    FL_ENFORCE(TypeOf(op.GetAttr(spec.name)) == spec.type(), "op ", info.type, ": attribute '", spec.name, "' must be ",
+               AttrTypeName(spec.type()), ", got ", AttrTypeName(TypeOf(op.GetAttr(spec.name))), site);
+  }
+}
+
+// Every block attribute names a block of the program, and every declared one (the blocks the op runs) a block
+// nested below the op's block: running the op's sub-blocks never comes back to the op (no cycle), and the
+// depth is bounded.
+void CheckBlockRefs(const OpInfo& info, const OpDesc& op, const BlockDesc* block, const SiteOf& site) {
+  std::vector<std::pair<std::string, int32_t>> refs;
+  for (auto& [name, value] : op.attrs()) {
+    if (auto* b = std::get_if<BlockRef>(&value)) refs.emplace_back(name, b->idx);
+    if (auto* bs = std::get_if<std::vector<BlockRef>>(&value))
+      for (auto& b : *bs) refs.emplace_back(name, b.idx);
+  }
+  if (refs.empty()) return;
+  const ProgramDesc* program = block ? block->program() : op.program();
+  if (!program) return;  // a free-standing desc: checked when it joins a program
+  if (!block)
+    for (size_t b = 0; b < program->Size() && !block; ++b)
+      for (auto& o : program->Block(b)->AllOps())
+        if (o.get() == &op) block = program->Block(b);
+  for (auto& [name, idx] : refs) {
+    FL_ENFORCE(idx >= 0 && static_cast<size_t>(idx) < program->Size(), "op ", info.type, ": attribute '", name,
+               "' = block[", idx, "] is not a block of the program (it has ", program->Size(), " blocks)", site);
+    if (!block || !info.FindAttr(name)) continue;
+    bool below = false;
+    int depth = 0;
+    for (const BlockDesc* b = program->Block(idx); b->parent_idx() >= 0;) {
+      FL_ENFORCE(++depth <= kMaxBlockDepth, "op ", info.type, ": attribute '", name, "' = block[", idx,
+                 "] is nested more than ", kMaxBlockDepth, " blocks deep", site);
+      b = program->Block(b->parent_idx());
+      if (b == block) below = true;
+    }
+    FL_ENFORCE(below, "op ", info.type, " in block ", block->idx(), ": attribute '", name, "' = block[", idx,
+               "] is not nested in block ", block->idx(),
+               " (a sub-block must be a descendant of its op's block: anything else would run the op again)", site);
+  }
+}
+
 }  // namespace
+
+void ValidateOpDesc(const OpInfo& info, const OpDesc& op, const BlockDesc* block) {
+  const SiteOf site{op};
+  CheckSlots(info, op.inputs(), info.inputs, "input", site);
+  CheckSlots(info, op.outputs(), info.outputs, "output", site);
+  CheckAttrs(info, op, site);
+  CheckBlockRefs(info, op, block, site);
+  if (info.check) {
+    try {
+      info.check(OpCheckContext(info, op));
+    } catch (const EnforceNotMet& e) {
+      std::string msg = e.what();
+      if (msg.rfind("op " + info.type, 0) != 0) msg = "op " + info.type + ": " + msg;
+      throw EnforceNotMet(msg + CreationSuffix(op));
+    }
+  }
+}
+
+void ValidateProgram(const ProgramDesc& program) {
+  const size_t n = program.Size();
+  for (size_t b = 0; b < n; ++b) {
+    const BlockDesc* block = program.Block(b);
+    FL_ENFORCE(block->parent_idx() < static_cast<int>(b) && (b == 0 || block->parent_idx() >= 0), "program: block ", b,
+               " has parent ", block->parent_idx(), " (a block's parent comes before it)");
+    const int fwd = block->forward_block_idx();
+    FL_ENFORCE(fwd >= -1 && fwd < static_cast<int>(n) && fwd != static_cast<int>(b), "program: block ", b,
+               " has forward block ", fwd, " (the program has ", n, " blocks)");
+    int depth = 0;
+    for (const BlockDesc* p = block; p->parent_idx() >= 0; p = program.Block(p->parent_idx()))
+      FL_ENFORCE(++depth <= kMaxBlockDepth, "program: block ", b, " is nested more than ", kMaxBlockDepth,
+                 " blocks deep");
+  }
+  for (size_t b = 0; b < n; ++b) {
+    const BlockDesc* block = program.Block(b);
+    for (size_t i = 0; i < block->OpSize(); ++i) {
+      const OpDesc& op = *block->Op(i);
+      // An unknown type is not an error yet: the program can be inspected or pruned; preparing it raises.
+      if (const OpInfo* info = OpRegistry::Instance().Find(op.type())) ValidateOpDesc(*info, op, block);
+    }
+  }
+}
 
 void InferShapeAtCompileTime(BlockDesc* block, OpDesc* op) {
   const OpInfo& info = OpRegistry::Instance().Get(op->type());
   if (!info.infer_shape) return;
   CompileTimeInferShapeContext ctx(block, op, info);
   try {
+    if (info.forward) CheckAgainstForward(ctx);
     info.infer_shape(ctx);
   } catch (const std::exception& e) {  // EnforceNotMet, or std::out_of_range from an .at()
     std::string msg = e.what();
@@ -138,17 +256,10 @@ OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarName
     }
   }
   const OpInfo& info = OpRegistry::Instance().Get(type);
-  CheckSlots(info, inputs, info.inputs, "input", site);
-  CheckSlots(info, outputs, info.outputs, "output", site);
   for (auto& spec : info.attrs) {
-    auto it = attrs.find(spec.name);
-    if (it == attrs.end()) {
-      FL_ENFORCE(!spec.required, "op ", type, ": attribute '", spec.name, "' is required", site);
-      attrs[spec.name] = spec.default_value;
-    } else {
-      FL_ENFORCE(TypeOf(it->second) == spec.type(), "op ", type, ": attribute '", spec.name, "' must be ",
-                 AttrTypeName(spec.type()), ", got ", AttrTypeName(TypeOf(it->second)), site);
-    }
+    if (attrs.count(spec.name)) continue;
+    FL_ENFORCE(!spec.required, "op ", type, ": attribute '", spec.name, "' is required", site);
+    attrs[spec.name] = spec.default_value;
   }
   OpDesc* op = index < 0 ? block->AppendOp() : block->InsertOp(static_cast<size_t>(index));
   op->set_type(type);
@@ -156,6 +267,7 @@ OpDesc* AppendCheckedOp(BlockDesc* block, const std::string& type, const VarName
   for (auto& kv : outputs) op->SetOutput(kv.first, kv.second);
   for (auto& kv : attrs) op->SetAttr(kv.first, kv.second);
   try {
+    ValidateOpDesc(info, *op, block);
     InferShapeAtCompileTime(block, op);
   } catch (...) {
     for (size_t i = 0; i < block->OpSize(); ++i)

@@ -54,6 +54,16 @@ class InferShapeContext {
   void EnforceSameDType(const char* a, const char* b) const;
 };
 
+// On a generated grad op (info.forward set): runs the forward op's InferShape over the grad op's inputs -- the
+// forward inputs it reads (or their ShapeLike reads, for dims), and as the forward outputs' dims those of its
+// reads of them and of their gradients -- so the attributes it inherited are checked against its inputs as the
+// forward op checks them, and an Out@GRAD whose dims differ from the Out the forward op would compute is an
+// error. Returns false when the forward InferShape needs a forward input the grad op does not read (the checks
+// before that point ran; a PreparedOp then stops calling it, as the answer depends on the op's slots only).
+// Called before the grad op's own InferShape at build time, and at run time whenever the grad op's input dims
+// differ from those it last passed with (its attributes are fixed for the life of a PreparedOp).
+bool CheckAgainstForward(InferShapeContext& grad_ctx);
+
 // Out takes X's dims, dtype and LoD: the rule of every unary elementwise op.
 void SameShapeAsInput(InferShapeContext& ctx, const char* in = "X", const char* out = "Out");
 inline void InferSameShapeAsX(InferShapeContext& ctx) { SameShapeAsInput(ctx); }
@@ -81,6 +91,10 @@ class PreparedOp {
  private:
   friend class ExecutionContext;
   friend class RuntimeInferShapeContext;
+  // Whether any input's dims (an absent or uninitialized tensor counts as [-1]) differ from `dims`; and
+  // storing them there.
+  bool InputDimsChanged(const std::vector<DDim>& dims) const;
+  void RecordInputDims(std::vector<DDim>& dims) const;
   const OpInfo* info_;
   const OpDesc* desc_;
   std::vector<const Attribute*> attrs_;             // parallel to info_->attrs
@@ -92,6 +106,8 @@ class PreparedOp {
   std::vector<DDim> profiled_dims_;
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
+  bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
+  std::vector<DDim> forward_checked_dims_;  // the input dims it last passed with: rerun only when they change
 };
 
 class ExecutionContext {

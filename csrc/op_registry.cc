@@ -1,7 +1,9 @@
 #include "op_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "enforce.h"
 #include "grad_op_maker.h"
@@ -55,6 +57,145 @@ const char* GradKindName(GradKind k) {
     case GradKind::kNoGradient: return "no_gradient";
     default: return "none";
   }
+}
+
+// ------------------------------------------------------------------ attribute rules
+
+std::string AttrSpec::Violation(const Attribute& value) const {
+  for (auto& check : checks) {
+    std::string why = check(value);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+namespace {
+
+// The first number of an INT, LONG or FLOAT, or of an INTS, LONGS or FLOATS list, that `ok` rejects, as
+// "" when all pass (or the attribute holds no numbers), else "must be ..." / "element i (v) must be ...".
+template <typename F>
+std::string FirstBadNumber(const Attribute& a, F ok, const std::string& rule) {
+  return std::visit(
+      [&](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, float>) {
+          return ok(static_cast<double>(v)) ? "" : "must be " + rule;
+        } else if constexpr (std::is_same_v<T, std::vector<int32_t>> || std::is_same_v<T, std::vector<int64_t>> ||
+                             std::is_same_v<T, std::vector<float>>) {
+          for (size_t i = 0; i < v.size(); ++i)
+            if (!ok(static_cast<double>(v[i]))) return Str("element ", i, " (", v[i], ") must be ", rule);
+          return "";
+        } else {
+          return "";
+        }
+      },
+      a);
+}
+
+bool IsList(const Attribute& a) {
+  switch (TypeOf(a)) {
+    case AttrType::INTS:
+    case AttrType::FLOATS:
+    case AttrType::STRINGS:
+    case AttrType::BOOLEANS:
+    case AttrType::BLOCKS:
+    case AttrType::LONGS: return true;
+    default: return false;
+  }
+}
+
+size_t ListSize(const Attribute& a) {
+  return std::visit(
+      [](const auto& v) -> size_t {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string> || !std::is_class_v<T> || std::is_same_v<T, BlockRef>) return 0;
+        else return v.size();
+      },
+      a);
+}
+
+std::string Num(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  return Str(v);
+}
+
+}  // namespace
+
+OpBuilder& OpBuilder::Constrain(const std::string& text, AttrCheckFn fn) {
+  FL_ENFORCE(!info_->attrs.empty(), "op ", info_->type, ": a rule on attribute values follows an Attr declaration");
+  AttrSpec& a = info_->attrs.back();
+  a.checks.push_back(std::move(fn));
+  a.constraint += (a.constraint.empty() ? "" : "; ") + text;
+  return *this;
+}
+
+OpBuilder& OpBuilder::Range(double lo, double hi) {
+  const bool list = !info_->attrs.empty() && IsList(info_->attrs.back().default_value);
+  const std::string rule = std::isinf(hi)   ? ">= " + Num(lo)
+                           : std::isinf(lo) ? "<= " + Num(hi)
+                                            : "in [" + Num(lo) + ", " + Num(hi) + "]";
+  return Constrain((list ? "each " : "") + rule, [lo, hi, rule](const Attribute& a) {
+    return FirstBadNumber(a, [lo, hi](double v) { return v >= lo && v <= hi; }, rule);
+  });
+}
+
+OpBuilder& OpBuilder::Min(double lo) { return Range(lo, std::numeric_limits<double>::infinity()); }
+
+OpBuilder& OpBuilder::Size(size_t lo, size_t hi) {
+  const std::string text = lo == hi ? Str(lo, lo == 1 ? " value" : " values") : Str(lo, " to ", hi, " values");
+  return Constrain(text, [lo, hi, text](const Attribute& a) -> std::string {
+    const size_t n = ListSize(a);
+    return !IsList(a) || (n >= lo && n <= hi) ? "" : Str("must have ", text, ", not ", n);
+  });
+}
+
+OpBuilder& OpBuilder::OneOf(std::vector<std::string> values) {
+  std::string text;
+  for (auto& v : values) text += (text.empty() ? "'" : ", '") + v + "'";
+  text = "one of " + text;
+  return Constrain(text, [values, text](const Attribute& a) -> std::string {
+    const std::string* s = std::get_if<std::string>(&a);
+    return !s || std::find(values.begin(), values.end(), *s) != values.end() ? "" : "must be " + text;
+  });
+}
+
+OpBuilder& OpBuilder::Axis() {
+  Range(-DDim::kMaxRank, DDim::kMaxRank - 1);
+  if (!info_->attrs.empty() && IsList(info_->attrs.back().default_value)) Size(0, DDim::kMaxRank);
+  return *this;
+}
+
+OpBuilder& OpBuilder::DTypeValue(bool allow_unset) {
+  return Constrain(allow_unset ? "a VarType dtype value or -1" : "a VarType dtype value",
+                   [allow_unset](const Attribute& a) -> std::string {
+                     const int32_t* v = std::get_if<int32_t>(&a);
+                     if (!v || (allow_unset && *v == -1) || IsKnownDType(static_cast<DType>(*v))) return "";
+                     std::string known;
+#define FL_DTYPE_LIST(name, value, type, fluid_name, cpp_name, format) \
+  known += Str(known.empty() ? "" : ", ", value, " (", fluid_name, ")");
+                     FL_FOR_EACH_DTYPE(FL_DTYPE_LIST)
+#undef FL_DTYPE_LIST
+                     return "must be a dtype: " + known + (allow_unset ? ", or -1" : "");
+                   });
+}
+
+// ------------------------------------------------------------------ OpCheckContext
+
+const Attribute& OpCheckContext::GetAttr(const std::string& name) const {
+  auto it = desc_.attrs().find(name);
+  if (it != desc_.attrs().end()) return it->second;
+  const AttrSpec* spec = info_.FindAttr(name);
+  FL_ENFORCE(spec != nullptr, "op ", info_.type, " has no attribute '", name, "'");
+  return spec->default_value;
+}
+
+int OpCheckContext::InputSize(const char* slot) const {
+  return info_.InputIndex(slot) < 0 ? -1 : static_cast<int>(desc_.Input(slot).size());
+}
+
+int OpCheckContext::OutputSize(const char* slot) const {
+  return info_.OutputIndex(slot) < 0 ? -1 : static_cast<int>(desc_.Output(slot).size());
 }
 
 // ------------------------------------------------------------------ the gradient clause
@@ -178,6 +319,17 @@ void DeriveGradOp(OpInfo& grad) {
     attrs.push_back(a);
   }
   grad.attrs = std::move(attrs);
+  if (!grad.check) grad.check = fwd.check;
+  // Where CheckAgainstForward finds each forward slot among the grad op's inputs.
+  for (const SlotSpec& in : fwd.inputs) {
+    OpInfo::ForwardSlot f;
+    f.same = grad.InputIndex(in.name.c_str());
+    for (auto& [x, like] : grad.shape_like)
+      if (x == in.name) f.alt = grad.InputIndex(like.c_str());
+    grad.forward_inputs.push_back(f);
+  }
+  for (const SlotSpec& out : fwd.outputs)
+    grad.forward_outputs.push_back({grad.InputIndex(out.name.c_str()), grad.InputIndex(GradName(out.name).c_str())});
   if (grad.doc.empty()) grad.doc = "Gradient of " + fwd.type + ".";
   if (!grad.infer_shape) grad.infer_shape = DefaultGradInferShape;
   if (grad.kernel_dtype_slot.empty() && !grad.kernel_dtype) {

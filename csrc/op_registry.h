@@ -23,6 +23,21 @@
 //                      from the forward registration by OpRegistry::Finalize; the file gives the kernel;
 //   .NoGradient()      the outputs do not depend differentiably on the inputs (comparisons, fill_*_like);
 //   nothing            the op has no gradient: backward raises if a gradient must flow through it.
+//
+// Validation. What an op accepts is declared on its registration too, and checked wherever an op desc can come
+// from: when Python builds it (AppendCheckedOp), when a program is read from bytes (ValidateProgram) and when the
+// executor prepares it (PreparedOp), so an attribute set later (op._set_attr), a crafted __model__ or a grad op
+// appended by hand meets the same checks (ValidateOpDesc, op_builder.h):
+//   .Attr<int32_t>("groups", 1, "...").Min(1)        each attribute's valid values: Min/Range (numbers, and each
+//   .Attr("strides", ...).Min(1).Size(2)             element of a list), Size (list length), OneOf (strings),
+//   .Attr<int32_t>("axis", -1, "...").Axis()         Axis (within the largest rank), DTypeValue;
+//   .Check(fn)                                       checks across attributes and slot counts (no shapes).
+// These depend on the attributes only and run once per build, parse or prepare, never per run. What depends on
+// shapes is the InferShape function's job, which runs at build time and at every run. A generated grad op
+// inherits its forward op's attributes, so it inherits their checks, the forward op's Check and -- at build time
+// and whenever its input dims change at run time -- its forward op's InferShape, run over its inputs
+// (CheckAgainstForward, op_context.h): the forward inputs it reads, and its Out / Out@GRAD reads compared with the
+// Out dims the forward op infers, so a grad op whose attributes or inputs disagree fails as its forward op would.
 #pragma once
 #include <array>
 #include <functional>
@@ -53,13 +68,24 @@ struct SlotSpec {
   bool no_grad = false;      // an input the op does not differentiate (labels, indices): no X@GRAD
 };
 
+// One rule on an attribute's value: returns "" when `value` passes, else what it must be ("an int >= 1").
+using AttrCheckFn = std::function<std::string(const Attribute& value)>;
+
 struct AttrSpec {
   std::string name;
   Attribute default_value;
   std::string doc;
-  bool required = false;  // no default: the op cannot be built without it
+  bool required = false;            // no default: the op cannot be built without it
+  std::vector<AttrCheckFn> checks;  // its valid values, beyond the type (OpBuilder::Min, Size, OneOf, ...)
+  std::string constraint;           // the same in words, for op_proto and docs ("each >= 1; 2 values")
   AttrType type() const { return TypeOf(default_value); }
+  // "" or why `value` is not valid for this attribute (its type is checked separately).
+  std::string Violation(const Attribute& value) const;
 };
+
+class OpCheckContext;
+// Checks that span attributes or slot counts (never shapes: those are InferShape's); throws EnforceNotMet.
+using OpCheckFn = void (*)(const OpCheckContext&);
 
 using KernelFn = std::function<void(const ExecutionContext&)>;
 using InferShapeFn = void (*)(InferShapeContext&);
@@ -79,6 +105,7 @@ struct OpInfo {
   std::vector<SlotSpec> inputs, outputs;
   std::vector<AttrSpec> attrs;
   InferShapeFn infer_shape = nullptr;
+  OpCheckFn check = nullptr;  // a grad op: its forward op's
   GradKind grad_kind = GradKind::kNone;
   GradMakerFn grad_maker = nullptr;  // emits the grad ops (kComposed, kGradOp)
   // On a forward op with kGradOp: the type of its grad op. On that grad op: the forward op, what it reads
@@ -90,6 +117,13 @@ struct OpInfo {
   std::vector<std::pair<std::string, std::string>> shape_like;
   // Derived at Finalize for DefaultGradInferShape: (X@GRAD output, the input whose shape it takes).
   std::vector<std::pair<std::string, std::string>> grad_shape_sources;
+  // Derived at Finalize for CheckAgainstForward, on a grad op. Per forward input slot: `same` is the grad op's
+  // input of that name (-1: it does not read it) and `alt` its ShapeLike read (dims only). Per forward output
+  // slot: `same` is the grad op's input of that name and `alt` the one of its gradient (slot@GRAD).
+  struct ForwardSlot {
+    int same = -1, alt = -1;
+  };
+  std::vector<ForwardSlot> forward_inputs, forward_outputs;
   RunFn run;  // set for kernel-less ops
   KernelDTypeFn kernel_dtype = nullptr;
   std::string kernel_dtype_slot;  // or: prefer the dtype of this input slot (grad ops: their first Out@GRAD)
@@ -109,6 +143,27 @@ struct OpInfo {
     return k ? &k : nullptr;
   }
   std::string KernelListString() const;  // "CPU:float32,float64; CUDA:float32"
+};
+
+// What an OpCheckFn sees: one op desc's attributes (declared defaults where the desc has none) and how many
+// variables each of its slots lists (0 for an absent slot; -1 for a slot the op does not declare, e.g. a
+// forward slot that a grad op running its forward op's check does not read).
+class OpCheckContext {
+ public:
+  OpCheckContext(const OpInfo& info, const OpDesc& desc) : info_(info), desc_(desc) {}
+  const std::string& Type() const { return info_.type; }
+  const OpDesc& desc() const { return desc_; }
+  const Attribute& GetAttr(const std::string& name) const;
+  template <typename T>
+  const T& Attr(const std::string& name) const {
+    return AttrCast<T>(GetAttr(name), name);
+  }
+  int InputSize(const char* slot) const;
+  int OutputSize(const char* slot) const;
+
+ private:
+  const OpInfo& info_;
+  const OpDesc& desc_;
 };
 
 // Builder used inside FL_REGISTER_OP bodies.
@@ -157,6 +212,24 @@ class OpBuilder {
   template <typename T>
   OpBuilder& RequiredAttr(const std::string& name, T type_example, const std::string& doc) {
     info_->attrs.push_back(AttrSpec{name, Attribute(type_example), doc, true});
+    return *this;
+  }
+
+  // Rules on the value of the attribute declared last (they add up): every number (an INT, LONG or FLOAT, or
+  // each element of an INTS, LONGS or FLOATS list) in [lo, hi] (NaN never passes); a list's length in
+  // [lo, hi]; a STRING among `values`; an axis or each of a list of axes in [-kMaxRank, kMaxRank - 1] (the
+  // rank is checked by InferShape), at most kMaxRank of them; a VarType dtype value (or -1 where allowed).
+  OpBuilder& Min(double lo);
+  OpBuilder& Range(double lo, double hi);
+  OpBuilder& Size(size_t n) { return Size(n, n); }
+  OpBuilder& Size(size_t lo, size_t hi);
+  OpBuilder& OneOf(std::vector<std::string> values);
+  OpBuilder& Axis();
+  OpBuilder& DTypeValue(bool allow_unset = false);
+  // Any other rule: `text` describes it, `fn` returns "" or what the value must be.
+  OpBuilder& Constrain(const std::string& text, AttrCheckFn fn);
+  OpBuilder& Check(OpCheckFn f) {
+    info_->check = f;
     return *this;
   }
 

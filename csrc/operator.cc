@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "logging.h"
+#include "op_builder.h"
 #include "op_context.h"
 #include "profiler.h"
 #include "scope.h"
@@ -19,6 +20,122 @@ void InferShapeContext::EnforceSameDType(const char* a, const char* b) const {
              DTypeName(da), " but ", Describe(b), " is ", DTypeName(db), "; cast one of them (layers.cast)");
 }
 
+namespace {
+
+// Thrown when the forward InferShape asks for something the grad op does not have: the check is skipped.
+struct ForwardSlotUnavailable {};
+
+// The forward op's view of a grad op's inputs (see CheckAgainstForward).
+class ForwardCheckContext : public InferShapeContext {
+ public:
+  ForwardCheckContext(InferShapeContext& g, const OpInfo& grad) : g_(g), grad_(grad), fwd_(*grad.forward) {}
+  bool IsRuntime() const override { return g_.IsRuntime(); }
+  const std::string& Type() const override { return grad_.type; }
+  const OpInfo& Info() const override { return fwd_; }
+  bool HasInput(const char* slot) const override {
+    const char* n = InName(slot);
+    return n && g_.HasInput(n);
+  }
+  bool HasOutput(const char* slot) const override {
+    const OpInfo::ForwardSlot* m = OutSlot(slot);
+    return m && ((m->same >= 0 && g_.HasInput(Name(m->same))) || (m->alt >= 0 && g_.HasInput(Name(m->alt))));
+  }
+  bool HasInputAt(const char* slot, int i) const override {
+    const char* n = InName(slot);
+    return n && g_.HasInputAt(n, i);
+  }
+  bool HasOutputAt(const char* slot, int i) const override {
+    const OpInfo::ForwardSlot* m = OutSlot(slot);
+    return m && ((m->same >= 0 && g_.HasInputAt(Name(m->same), i)) || (m->alt >= 0 && g_.HasInputAt(Name(m->alt), i)));
+  }
+  int InputSize(const char* slot) const override { return g_.InputSize(Need(InName(slot))); }
+  int OutputSize(const char* slot) const override {
+    const OpInfo::ForwardSlot* m = OutSlot(slot);
+    if (m && m->same >= 0) return g_.InputSize(Name(m->same));
+    if (m && m->alt >= 0) return g_.InputSize(Name(m->alt));
+    throw ForwardSlotUnavailable();
+  }
+  DDim InputDim(const char* slot, int i) const override {
+    const char* n = Need(InName(slot));
+    if (!g_.HasInputAt(n, i)) throw ForwardSlotUnavailable();
+    return g_.InputDim(n, i);
+  }
+  // A ShapeLike read lends its dtype too, as it does to the gradient (DefaultGradInferShape).
+  DType InputDType(const char* slot, int i) const override {
+    const char* n = InName(slot);
+    return n && g_.HasInputAt(n, i) ? g_.InputDType(n, i) : DType::UNDEFINED;
+  }
+  const std::string& InputName(const char* slot, int i) const override { return g_.InputName(Need(InName(slot)), i); }
+  const std::string& OutputName(const char* slot, int i) const override {
+    const OpInfo::ForwardSlot* m = OutSlot(slot);
+    if (m && m->same >= 0) return g_.InputName(Name(m->same), i);
+    if (m && m->alt >= 0) return g_.InputName(Name(m->alt), i);
+    throw ForwardSlotUnavailable();
+  }
+  // The forward op's Out dims: the grad op's reads of Out and Out@GRAD must have them.
+  void SetOutputDim(const char* slot, const DDim& dims, int i) override {
+    const OpInfo::ForwardSlot* m = OutSlot(slot);
+    if (!m) return;
+    for (int k : {m->same, m->alt}) {
+      if (k < 0 || !g_.HasInputAt(Name(k), i)) continue;
+      const DDim have = g_.InputDim(Name(k), i);
+      bool same = have == dims;
+      if (!same && !g_.IsRuntime()) {  // at build time: unknown (-1) or unset (rank 0) dims match anything
+        same = have.size() == 0 || dims.size() == 0 || have.size() == dims.size();
+        for (int d = 0; same && d < have.size() && d < dims.size(); ++d)
+          same = have[d] < 0 || dims[d] < 0 || have[d] == dims[d];
+      }
+      FL_ENFORCE(same, grad_.type, ": ", Name(k), " '", g_.InputName(Name(k), i), "' has dims ", have, " but ",
+                 fwd_.type, " computes ", slot, " ", dims, " from the inputs and attributes (", AttrList(), ") ",
+                 grad_.type, " was given");
+    }
+  }
+  void SetOutputDType(const char*, DType, int) override {}
+  void ShareLoD(const char*, const char*, int, int) override {}
+  const Attribute& GetAttr(const std::string& name) const override { return g_.GetAttr(name); }
+
+ private:
+  const char* Name(int grad_input) const { return grad_.inputs[grad_input].name.c_str(); }
+  // "axis = 0, ..." for the forward op's own attributes (not the common op_* ones).
+  std::string AttrList() const {
+    std::string s;
+    for (auto& a : fwd_.attrs) s += (s.empty() ? "" : ", ") + a.name + " = " + AttrToString(g_.GetAttr(a.name));
+    return s;
+  }
+  // The grad op's input holding forward input `slot` (its ShapeLike read when it does not read it), or null.
+  const char* InName(const char* slot) const {
+    const int k = fwd_.InputIndex(slot);
+    if (k < 0) return nullptr;
+    const OpInfo::ForwardSlot& m = grad_.forward_inputs[k];
+    return m.same >= 0 ? Name(m.same) : m.alt >= 0 ? Name(m.alt) : nullptr;
+  }
+  static const char* Need(const char* n) {
+    if (!n) throw ForwardSlotUnavailable();
+    return n;
+  }
+  const OpInfo::ForwardSlot* OutSlot(const char* slot) const {
+    const int k = fwd_.OutputIndex(slot);
+    return k < 0 ? nullptr : &grad_.forward_outputs[k];
+  }
+  InferShapeContext& g_;
+  const OpInfo& grad_;
+  const OpInfo& fwd_;
+};
+
+}  // namespace
+
+bool CheckAgainstForward(InferShapeContext& grad_ctx) {
+  const OpInfo& grad = grad_ctx.Info();
+  if (!grad.forward || !grad.forward->infer_shape) return false;
+  ForwardCheckContext ctx(grad_ctx, grad);
+  try {
+    grad.forward->infer_shape(ctx);
+  } catch (const ForwardSlotUnavailable&) {
+    return false;  // the forward op needs an input the grad op does not read: what could be checked was
+  }
+  return true;
+}
+
 void SameShapeAsInput(InferShapeContext& ctx, const char* in, const char* out) {
   ctx.SetOutput(out, ctx.InputDim(in), ctx.InputDType(in));
   ctx.ShareLoD(in, out);
@@ -26,7 +143,9 @@ void SameShapeAsInput(InferShapeContext& ctx, const char* in, const char* out) {
 
 // ------------------------------------------------------------------ PreparedOp
 
-PreparedOp::PreparedOp(const OpInfo* info, const OpDesc* desc) : info_(info), desc_(desc) {
+PreparedOp::PreparedOp(const OpInfo* info, const OpDesc* desc)
+    : info_(info), desc_(desc), check_forward_(info->forward && info->forward->infer_shape) {
+  ValidateOpDesc(*info, *desc);  // attributes may have changed since the op was built (op._set_attr)
   attrs_.reserve(info->attrs.size());
   for (auto& spec : info->attrs) {
     auto it = desc->attrs().find(spec.name);
@@ -226,6 +345,27 @@ const char* PreparedOp::ProfileArgs() {
   return profile_args_;
 }
 
+bool PreparedOp::InputDimsChanged(const std::vector<DDim>& dims) const {
+  size_t k = 0;
+  for (const auto& slot : ins_)
+    for (Variable* v : slot) {
+      const Tensor* t = v ? v->GetTensor() : nullptr;
+      const DDim& d = t && t->IsInitialized() ? t->dims() : kNoTensor;
+      if (k >= dims.size() || !(d == dims[k])) return true;
+      ++k;
+    }
+  return k != dims.size();
+}
+
+void PreparedOp::RecordInputDims(std::vector<DDim>& dims) const {
+  dims.clear();
+  for (const auto& slot : ins_)
+    for (Variable* v : slot) {
+      const Tensor* t = v ? v->GetTensor() : nullptr;
+      dims.push_back(t && t->IsInitialized() ? t->dims() : kNoTensor);
+    }
+}
+
 void PreparedOp::Run(const Place& place) {
   ExecutionContext ctx(*this, place);
   if (info_->run) {
@@ -234,6 +374,10 @@ void PreparedOp::Run(const Place& place) {
   }
   if (info_->infer_shape) {
     RuntimeInferShapeContext isc(*this);
+    if (check_forward_ && InputDimsChanged(forward_checked_dims_)) {
+      check_forward_ = CheckAgainstForward(isc);
+      RecordInputDims(forward_checked_dims_);  // only once it passed: a failing op fails again next run
+    }
     info_->infer_shape(isc);
   }
   DType dt = info_->kernel_dtype ? info_->kernel_dtype(ctx) : DefaultKernelDType(*this, *info_);

@@ -73,6 +73,7 @@ FL_REGISTER_OP(assign_value, op) {
       .Output("Out", "the constant")
       .Attr<std::vector<int32_t>>("shape", {}, "shape of Out")
       .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "dtype of Out (VarType value)")
+      .DTypeValue()
       .Attr<std::vector<float>>("fp32_values", {}, "values for float32 and float64 outputs, row-major")
       .Attr<std::vector<int32_t>>("int32_values", {}, "values for int32 outputs, row-major")
       .Attr<std::vector<int64_t>>("int64_values", {}, "values for int64 outputs, row-major")

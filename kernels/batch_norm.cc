@@ -153,9 +153,7 @@ void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, con
 
 void InferBatchNorm(InferShapeContext& ctx) {
   const DDim x = ctx.InputDim("X");
-  const std::string& layout = ctx.Attr<std::string>("data_layout");
-  FL_ENFORCE(layout == "NCHW" || layout == "NHWC" || layout == "AnyLayout", "batch_norm: data_layout '", layout,
-             "' is not NCHW or NHWC for ", ctx.Describe("X"));
+  const std::string& layout = ctx.Attr<std::string>("data_layout");  // one of the declared layouts
   FL_ENFORCE(x.size() >= 2 && x.size() <= 5, "batch_norm: ", ctx.Describe("X"), " must have rank 2 to 5, got ",
              x.size());
   const int64_t C = IsNHWC(layout) ? x[x.size() - 1] : x[1];
@@ -314,6 +312,7 @@ FL_REGISTER_OP(batch_norm, op) {
       .Attr<float>("epsilon", 1e-5f, "added to the variance before the square root")
       .Attr<bool>("is_test", false, "normalise with the running Mean / Variance and leave them unchanged")
       .Attr("data_layout", "NCHW", "NCHW (channel axis 1) or NHWC (channel axis last)")
+      .OneOf({"NCHW", "NHWC", "AnyLayout"})
       .Attr<bool>("use_global_stats", false, "like is_test for the normalisation, also while training")
       .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")

@@ -11,7 +11,9 @@ FL_REGISTER_OP(cast, op) {
       .Input("X", "tensor to convert")
       .Output("Out", "X's values as out_dtype, same shape")
       .Attr<int32_t>("in_dtype", static_cast<int32_t>(DType::FP32), "dtype of X (VarType value)")
+      .DTypeValue()
       .Attr<int32_t>("out_dtype", static_cast<int32_t>(DType::FP32), "dtype of Out (VarType value)")
+      .DTypeValue()
       .SetInferShape([](InferShapeContext& ctx) {
         const DType out = static_cast<DType>(ctx.Attr<int32_t>("out_dtype"));
         FL_ENFORCE(IsPlainDType(out), "cast: out_dtype ", DTypeName(out), " (", static_cast<int>(out), ") of Out '",

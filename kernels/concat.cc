@@ -76,6 +76,7 @@ FL_REGISTER_OP(concat, op) {
       .DuplicableInput("X", "the tensors to join, same rank and dtype")
       .Output("Out", "the joined tensor")
       .Attr<int32_t>("axis", 0, "the axis to join along; negative counts from the end")
+      .Axis()
       .SetInferShape(ConcatInferShape)
       .CPUKernelAnyDType(kConcat);
   op.GradOp({"X", "Out@GRAD"})

@@ -36,24 +36,9 @@ struct ConvAttrs {
   }
 };
 
-std::string Ints(const std::vector<int32_t>& v) { return DDim(std::vector<int64_t>(v.begin(), v.end())).ToString(); }
-
-void CheckAttrs(const std::string& op, const ConvAttrs& a) {
-  FL_ENFORCE(a.data_format == "NCHW" || a.data_format == "AnyLayout", op, ": data_format '", a.data_format,
-             "' is not supported; only NCHW (or AnyLayout) is implemented");
-  FL_ENFORCE(a.strides.size() == 2, op, ": strides ", Ints(a.strides), " must have 2 elements");
-  FL_ENFORCE(a.paddings.size() == 2, op, ": paddings ", Ints(a.paddings), " must have 2 elements");
-  FL_ENFORCE(a.dilations.size() == 2, op, ": dilations ", Ints(a.dilations), " must have 2 elements");
-  FL_ENFORCE(a.strides[0] >= 1 && a.strides[1] >= 1, op, ": strides ", Ints(a.strides), " must be >= 1");
-  FL_ENFORCE(a.dilations[0] >= 1 && a.dilations[1] >= 1, op, ": dilations ", Ints(a.dilations), " must be >= 1");
-  FL_ENFORCE(a.paddings[0] >= 0 && a.paddings[1] >= 0, op, ": paddings ", Ints(a.paddings), " must be >= 0");
-  FL_ENFORCE(a.groups >= 1, op, ": groups = ", a.groups, " must be >= 1");
-}
-
 void ConvInferShape(InferShapeContext& ctx) {
   const std::string& op = ctx.Type();
   const ConvAttrs a = ConvAttrs::From(ctx);
-  CheckAttrs(op, a);
   const DDim in = ctx.InputDim("Input"), filter = ctx.InputDim("Filter");
   FL_ENFORCE(in.size() == 4, op, ": ", ctx.Describe("Input"), " must be 4-D [N, C, H, W]");
   FL_ENFORCE(filter.size() == 4, op, ": ", ctx.Describe("Filter"), " must be 4-D [M, C/groups, kh, kw]");
@@ -598,12 +583,20 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
       .Input("Filter", "filters [M, C/groups, kh, kw]")
       .Output("Output", "output images [N, M, Ho, Wo]")
       .Attr("strides", std::vector<int32_t>{1, 1}, "[stride_h, stride_w]")
+      .Min(1)
+      .Size(2)
       .Attr("paddings", std::vector<int32_t>{0, 0}, "zero padding [pad_h, pad_w] on both sides")
+      .Min(0)
+      .Size(2)
       .Attr("dilations", std::vector<int32_t>{1, 1}, "kernel dilation [dilation_h, dilation_w]")
+      .Min(1)
+      .Size(2)
       .Attr<int32_t>("groups", 1, "number of channel groups (C and M divisible by it)")
+      .Min(1)
       .Attr<bool>("use_cudnn", false, "accepted for Fluid compatibility; CPU kernels ignore it")
       .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
       .Attr("data_format", "AnyLayout", "NCHW (or AnyLayout, meaning NCHW); no other layout is supported")
+      .OneOf({"NCHW", "AnyLayout"})
       .SetInferShape(ConvInferShape)
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { ConvForwardKernel<typename decltype(tag)::type>(ctx); });

@@ -139,6 +139,7 @@ FL_REGISTER_OP(softmax_with_cross_entropy, op) {
       .Attr<int32_t>("ignore_index", -100, "hard label value whose loss (and gradient) is 0")
       .Attr<bool>("numeric_stable_mode", true, "accepted for Fluid compatibility; the CPU kernel is always stable")
       .Attr<int32_t>("axis", -1, "the class axis; negative counts from the end")
+      .Axis()
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim loss = CheckLabelShape(ctx, "Logits", ClassAxis(ctx), ctx.Attr<bool>("soft_label"));
         ctx.SetOutput("Softmax", ctx.InputDim("Logits"), ctx.InputDType("Logits"));

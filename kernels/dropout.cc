@@ -26,11 +26,7 @@ void FillMask(std::mt19937& e, T* mask, int64_t n, uint64_t threshold) {
 }
 
 void InferDropout(InferShapeContext& ctx) {
-  const float p = ctx.Attr<float>("dropout_prob");
-  FL_ENFORCE(p >= 0.0f && p <= 1.0f, "dropout: dropout_prob ", p, " must be in [0, 1] for ", ctx.Describe("X"));
-  const std::string& impl = ctx.Attr<std::string>("dropout_implementation");
-  FL_ENFORCE(impl == "downgrade_in_infer" || impl == "upscale_in_train", "dropout: dropout_implementation '", impl,
-             "' is not 'downgrade_in_infer' or 'upscale_in_train' for ", ctx.Describe("X"));
+  // dropout_prob and dropout_implementation are checked by the registration's rules
   SameShapeAsInput(ctx, "X", "Out");
   if (ctx.HasOutput("Mask")) ctx.SetOutput("Mask", ctx.InputDim("X"), ctx.InputDType("X"));
 }
@@ -43,10 +39,12 @@ FL_REGISTER_OP(dropout, op) {
       .Output("Out", "output, X's shape")
       .DispensableOutput("Mask", "1 where kept, 0 where dropped (X's dtype; training only)")
       .Attr<float>("dropout_prob", 0.5f, "probability of dropping an element")
+      .Range(0, 1)
       .Attr<bool>("is_test", false, "inference: no mask, Out = X * (1 - p) (downgrade) or X (upscale)")
       .Attr<bool>("fix_seed", false, "draw from an engine seeded with `seed` on every run (reproducible)")
       .Attr<int32_t>("seed", 0, "the seed used when fix_seed")
       .Attr("dropout_implementation", "downgrade_in_infer", "'downgrade_in_infer' or 'upscale_in_train'")
+      .OneOf({"downgrade_in_infer", "upscale_in_train"})
       .SetInferShape(InferDropout)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

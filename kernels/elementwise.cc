@@ -179,6 +179,7 @@ OpBuilder& RegisterForward(OpBuilder& op) {
       .Input("Y", "second operand")
       .Output("Out", "result, of the broadcast shape")
       .Attr<int32_t>("axis", -1, kAxisDoc)
+      .Range(-1, DDim::kMaxRank - 1)
       .SetInferShape(InferBroadcastShape)
       .CPUKernel<float, double, int32_t, int64_t>(
           [](const ExecutionContext& ctx, auto tag) { ForwardKernel<Op, typename decltype(tag)::type>(ctx); });

@@ -45,6 +45,7 @@ FL_REGISTER_OP(fill_constant, op) {
       .Output("Out", "the filled tensor")
       .Attr<std::vector<int64_t>>("shape", {}, "output shape")
       .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "output dtype (VarType value)")
+      .DTypeValue()
       .Attr<float>("value", 0.0f, "fill value")
       .Attr<std::string>("str_value", "", "fill value as a string (exact for int64)")
       .Attr<bool>("force_cpu", false, "keep the output on the CPU")
@@ -68,6 +69,7 @@ FL_REGISTER_OP(fill_any_like, op) {
       .Output("Out", "the filled tensor")
       .Attr<float>("value", 0.0f, "fill value")
       .Attr<int32_t>("dtype", -1, "output dtype (VarType value); -1 keeps X's dtype")
+      .DTypeValue(true)
       .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {
         int dt = ctx.Attr<int32_t>("dtype");
@@ -103,9 +105,12 @@ FL_REGISTER_OP(fill_constant_batch_size_like, op) {
       .Output("Out", "the filled tensor")
       .Attr<std::vector<int32_t>>("shape", {}, "output shape (the batch dim is replaced)")
       .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "output dtype (VarType value)")
+      .DTypeValue()
       .Attr<float>("value", 0.0f, "fill value")
       .Attr<int32_t>("input_dim_idx", 0, "which dim of Input holds the batch size")
+      .Range(0, DDim::kMaxRank - 1)
       .Attr<int32_t>("output_dim_idx", 0, "which dim of Out receives it")
+      .Range(0, DDim::kMaxRank - 1)
       .Attr<bool>("force_cpu", false, "keep the output on the CPU")
       .NoGradient()
       .SetInferShape([](InferShapeContext& ctx) {

@@ -54,7 +54,9 @@ FL_REGISTER_OP(mul, op) {
       .Input("Y", "right operand")
       .Output("Out", "the product")
       .Attr<int32_t>("x_num_col_dims", 1, "X's dims [0, x_num_col_dims) become rows, the rest columns")
+      .Range(1, DDim::kMaxRank - 1)
       .Attr<int32_t>("y_num_col_dims", 1, "Y's dims [0, y_num_col_dims) become rows, the rest columns")
+      .Range(1, DDim::kMaxRank - 1)
       .SetInferShape(MulInferShape)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

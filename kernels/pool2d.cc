@@ -36,11 +36,8 @@ struct PoolGeom {
 
 template <typename Ctx>
 PoolGeom ResolvePool(const Ctx& ctx, const DDim& x, const std::string& xdesc) {
+  // pooling_type, data_format, strides and paddings are checked by the registration's rules
   const std::string& type = ctx.template Attr<std::string>("pooling_type");
-  FL_ENFORCE(type == "max" || type == "avg", "pool2d: pooling_type '", type, "' is not 'max' or 'avg' for ", xdesc);
-  const std::string& layout = ctx.template Attr<std::string>("data_format");
-  FL_ENFORCE(layout == "NCHW" || layout == "AnyLayout", "pool2d: data_format '", layout,
-             "' is not supported (NCHW only) for ", xdesc);
   FL_ENFORCE(x.size() == 4, "pool2d: ", xdesc, " must have rank 4 (NCHW), got rank ", x.size());
   const auto& ksize = ctx.template Attr<std::vector<int32_t>>("ksize");
   const auto& strides = ctx.template Attr<std::vector<int32_t>>("strides");
@@ -59,14 +56,8 @@ PoolGeom ResolvePool(const Ctx& ctx, const DDim& x, const std::string& xdesc) {
   }
   FL_ENFORCE(ksize.size() == 2, "pool2d: ksize ", DDim(std::vector<int64_t>(ksize.begin(), ksize.end())),
              " must have 2 values for ", xdesc);
-  FL_ENFORCE(strides.size() == 2, "pool2d: strides ", DDim(std::vector<int64_t>(strides.begin(), strides.end())),
-             " must have 2 values for ", xdesc);
-  FL_ENFORCE(paddings.size() == 2, "pool2d: paddings ", DDim(std::vector<int64_t>(paddings.begin(), paddings.end())),
-             " must have 2 values for ", xdesc);
   g.kh = ksize[0], g.kw = ksize[1], g.sh = strides[0], g.sw = strides[1], g.ph = paddings[0], g.pw = paddings[1];
   FL_ENFORCE(g.kh > 0 && g.kw > 0, "pool2d: ksize [", g.kh, ", ", g.kw, "] must be positive for ", xdesc);
-  FL_ENFORCE(g.sh > 0 && g.sw > 0, "pool2d: strides [", g.sh, ", ", g.sw, "] must be positive for ", xdesc);
-  FL_ENFORCE(g.ph >= 0 && g.pw >= 0, "pool2d: paddings [", g.ph, ", ", g.pw, "] must be >= 0 for ", xdesc);
   FL_ENFORCE(g.H < 0 || g.kh <= g.H + 2 * g.ph, "pool2d: kernel height ", g.kh,
              " is larger than the padded input height ", g.H + 2 * g.ph, " for ", xdesc, " with paddings [", g.ph, ", ",
              g.pw, "]");
@@ -232,15 +223,22 @@ FL_REGISTER_OP(pool2d, op) {
       .Input("X", "input tensor [N, C, H, W]")
       .Output("Out", "pooled tensor [N, C, OH, OW]")
       .Attr("pooling_type", "max", "'max' or 'avg'")
+      .OneOf({"max", "avg"})
       .Attr<std::vector<int32_t>>("ksize", {}, "window size [kh, kw] (ignored with global_pooling)")
+      .Size(0, 2)
       .Attr<bool>("global_pooling", false, "pool over the whole H, W (ksize = [H, W], paddings = 0)")
       .Attr<std::vector<int32_t>>("strides", {1, 1}, "window strides [sh, sw]")
+      .Min(1)
+      .Size(2)
       .Attr<std::vector<int32_t>>("paddings", {0, 0}, "zero padding [ph, pw] on both sides")
+      .Min(0)
+      .Size(2)
       .Attr<bool>("exclusive", true, "avg: divide by the window size without padding (else kh*kw)")
       .Attr<bool>("ceil_mode", false, "output size rounds up: (H - kh + 2ph + sh - 1) / sh + 1")
       .Attr<bool>("use_cudnn", false, "accepted for compatibility (no effect on CPU)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
       .Attr("data_format", "NCHW", "layout of X: NCHW (AnyLayout is taken as NCHW)")
+      .OneOf({"NCHW", "AnyLayout"})
       .SetInferShape(InferPool)
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

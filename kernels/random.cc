@@ -39,6 +39,7 @@ FL_REGISTER_OP(uniform_random, op) {
       .Output("Out", "the random tensor")
       .Attr<std::vector<int64_t>>("shape", {}, "shape of Out")
       .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "dtype of Out: float32 or float64 (VarType value)")
+      .DTypeValue()
       .Attr<float>("min", -1.0f, "lower bound (inclusive)")
       .Attr<float>("max", 1.0f, "upper bound (exclusive)")
       .Attr<int32_t>("seed", 0, "random seed; 0 draws from a process-wide engine seeded by std::random_device")
@@ -64,6 +65,7 @@ FL_REGISTER_OP(gaussian_random, op) {
       .Attr<float>("std", 1.0f, "standard deviation of the distribution")
       .Attr<int32_t>("seed", 0, "random seed; 0 draws from a process-wide engine seeded by std::random_device")
       .Attr<int32_t>("dtype", static_cast<int32_t>(DType::FP32), "dtype of Out: float32 or float64 (VarType value)")
+      .DTypeValue()
       .SetInferShape([](InferShapeContext& ctx) {
         InferRandomOut(ctx, [](InferShapeContext& ctx) {
           FL_ENFORCE(ctx.Attr<float>("std") >= 0.0f, "gaussian_random: std ", ctx.Attr<float>("std"),

@@ -31,6 +31,17 @@ int64_t SeqLen(const ExecutionContext& ctx) {
   return seq_len;
 }
 
+// Both ops: one next-value name per memory, and one initial state per memory.
+void CheckMemories(const OpCheckContext& ctx) {
+  const size_t ex = ctx.Attr<std::vector<std::string>>("ex_states").size();
+  const size_t st = ctx.Attr<std::vector<std::string>>("states").size();
+  FL_ENFORCE(ex == st, "attributes 'ex_states' (", ex, " names) and 'states' (", st,
+             " names) must name the same number of memories");
+  const int init = ctx.InputSize("initial_states");
+  FL_ENFORCE(init <= 0 || static_cast<size_t>(init) == ex, "input initial_states has ", init, " variables but ", ex,
+             " memories are named in 'ex_states'");
+}
+
 // The slots and attributes both ops have, in the runner's terms.
 StepBlockIO ReadCommonSlots(const ExecutionContext& ctx) {
   StepBlockIO io;
@@ -92,6 +103,7 @@ FL_REGISTER_OP(recurrent, op) {
       .Attr<bool>("reverse", false, "run the steps from the last to the first")
       .Attr<bool>("is_train", true, "training mode (keeps every step scope for the backward pass)")
       .Attr<bool>("has_states", false, "whether there are memories")
+      .Check(CheckMemories)
       .OptionalDuplicableOutput("outputs", "step outputs stacked to [seq_len, ...]")
       .Output("step_scopes", "the step scopes (STEP_SCOPES), reused across runs")
       .SetRun(RunRecurrent);

@@ -31,6 +31,7 @@ void DeclareReduce(OpBuilder& op, const char* doc) {
       .Input("X", "input tensor")
       .Output("Out", "the reduced tensor")
       .Attr<std::vector<int32_t>>("dim", {0}, "axes to reduce; negative values count from the end")
+      .Axis()
       .Attr<bool>("keep_dim", false, "keep reduced axes as size 1")
       .Attr<bool>("reduce_all", false, "reduce every axis (ignores dim)")
       .SetInferShape(ReduceInferShape);

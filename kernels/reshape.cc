@@ -181,7 +181,8 @@ FL_REGISTER_OP(squeeze2, op) {
                  const DDim x = ctx.InputDim("X");
                  SetViewOutputs(ctx, x, SqueezeDims(x, ctx.Attr<std::vector<int32_t>>("axes"), ctx.Describe("X")));
                })
-      .Attr<std::vector<int32_t>>("axes", {}, "the size-1 axes to remove; negative counts from the end");
+      .Attr<std::vector<int32_t>>("axes", {}, "the size-1 axes to remove; negative counts from the end")
+      .Axis();
 }
 
 FL_REGISTER_OP(unsqueeze2, op) {
@@ -190,7 +191,8 @@ FL_REGISTER_OP(unsqueeze2, op) {
                  const DDim x = ctx.InputDim("X");
                  SetViewOutputs(ctx, x, UnsqueezeDims(x, ctx.Attr<std::vector<int32_t>>("axes"), ctx.Describe("X")));
                })
-      .Attr<std::vector<int32_t>>("axes", {}, "where to insert size-1 dims; negative counts from the end");
+      .Attr<std::vector<int32_t>>("axes", {}, "where to insert size-1 dims; negative counts from the end")
+      .Axis();
 }
 
 FL_REGISTER_OP(flatten2, op) {
@@ -203,7 +205,8 @@ FL_REGISTER_OP(flatten2, op) {
                  SetOutAndXShape(ctx, x, DDim{KnownProduct(x, 0, axis), KnownProduct(x, axis, x.size())});
                  ctx.ShareLoD("X", "Out");
                })
-      .Attr<int32_t>("axis", 1, "dims before axis form the rows, the rest the columns (0 <= axis <= rank)");
+      .Attr<int32_t>("axis", 1, "dims before axis form the rows, the rest the columns (0 <= axis <= rank)")
+      .Range(0, DDim::kMaxRank);
 }
 
 }  // namespace fl

@@ -133,9 +133,11 @@ FL_REGISTER_OP(slice, op) {
       .Input("Input", "the tensor to slice")
       .Output("Out", "the slice")
       .Attr<std::vector<int32_t>>("axes", {}, "the axes to slice")
+      .Axis()
       .Attr<std::vector<int32_t>>("starts", {}, "start of each slice (inclusive; negative counts from the end)")
       .Attr<std::vector<int32_t>>("ends", {}, "end of each slice (exclusive; negative counts from the end)")
       .Attr<std::vector<int32_t>>("decrease_axis", {}, "axes (each of size 1 after slicing) to drop from Out")
+      .Axis()
       .SetInferShape([](InferShapeContext& ctx) {
         const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
         ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));

@@ -8,6 +8,7 @@ FL_REGISTER_OP(softmax, op) {
       .Input("X", "input tensor")
       .Output("Out", "softmax of X, same shape")
       .Attr<int32_t>("axis", -1, "the axis to normalise over; negative counts from the end")
+      .Axis()
       .SetInferShape([](InferShapeContext& ctx) {
         NormalizeAxis(ctx, "X", ctx.Attr<int32_t>("axis"));
         SameShapeAsInput(ctx);

@@ -94,8 +94,11 @@ FL_REGISTER_OP(split, op) {
       .Input("X", "the tensor to split")
       .DuplicableOutput("Out", "the parts, in order")
       .Attr<int32_t>("num", 0, "number of equal parts (0: use sections)")
+      .Min(0)
       .Attr<std::vector<int32_t>>("sections", {}, "size of each part along the axis")
+      .Min(-1)
       .Attr<int32_t>("axis", 0, "the axis to split; negative counts from the end")
+      .Axis()
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const int n = ctx.OutputSize("Out");

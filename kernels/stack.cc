@@ -101,6 +101,7 @@ FL_REGISTER_OP(stack, op) {
       .DuplicableInput("X", "the tensors to stack, all of the same dims and dtype")
       .Output("Y", "X's dims with len(X) inserted at axis")
       .Attr<int32_t>("axis", 0, "the new axis, in [-(rank+1), rank+1)")
+      .Axis()
       .SetInferShape(StackInferShape)
       .CPUKernelAnyDType(kStack)
       .Grad([](GradOpMaker& g) {  // the slices of Y@GRAD along the stacked axis
@@ -117,7 +118,9 @@ FL_REGISTER_OP(unstack, op) {
       .Input("X", "the tensor to unstack")
       .DuplicableOutput("Y", "num tensors of X's dims without axis")
       .Attr<int32_t>("axis", 0, "the axis to unstack, in [-rank, rank)")
+      .Axis()
       .Attr<int32_t>("num", 0, "number of outputs, X.dims[axis]")
+      .Min(0)
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const int axis = UnstackAxis(ctx, "unstack", x, ctx.Describe("X"));

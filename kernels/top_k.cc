@@ -16,6 +16,7 @@ FL_REGISTER_OP(top_k, op) {
       .Output("Out", "the k largest values [.., k]")
       .Output("Indices", "their positions along the last axis, int64 [.., k]")
       .Attr<int32_t>("k", 1, "how many entries to keep per row")
+      .Min(1)
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const int k = ctx.Attr<int32_t>("k");

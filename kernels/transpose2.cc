@@ -40,6 +40,19 @@ FL_REGISTER_OP(transpose2, op) {
       .Output("Out", "the transposed tensor")
       .DispensableOutput("XShape", "[0] + X.dims, dims only (used by the grad)")
       .Attr<std::vector<int32_t>>("axis", {}, "a permutation of [0, rank)")
+      .Size(0, DDim::kMaxRank)
+      .Constrain("a permutation of [0, its length)",
+                 [](const Attribute& a) -> std::string {
+                   const auto& perm = std::get<std::vector<int32_t>>(a);
+                   std::vector<bool> seen(perm.size(), false);
+                   for (size_t k = 0; k < perm.size(); ++k) {
+                     const int32_t p = perm[k];
+                     if (p < 0 || static_cast<size_t>(p) >= perm.size() || seen[p])
+                       return Str("must be a permutation of [0, ", perm.size(), "): element ", k, " is ", p);
+                     seen[p] = true;
+                   }
+                   return "";
+                 })
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim x = ctx.InputDim("X");
         const auto& perm = ctx.Attr<std::vector<int32_t>>("axis");

@@ -134,7 +134,8 @@ def test_wrong_attribute_type():
         b.append_op(type="fill_constant", outputs={"Out": y}, attrs={"shape": [1.5]})
     with pytest.raises(TypeError, match="attribute 'dtype' expects INT, got float"):
         b.append_op(type="fill_constant", outputs={"Out": y}, attrs={"dtype": 5.0})
-    with pytest.raises(ValueError, match="does not fit INT"):
+    with pytest.raises(ValueError, match=r"op fill_constant: attribute 'dtype' value 1099511627776 does not fit a "
+                                         r"32-bit integer \(INT attribute\)"):
         b.append_op(type="fill_constant", outputs={"Out": y}, attrs={"dtype": 2 ** 40})
     with pytest.raises(TypeError, match="cannot store a dict as an op attribute"):
         b.append_op(type="scale", inputs={"X": x}, outputs={"Out": y}, attrs={"extra": {}})
@@ -392,7 +393,9 @@ expect_error(lambda: b.ops[0].desc.set_attr("scale", np.ones(3)),
              (core.EnforceNotMet, TypeError, ValueError, RuntimeError))
 m5 = fluid.Program(); b5 = m5.global_block()
 b5.create_var(name="o", shape=[2], dtype="float32")
-b5.append_op(type="fill_constant", outputs={"Out": ["o"]}, attrs={"shape": [2], "dtype": 99})
+expect_error(lambda: b5.append_op(type="fill_constant", outputs={"Out": ["o"]}, attrs={"shape": [2], "dtype": 99}))
+b5.append_op(type="fill_constant", outputs={"Out": ["o"]}, attrs={"shape": [2]})
+b5.ops[0]._set_attr("dtype", 99)
 expect_error(lambda: exe.run(m5, fetch_list=["o"]))
 b5.desc.var("o").set_dtype(-7)
 expect_error(lambda: exe.run(m5, fetch_list=["o"]))

@@ -240,7 +240,8 @@ def test_batch_norm_build_errors():
             block.append_op(type="batch_norm", inputs={"X": vs["x1"], "Scale": vs["s"], "Bias": vs["b"],
                                                        "Mean": vs["v"], "Variance": vs["v"]},
                             outputs={"Y": outs["Y"], "MeanOut": outs["MO"], "VarianceOut": outs["VO"]})
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"batch_norm: data_layout 'NDHWC' is not NCHW or NHWC"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op batch_norm: attribute 'data_layout' = 'NDHWC' is "
+                                                           r"invalid: must be one of 'NCHW', 'NHWC', 'AnyLayout'"):
             block.append_op(type="batch_norm", inputs={"X": x, "Scale": vs["s"], "Bias": vs["b"], "Mean": vs["v"],
                                                        "Variance": vs["v"]},
                             outputs={"Y": outs["Y"], "MeanOut": outs["MO"], "VarianceOut": outs["VO"]},

@@ -314,10 +314,15 @@ def test_unknown_batch_and_size_inferred():
      r"Input 'img' \[2, 3, 4, 8\]"),
     ([-1, 3, 8, 4], [4, 3, 3, 3], {"dilations": [1, 2]},
      r"conv2d: the 3-wide kernel \(dilation 2\) .* larger than width 4"),
-    ([2, 3, 8, 8], [4, 3, 3, 3], {"strides": [0, 1]}, r"conv2d: strides \[0, 1\] must be >= 1"),
-    ([2, 3, 8, 8], [4, 3, 3, 3], {"dilations": [1, -1]}, r"conv2d: dilations \[1, -1\] must be >= 1"),
-    ([2, 3, 8, 8], [4, 3, 3, 3], {"paddings": [1]}, r"conv2d: paddings \[1\] must have 2 elements"),
-    ([2, 3, 8, 8], [4, 3, 3, 3], {"data_format": "NHWC"}, r"conv2d: data_format 'NHWC' is not supported"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"strides": [0, 1]},
+     r"op conv2d: attribute 'strides' = \[0, 1\] is invalid: element 0 \(0\) must be >= 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"dilations": [1, -1]},
+     r"op conv2d: attribute 'dilations' = \[1, -1\] is invalid: element 1 \(-1\) must be >= 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"paddings": [1]},
+     r"op conv2d: attribute 'paddings' = \[1\] is invalid: must have 2 values, not 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"groups": 0}, r"op conv2d: attribute 'groups' = 0 is invalid: must be >= 1"),
+    ([2, 3, 8, 8], [4, 3, 3, 3], {"data_format": "NHWC"},
+     r"op conv2d: attribute 'data_format' = 'NHWC' is invalid: must be one of 'NCHW', 'AnyLayout'"),
 ])
 def test_shape_errors(xshape, wshape, attrs, match):
     with pytest.raises(fluid.core.EnforceNotMet, match=match):

@@ -127,8 +127,10 @@ def test_dropout_numeric_grad_with_fixed_seed():
 def test_dropout_errors():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         x = fluid.layers.data("x", shape=[4])
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"dropout: dropout_prob 1.5 must be in \[0, 1\] "
-                                                           r"for X 'x' \[-1, 4\]"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op dropout: attribute 'dropout_prob' = 1.5 is invalid: "
+                                                           r"must be in \[0, 1\]"):
             fluid.layers.dropout(x, 1.5)
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"dropout: dropout_implementation 'scale' is not"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op dropout: attribute 'dropout_implementation' = 'scale' "
+                                                           r"is invalid: must be one of 'downgrade_in_infer', "
+                                                           r"'upscale_in_train'"):
             fluid.layers.dropout(x, 0.5, dropout_implementation="scale")

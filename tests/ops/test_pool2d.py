@@ -197,17 +197,19 @@ def test_pool2d_build_errors():
         with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: kernel width 6 is larger than the padded input "
                                                            r"width 5 for X 'x'"):
             fluid.layers.pool2d(x, pool_size=[2, 6])
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: strides \[0, 1\] must be positive for "
-                                                           r"X 'x' \[-1, 3, 4, 5\]"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op pool2d: attribute 'strides' = \[0, 1\] is invalid: "
+                                                           r"element 0 \(0\) must be >= 1"):
             fluid.layers.pool2d(x, pool_size=2, pool_stride=[0, 1])
         block = fluid.default_main_program().global_block()
         out = block.create_var(name="o", dtype="float32")
         with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: ksize \[2\] must have 2 values for X 'x'"):
             block.append_op(type="pool2d", inputs={"X": x}, outputs={"Out": out}, attrs={"ksize": [2]})
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: pooling_type 'sum' is not 'max' or 'avg'"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op pool2d: attribute 'pooling_type' = 'sum' is invalid: "
+                                                           r"must be one of 'max', 'avg'"):
             block.append_op(type="pool2d", inputs={"X": x}, outputs={"Out": out},
                             attrs={"ksize": [2, 2], "pooling_type": "sum"})
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"pool2d: paddings \[-1, 0\] must be >= 0"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op pool2d: attribute 'paddings' = \[-1, 0\] is invalid: "
+                                                           r"element 0 \(-1\) must be >= 0"):
             block.append_op(type="pool2d", inputs={"X": x}, outputs={"Out": out},
                             attrs={"ksize": [2, 2], "paddings": [-1, 0]})
 

@@ -213,5 +213,6 @@ def test_flatten_errors():
             fluid.layers.flatten(x, axis=-1)
         block = fluid.default_main_program().global_block()
         out = block.create_var(name="o", dtype="float32")
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"flatten2: axis -1 is out of range"):
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"op flatten2: attribute 'axis' = -1 is invalid: must be "
+                                                           r"in \[0, 9\]"):
             block.append_op(type="flatten2", inputs={"X": x}, outputs={"Out": out}, attrs={"axis": -1})
