@@ -10,8 +10,11 @@ import sys
 import textwrap
 
 CHILD = r"""
-import math, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+import math, os, resource, sys
+# A huge allocation must fail, not swap; AddressSanitizer (tools/sanitize.sh) maps terabytes of shadow memory
+# and caps allocations itself (allocator_may_return_null is off: a huge one aborts with a report).
+if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 import numpy as np
 import fluidlite as fluid
 from fluidlite import core
