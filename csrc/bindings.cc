@@ -287,6 +287,9 @@ py::dict ProtoDict(const OpInfo& info) {
   d["grad"] = GradKindName(info.grad_kind);  // composed, grad_op, no_gradient or none
   d["grad_op"] = info.grad_op;               // the generated grad op's type ("" unless grad == grad_op)
   d["forward_op"] = info.forward ? info.forward->type : std::string();  // on a generated grad op
+  py::list inplace;  // [[out, in]]: the output slots that may be their input's variable
+  for (auto& p : info.inplace) inplace.append(py::make_tuple(p.first, p.second));
+  d["inplace"] = inplace;
   return d;
 }
 

@@ -91,6 +91,16 @@ class PreparedOp {
   std::vector<DDim> profiled_dims_;
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
+  // Declared in-place pairs bound to one variable: Run checks that the op keeps the variable's shape.
+  struct InplaceAlias {
+    Variable* var;
+    const std::string* out_slot;
+    const std::string* in_slot;
+    const std::string* name;
+    DDim before;  // its dims before InferShape, in Run
+  };
+  std::vector<InplaceAlias> inplace_;
+  void CheckAliases();  // at Bind: an undeclared output == input alias raises
 };
 
 class ExecutionContext {

@@ -90,6 +90,10 @@ struct OpInfo {
   std::vector<std::pair<std::string, std::string>> shape_like;
   // Derived at Finalize for DefaultGradInferShape: (X@GRAD output, the input whose shape it takes).
   std::vector<std::pair<std::string, std::string>> grad_shape_sources;
+  // Output slots that may be the same variable as an input slot (Fluid's inplace inference): (out, in).
+  // The executor refuses any other alias at prepare time, and a declared one whose shape the op would change.
+  std::vector<std::pair<std::string, std::string>> inplace;
+  bool AllowsInplace(const std::string& out, const std::string& in) const;
   RunFn run;  // set for kernel-less ops
   KernelDTypeFn kernel_dtype = nullptr;
   std::string kernel_dtype_slot;  // or: prefer the dtype of this input slot (grad ops: their first Out@GRAD)
@@ -175,6 +179,11 @@ class OpBuilder {
   // takes when the grad op does not read X.
   OpBuilder& Optional(std::vector<std::string> reads);
   OpBuilder& ShapeLike(const std::string& input, const std::string& read);
+  // ParamOut may be Param itself: the kernel reads each element of `in` before writing that of `out`.
+  OpBuilder& Inplace(const std::string& out, const std::string& in) {
+    info_->inplace.emplace_back(out, in);
+    return *this;
+  }
   OpBuilder& SetRun(RunFn f) {
     info_->run = std::move(f);
     return *this;
