@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <optional>
 
@@ -34,6 +36,10 @@ unsigned long& MainThreadIdent() {  // Python's main thread (set at import)
 }
 
 // ------------------------------------------------------------------ numpy <-> Tensor
+
+std::string PyTypeName(const py::handle& h) { return py::str(py::type::of(h).attr("__name__")); }
+
+constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
 // numpy's kind character of a dtype's C++ type ('b' bool, 'f' floating, 'i' signed, 'u' unsigned).
 template <typename T>
@@ -66,12 +72,34 @@ py::dtype NumpyDType(DType t) {
   }
 }
 
-// Wraps a numpy array's memory without copying. `ensure` returns a new (C-contiguous) array when
-// `obj` is not one already, so that array is appended to `keep`: the caller holds `keep` for as long
-// as the tensor is used (the tensor itself must not own a Python object: it dies without the GIL).
-Tensor BorrowArray(const py::handle& obj, py::list& keep) {
-  py::array arr = py::array::ensure(obj, py::array::c_style);
-  if (!arr) throw py::type_error("feed values must be numpy arrays (or convertible to one)");
+// Wraps a numpy array's memory without copying. A strided array (a slice, np.broadcast_to) or one in
+// non-native byte order ('>f4' on x86) is first converted into a new C-contiguous native array, appended
+// to `keep`: the caller holds `keep` for as long as the tensor is used (the tensor itself must not own a
+// Python object: it dies without the GIL). `what` names the value in errors ("feed 'x'").
+Tensor BorrowArray(const py::handle& obj, py::list& keep, const std::string& what) {
+  py::array arr;
+  if (py::isinstance<py::array>(obj)) {
+    arr = py::reinterpret_borrow<py::array>(obj);
+    if (!(arr.flags() & py::array::c_style)) {
+      // A zero-stride view of a few bytes can stand for 32 GiB: copy it only if that fits easily.
+      const double bytes = static_cast<double>(arr.size()) * static_cast<double>(arr.itemsize());
+      const double limit = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 4;
+      if (bytes > limit)
+        throw py::value_error(Str(what, " is a non-contiguous ", std::string(py::str(arr.dtype())), " array of shape ",
+                                  std::string(py::str(obj.attr("shape"))), ": its contiguous copy would take ",
+                                  bytes / (1 << 20),
+                                  " MiB, over a quarter of this machine's memory; feed a smaller or "
+                                  "contiguous array (np.ascontiguousarray)"));
+      arr = py::array::ensure(obj, py::array::c_style);
+      if (!arr) throw py::error_already_set();
+    }
+  } else {
+    arr = py::array::ensure(obj, py::array::c_style);
+    if (!arr) throw py::type_error(Str(what, " must be a numpy array (or convertible to one), got ", PyTypeName(obj)));
+  }
+  const char order = py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder;
+  constexpr char kSwapped = kLittleEndian ? '>' : '<';
+  if (order == kSwapped) arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
   keep.append(arr);
   Tensor t;
   std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
@@ -94,13 +122,11 @@ py::array ShareToNumpy(const Tensor& t) {
 // Copies a numpy array into a tensor on `place` (Tensor.set).
 void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
   py::list keep;
-  Tensor src = BorrowArray(obj, keep);
+  Tensor src = BorrowArray(obj, keep, "LoDTensor.set: array");
   TensorCopy(src, place, &t);
 }
 
 // ------------------------------------------------------------------ Python <-> Attribute
-
-std::string PyTypeName(const py::handle& h) { return py::str(py::type::of(h).attr("__name__")); }
 
 bool IsInt(const py::handle& h) {
   if (py::isinstance<py::bool_>(h)) return false;
@@ -314,6 +340,9 @@ py::dict ProtoDict(const OpInfo& info) {
   d["grad"] = GradKindName(info.grad_kind);  // composed, grad_op, no_gradient or none
   d["grad_op"] = info.grad_op;               // the generated grad op's type ("" unless grad == grad_op)
   d["forward_op"] = info.forward ? info.forward->type : std::string();  // on a generated grad op
+  py::list inplace;  // [[out, in]]: the output slots that may be their input's variable
+  for (auto& p : info.inplace) inplace.append(py::make_tuple(p.first, p.second));
+  d["inplace"] = inplace;
   return d;
 }
 
@@ -679,7 +708,10 @@ PYBIND11_MODULE(_core, m) {
             std::vector<Tensor> in;
             in.reserve(feeds.size());
             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
-            for (auto f : feeds) in.push_back(BorrowArray(f, keep));
+            const auto& targets = p.feed_targets();
+            for (size_t i = 0; i < feeds.size(); ++i)
+              in.push_back(BorrowArray(feeds[i], keep,
+                                       "feed '" + (i < targets.size() ? targets[i].name : std::to_string(i)) + "'"));
             std::vector<Tensor> out;
             try {
               // Only Python's main thread sees KeyboardInterrupt: only its runs stop on Ctrl-C.

@@ -4,6 +4,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -140,8 +142,13 @@ std::string GetVmodule() {
 void InitLoggingFromEnv() {
   if (const char* v = std::getenv("GLOG_v")) {
     char* end = nullptr;
+    errno = 0;
     long lv = std::strtol(v, &end, 10);
-    if (end != v) SetVlogLevel(static_cast<int>(lv));
+    if (end != v && *end == '\0' && errno == 0 && lv >= INT_MIN && lv <= INT_MAX) {
+      SetVlogLevel(static_cast<int>(lv));
+    } else {  // "1e20" was level 1
+      std::fprintf(stderr, "fluidlite: ignoring GLOG_v='%s': not an integer\n", v);
+    }
   }
   if (const char* m = std::getenv("GLOG_vmodule")) {
     try {

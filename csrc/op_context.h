@@ -108,6 +108,16 @@ class PreparedOp {
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
   bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
   std::vector<DDim> forward_checked_dims_;  // the input dims it last passed with: rerun only when they change
+  // Declared in-place pairs bound to one variable: Run checks that the op keeps the variable's shape.
+  struct InplaceAlias {
+    Variable* var;
+    const std::string* out_slot;
+    const std::string* in_slot;
+    const std::string* name;
+    DDim before;  // its dims before InferShape, in Run
+  };
+  std::vector<InplaceAlias> inplace_;
+  void CheckAliases();  // at Bind: an undeclared output == input alias raises
 };
 
 class ExecutionContext {

@@ -30,6 +30,11 @@ const SlotSpec* OpInfo::FindOutput(const std::string& n) const { return FindByNa
 const AttrSpec* OpInfo::FindAttr(const std::string& n) const { return FindByName(attrs, n); }
 int OpInfo::InputIndex(const char* n) const { return IndexByName(inputs, n); }
 int OpInfo::OutputIndex(const char* n) const { return IndexByName(outputs, n); }
+bool OpInfo::AllowsInplace(const std::string& out, const std::string& in) const {
+  for (auto& p : inplace)
+    if (p.first == out && p.second == in) return true;
+  return false;
+}
 
 bool OpInfo::HasAnyKernel() const {
   for (auto& per_place : kernels)
@@ -350,6 +355,9 @@ void OpRegistry::Finalize() {
     if (info.forward) DeriveGradOp(info);
     FL_ENFORCE(info.grad_kind != GradKind::kGradOp || Find(info.grad_op) != nullptr, "op ", info.type,
                " names grad op ", info.grad_op, ", which is not registered");
+    for (auto& [out, in] : info.inplace)
+      FL_ENFORCE(info.FindOutput(out) && info.FindInput(in), "op ", info.type, " declares Inplace(", out, ", ", in,
+                 ") but has no such output or input slot");
   }
   finalized_ = true;
 }

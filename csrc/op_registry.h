@@ -124,6 +124,10 @@ struct OpInfo {
     int same = -1, alt = -1;
   };
   std::vector<ForwardSlot> forward_inputs, forward_outputs;
+  // Output slots that may be the same variable as an input slot (Fluid's inplace inference): (out, in).
+  // The executor refuses any other alias at prepare time, and a declared one whose shape the op would change.
+  std::vector<std::pair<std::string, std::string>> inplace;
+  bool AllowsInplace(const std::string& out, const std::string& in) const;
   RunFn run;  // set for kernel-less ops
   KernelDTypeFn kernel_dtype = nullptr;
   std::string kernel_dtype_slot;  // or: prefer the dtype of this input slot (grad ops: their first Out@GRAD)
@@ -248,6 +252,11 @@ class OpBuilder {
   // takes when the grad op does not read X.
   OpBuilder& Optional(std::vector<std::string> reads);
   OpBuilder& ShapeLike(const std::string& input, const std::string& read);
+  // ParamOut may be Param itself: the kernel reads each element of `in` before writing that of `out`.
+  OpBuilder& Inplace(const std::string& out, const std::string& in) {
+    info_->inplace.emplace_back(out, in);
+    return *this;
+  }
   OpBuilder& SetRun(RunFn f) {
     info_->run = std::move(f);
     return *this;

@@ -8,6 +8,8 @@
 
 namespace fl {
 
+static const DDim kNoTensor{-1};  // stands for "no tensor" (a real dim is never -1 at run time)
+
 // ------------------------------------------------------------------ shape inference helpers
 
 std::string InferShapeContext::Describe(const char* slot, int i) const {
@@ -179,6 +181,30 @@ void PreparedOp::Bind(Scope& scope) {
   };
   resolve(info_->inputs, desc_->inputs(), ins_, "input");
   resolve(info_->outputs, desc_->outputs(), outs_, "output");
+  CheckAliases();
+}
+
+// An output bound to the variable of an input: kernels write Out while reading X, so unless the op
+// declares the pair in place (it reads each element before writing it) the result would be garbage.
+void PreparedOp::CheckAliases() {
+  inplace_.clear();
+  for (size_t o = 0; o < outs_.size(); ++o)
+    for (Variable* ov : outs_[o]) {
+      if (!ov) continue;
+      for (size_t i = 0; i < ins_.size(); ++i)
+        for (size_t k = 0; k < ins_[i].size(); ++k) {
+          if (ins_[i][k] != ov) continue;
+          const std::string& out = info_->outputs[o].name;
+          const std::string& in = info_->inputs[i].name;
+          if (info_->AllowsInplace(out, in)) {
+            inplace_.push_back({ov, &out, &in, &desc_->Input(in).at(k), DDim{}});
+            continue;
+          }
+          FL_THROW("op ", info_->type, ": output ", out, " and input ", in, " are the same variable '",
+                   desc_->Input(in).at(k), "', but ", info_->type,
+                   " does not compute in place; give the output a variable of its own", CreationSuffix(*desc_));
+        }
+    }
 }
 
 class RuntimeInferShapeContext : public InferShapeContext {
@@ -307,8 +333,6 @@ std::string PreparedOp::DebugString(const Place& place) const {
   return s + "}.";
 }
 
-static const DDim kNoTensor{-1};  // stands for "no tensor" (a real dim is never -1 at run time)
-
 const char* PreparedOp::ProfileArgs() {
   // Fast path: compare the current dims with those the cached string was built from.
   if (profile_args_) {
@@ -378,7 +402,26 @@ void PreparedOp::Run(const Place& place) {
       check_forward_ = CheckAgainstForward(isc);
       RecordInputDims(forward_checked_dims_);  // only once it passed: a failing op fails again next run
     }
-    info_->infer_shape(isc);
+    if (inplace_.empty()) {
+      info_->infer_shape(isc);
+    } else {
+      // An in-place output must keep its input's shape: elementwise_add(X=[4], Y=[3, 4], Out=X) cannot
+      // write 12 values over the 4 it reads. InferShape already resized the shared tensor: restore it.
+      for (auto& a : inplace_) {
+        const Tensor* t = a.var->GetTensor();
+        a.before = t && t->IsInitialized() ? t->dims() : kNoTensor;
+      }
+      info_->infer_shape(isc);
+      for (auto& a : inplace_) {
+        const Tensor* t = a.var->GetTensor();
+        if (a.before == kNoTensor || t->dims() == a.before) continue;
+        DDim now = t->dims();
+        a.var->GetMutableTensor()->Resize(a.before);
+        FL_THROW("op ", info_->type, ": output ", *a.out_slot, " is input ", *a.in_slot, "'s variable '", *a.name,
+                 "' (in place), but its shape would change from ", a.before, " to ", now,
+                 "; give the output a variable of its own");
+      }
+    }
   }
   DType dt = info_->kernel_dtype ? info_->kernel_dtype(ctx) : DefaultKernelDType(*this, *info_);
   if (kernel_ == nullptr || dt != kernel_dtype_ || place != kernel_place_) {

@@ -4,6 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -15,13 +18,22 @@ ThreadPool* ThreadPool::Create() {
 }
 
 int ThreadPool::DefaultSize() {
-  for (const char* name : {"FLUIDLITE_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-    const char* env = std::getenv(name);
-    if (env && std::atoi(env) > 0) return std::atoi(env);
-  }
+  int fallback = 0;
+  if (const char* env = std::getenv("OPENBLAS_NUM_THREADS")) fallback = std::max(0, std::atoi(env));
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (fallback == 0 && sched_getaffinity(0, sizeof(set), &set) == 0) fallback = std::max(1, CPU_COUNT(&set));
+  if (fallback == 0) fallback = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* env = std::getenv("FLUIDLITE_NUM_THREADS")) {
+    // Ours: a value that is not a whole positive number is reported, not silently replaced.
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && errno == 0 && n > 0 && n <= kMaxThreads) return static_cast<int>(n);
+    std::fprintf(stderr,
+                 "fluidlite: ignoring FLUIDLITE_NUM_THREADS='%s': not an integer in [1, %d]; using %d threads\n", env,
+                 kMaxThreads, fallback);
+  }
+  return fallback;
 }
 
 ThreadPool::ThreadPool(int threads) : pid_(getpid()) { SetSize(threads); }

@@ -91,14 +91,23 @@ def _find_op_path(block, targets, inputs, no_grad_set):
     return [op for i, op in enumerate(ops) if mask[i]]
 
 
+_VT = core.VarDesc.VarType
+_FLOAT_DTYPES = {int(_VT.FP16), int(_VT.FP32), int(_VT.FP64)}
+_LOD_TENSOR = int(_VT.LOD_TENSOR)
+
+
 def _stop_gradient_set(program):
-    """{block idx: {v@GRAD for every var with stop_gradient}}."""
+    """{block idx: {v@GRAD for every var with stop_gradient, and every integer or bool tensor}}: as in
+    Fluid, integers (labels, indices, the casts feeding gather's Index) carry no gradient."""
     result = collections.defaultdict(set)
     for block in program.blocks:
         has_var = block.desc.has_var
         for name, facts in block._facts.items():  # the rows of the side table: only non-default facts
             if facts.stop_gradient and has_var(name):
                 result[block.idx].add(_grad_name(name))
+        for v in block.desc.all_vars():
+            if int(v.type()) == _LOD_TENSOR and int(v.dtype()) not in _FLOAT_DTYPES:
+                result[block.idx].add(_grad_name(v.name()))
     return result
 
 
@@ -231,12 +240,19 @@ def _leaf_outputs(block):
     return written - read
 
 
-def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None):
+def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None, produced=None):
+    """`produced`: the gradients that exist so far (the seeds), as Fluid's input_grad_names_set: a grad op
+    none of whose gradient inputs is produced is skipped, and adds its outputs otherwise. So no gradient
+    flows into a path the loss does not differentiate through (gather's Index, an op without gradient).
+    None (a sub-block, whose output gradients come from the enclosing grad op): keep every grad op."""
     no_grad = no_grad_dict[block.idx]
     no_grad.add(EMPTY)
     grad_descs = []
     program = block.program
     for op in reversed(ops):
+        if produced is not None and not any(renames.get(g, g) in produced
+                                            for g in map(_grad_name, op.output_arg_names)):
+            continue  # no gradient reaches this op's outputs
         grad_blocks = []
         if op.has_attr("sub_block"):
             # The sub-block's backward goes into a new grad block whose forward_block_idx points back at it;
@@ -255,7 +271,11 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
             raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
                                      "inputs stop_gradient=True or put them in no_grad_set"
                                      % (op.type, op.desc.creation_site() or "?"))
-        grad_descs.extend(_make_grad_descs(op, no_grad, grad_blocks, renames))
+        descs = _make_grad_descs(op, no_grad, grad_blocks, renames)
+        if produced is not None:
+            for d in descs:
+                produced.update(d.output_arg_names())
+        grad_descs.extend(descs)
     grad_descs = _addup_repetitive_outputs(grad_descs)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
     # In a grad block, the gradients of the step block's leaf outputs come from the enclosing grad op.
@@ -344,8 +364,8 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None)
     no_grad_dict[0].update(_grad_name(n) for n in _names(no_grad_set))
     no_grad_vars = {_strip_grad_suffix(n) for n in no_grad_dict[0]}
     op_path = _find_op_path(block, [loss.name], [], no_grad_vars)
-    _seed_gradient(block, loss)
-    _append_backward_ops(block, op_path, block, no_grad_dict, {}, callbacks)
+    seed = _seed_gradient(block, loss)
+    _append_backward_ops(block, op_path, block, no_grad_dict, {}, callbacks, produced={seed})
 
     if parameter_list is not None:
         params = [p.name if isinstance(p, Variable) else p for p in parameter_list]
@@ -391,9 +411,9 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
     for idx, names in no_grad_dict.items():
         no_grad_dict[idx] = {renames.get(n, n) for n in names}
     with program._backward_role_guard():
-        for i, t in enumerate(targets):
-            _seed_gradient(block, t, target_gradients[i] if target_gradients else None, renames)
-    _append_backward_ops(block, op_path, block, no_grad_dict, renames)
+        seeds = {_seed_gradient(block, t, target_gradients[i] if target_gradients else None, renames)
+                 for i, t in enumerate(targets)}
+    _append_backward_ops(block, op_path, block, no_grad_dict, renames, produced=seeds)
     out = []
     for v in inputs:
         gname = _grad_name(v.name)

@@ -135,7 +135,8 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
             scope=None, return_numpy=True, use_program_cache=True):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
-        arrays; returns one numpy array per `fetch_list` entry (LoDTensors if return_numpy=False)."""
+        arrays; returns one numpy array per `fetch_list` entry (LoDTensors if return_numpy=False). A single
+        Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:
@@ -146,11 +147,15 @@ class Executor:
                 raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
         if scope is None:
             scope = _scope_stack[-1]
+        elif not isinstance(scope, core.Scope):
+            raise TypeError("Executor.run: scope must be a fluidlite Scope, got %s" % type(scope).__name__)
         if feed is None:
             feed = {}
         elif not isinstance(feed, dict):
             raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
         feed_names = tuple(feed)
+        if isinstance(fetch_list, (str, Variable)):
+            fetch_list = [fetch_list]  # as Fluid 1.6+'s _check_fetch_list: one target, a list of one result
         fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
         key = (self._place_key, feed_names, fetch_names, id(scope))
         entry = program._exec_cache.get(key)

@@ -12,6 +12,7 @@ FL_REGISTER_OP(assign, op) {
   op.Doc("Out = X, copied (any dtype; LoD is kept).")
       .Input("X", "tensor to copy")
       .Output("Out", "the copy")
+      .Inplace("Out", "X")
       .SetInferShape(InferSameShapeAsX);
   op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto) {
       TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X

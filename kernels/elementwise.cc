@@ -178,6 +178,8 @@ OpBuilder& RegisterForward(OpBuilder& op) {
   return op.Input("X", "first operand")
       .Input("Y", "second operand")
       .Output("Out", "result, of the broadcast shape")
+      .Inplace("Out", "X")  // when that operand has the broadcast shape (the executor checks)
+      .Inplace("Out", "Y")
       .Attr<int32_t>("axis", -1, kAxisDoc)
       .Range(-1, DDim::kMaxRank - 1)
       .SetInferShape(InferBroadcastShape)

@@ -33,7 +33,10 @@ FL_REGISTER_OP(fetch, op) {
                    "' was never computed (no op before the fetch writes it and it was not fed)");
         TensorList& list = *ctx.OutputVar("Out")->GetMutableTensorList();
         int col = ctx.Attr<int32_t>("col");
-        if (static_cast<int>(list.size()) <= col) list.resize(col + 1);
+        // The executor sizes the list to its fetch targets: a crafted col must not grow it (col=30M: 4 GiB).
+        FL_ENFORCE(col >= 0 && col < static_cast<int>(list.size()), "fetch: column ", col, " of variable '",
+                   ctx.InputName("X"), "' is out of range: the fetch list '", ctx.OutputName("Out"), "' has ",
+                   list.size(), " entries");
         FL_VLOG(3) << "Fetch variable " << ctx.InputName("X") << " to " << ctx.OutputName("Out");
         TensorCopy(*src, Place::CPU(), &list[col]);
       });

@@ -7,6 +7,7 @@ FL_REGISTER_OP(increment, op) {
   op.Doc("Out = X + step; X must hold exactly one element.")
       .Input("X", "one-element tensor")
       .Output("Out", "X + step (may be X itself)")
+      .Inplace("Out", "X")
       .Attr<float>("step", 1.0f, "amount added")
       .SetInferShape([](InferShapeContext& ctx) {
         const DDim d = ctx.InputDim("X");

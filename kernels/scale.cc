@@ -9,6 +9,7 @@ FL_REGISTER_OP(scale, op) {
   op.Doc("Out = scale * X + bias if bias_after_scale else scale * (X + bias).")
       .Input("X", "input tensor")
       .Output("Out", "output tensor, same shape as X")
+      .Inplace("Out", "X")
       .Attr<float>("scale", 1.0f, "multiplier")
       .Attr<float>("bias", 0.0f, "added before or after scaling")
       .Attr<bool>("bias_after_scale", true, "add bias after scaling (Fluid's default)")

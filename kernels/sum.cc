@@ -44,6 +44,7 @@ FL_REGISTER_OP(sum, op) {
   op.Doc("Out = sum of all inputs X (equal numbers of elements); empty or unset inputs are skipped.")
       .DuplicableInput("X", "tensors to add; all with the same number of elements")
       .Output("Out", "their sum, shaped like the first non-empty input; may be X[0] itself (in place)")
+      .Inplace("Out", "X")  // the regularizer's sum(X=[grad, decay], Out=grad); any X[i] (blocks go via a buffer)
       .SetInferShape(InferSum)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

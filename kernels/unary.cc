@@ -164,7 +164,7 @@ void UnaryGradGrad(GradOpMaker& g) {
 template <typename A>
 void RegisterUnary(OpBuilder& op, const std::string& type) {
   op.Doc(Str("Out = ", A::kFormula, ", elementwise."));
-  op.Input("X", "input tensor").Output("Out", "output tensor, same shape as X");
+  op.Input("X", "input tensor").Output("Out", "output tensor, same shape as X").Inplace("Out", "X");
   A::Attrs(op);
   op.SetInferShape([](InferShapeContext& ctx) {
     A::Check(ctx);

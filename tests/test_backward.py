@@ -165,3 +165,51 @@ def test_op_role_var_marks_the_last_writer_of_each_parameter_grad():
         if op.has_attr("op_role_var") and op.attr("op_role_var"):
             grad = op.attr("op_role_var")[1]
             assert grad in op.output_arg_names and not any(grad in o.output_arg_names for o in ops[i + 1:])
+
+
+
+def _gather_model(index_fn):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        h = fluid.layers.fc(input=x, size=3)
+        g = fluid.layers.gather(h, index_fn(label, h))
+        loss = fluid.layers.mean(g)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup
+
+
+@pytest.mark.parametrize("index_fn, index_of", [
+    # Fluid's classifier idiom: an int64 label reshaped and cast into gather's Index.
+    (lambda lab, h: fluid.layers.cast(fluid.layers.reshape(lab, [-1]), "int32"),
+     lambda lv, hv: lv.reshape(-1)),
+    # The integer output of a differentiable op (top_k's Indices) of the very tensor gathered from.
+    (lambda lab, h: fluid.layers.reshape(fluid.layers.topk(h, k=1)[1], [-1]),
+     lambda lv, hv: hv.argmax(1)),
+    # An op without gradient (increment) on the integer path.
+    (lambda lab, h: fluid.layers.increment(fluid.layers.fill_constant([1], "int64", 1), value=1.0, in_place=False),
+     lambda lv, hv: np.array([2])),
+])
+def test_no_gradient_flows_into_integer_index_paths(index_fn, index_of):
+    main, startup = _gather_model(index_fn)
+    # Grad ops only for the float path: no cast/reshape/top_k/increment grads, no zeros for int gradients.
+    grad_ops = [op.type for op in main.global_block().ops if op.attr("op_role") & 1]
+    assert sorted(grad_ops) == ["elementwise_add_grad", "fill_constant", "gather_grad", "mul_grad",
+                                "reduce_mean_grad"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.core.Scope()
+    exe.run(startup, scope=scope)
+    w0 = np.array(scope.find_var("fc_0.w_0").get_tensor())
+    b0 = np.array(scope.find_var("fc_0.b_0").get_tensor())
+    xv = np.random.RandomState(0).rand(6, 4).astype("float32")
+    lv = np.array([[0], [2], [2], [5], [1], [2]], "int64")
+    # d mean(gather(x @ W + b, idx)) / dW = x^T @ dH, dH[i] = (count of i in idx) / (len(idx) * 3).
+    idx = index_of(lv, xv @ w0 + b0)
+    dh = np.zeros((6, 3), "float32")
+    np.add.at(dh, idx, 1.0 / (len(idx) * 3))
+    gw, gb = exe.run(main, feed={"x": xv, "label": lv}, fetch_list=["fc_0.w_0@GRAD", "fc_0.b_0@GRAD"], scope=scope)
+    np.testing.assert_allclose(gw, xv.T @ dh, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gb, dh.sum(0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.array(scope.find_var("fc_0.w_0").get_tensor()), w0 - 0.1 * xv.T @ dh, rtol=1e-5,
+                               atol=1e-7)

@@ -47,6 +47,8 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     stride = _pair("conv2d", "stride", stride)
     padding = _pair("conv2d", "padding", padding)
     dilation = _pair("conv2d", "dilation", dilation)
+    if min(filter_size) <= 0:
+        raise ValueError("conv2d: filter_size must be positive, got %s" % (filter_size,))
     # The op's shape inference rejects bad groups (and every other shape error) with the shapes named.
     filter_shape = [num_filters, num_channels // groups if groups >= 1 else num_channels] + filter_size
     std = (2.0 / (filter_size[0] * filter_size[1] * num_channels)) ** 0.5

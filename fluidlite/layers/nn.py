@@ -83,8 +83,10 @@ def _reduce_dims(args):
     dim = args["dim"]
     if dim is not None and not isinstance(dim, (list, tuple)):
         dim = [dim]
-    return {"dim": list(dim) if dim else [0],
-            "reduce_all": dim is None or len(dim) == 0 or len(dim) == len(args["input"].shape)}
+    rank = len(args["input"].shape)
+    # Every axis named (once each, in range: the op checks the range and names the bad dim) reduces everything.
+    every_axis = dim is not None and all(-rank <= d < rank for d in dim) and len({d % rank for d in dim}) == rank
+    return {"dim": list(dim) if dim else [0], "reduce_all": not dim or every_axis}
 
 
 def _reduce(op_type):

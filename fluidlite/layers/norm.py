@@ -58,6 +58,9 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     helper = LayerHelper("batch_norm", input=input, param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
     dtype = helper.input_dtype()
     shape = input.shape
+    if len(shape) < 2:
+        raise ValueError("batch_norm: input %s must have at least 2 dims (a batch of channels), got shape %s"
+                         % (input.name, list(shape)))
     if data_layout == "NCHW":
         channels = shape[1]
     elif data_layout == "NHWC":

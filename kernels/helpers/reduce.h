@@ -44,22 +44,27 @@ inline int NormalizeAxis(const InferShapeContext& ctx, const char* slot, int axi
 
 // The reduce ops' `dim` / `reduce_all` attributes as a per-axis mask. Kernels call this after InferShape
 // validated the attributes; InferShape calls ReducedAxes, which names the op and input on error.
+// `dim` must be in range even with reduce_all, as in Fluid (the layer sets reduce_all when dim names as many
+// axes as X has: reduce_sum(x, dim=[1]) on a rank-1 x is an error, not a sum of everything). Rank 0 with
+// reduce_all (a shape unknown at build time, or a scalar) has nothing to check.
 inline std::vector<bool> ReduceMask(int rank, const std::vector<int32_t>& dim, bool reduce_all) {
   std::vector<bool> mask(rank, reduce_all);
-  if (reduce_all) return mask;
+  if (reduce_all && rank == 0) return mask;
   for (int d : dim) {
     const int a = d < 0 ? d + rank : d;
     FL_ENFORCE(a >= 0 && a < rank, "reduce: dim ", d, " is out of range for rank ", rank);
     mask[a] = true;
   }
+  if (reduce_all) mask.assign(rank, true);
   return mask;
 }
 
 inline std::vector<bool> ReducedAxes(const InferShapeContext& ctx, const char* slot = "X") {
   const auto& dim = ctx.Attr<std::vector<int32_t>>("dim");
-  if (!ctx.Attr<bool>("reduce_all"))
+  const bool reduce_all = ctx.Attr<bool>("reduce_all");
+  if (!reduce_all || ctx.InputDim(slot).size() > 0)
     for (int d : dim) NormalizeAxis(ctx, slot, d, "dim");
-  return ReduceMask(ctx.InputDim(slot).size(), dim, ctx.Attr<bool>("reduce_all"));
+  return ReduceMask(ctx.InputDim(slot).size(), dim, reduce_all);
 }
 
 // ------------------------------------------------------------------ layout

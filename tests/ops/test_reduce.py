@@ -163,3 +163,35 @@ def test_mean_rejects_int():
         m = fluid.layers.mean(x)
     with pytest.raises(fluid.core.EnforceNotMet, match=r"mean does not have a kernel for data_type\[int\]"):
         fluid.Executor(fluid.CPUPlace()).run(main, feed={"xi": np.arange(3, dtype="int32")}, fetch_list=[m])
+
+
+@pytest.mark.parametrize("layer", ["reduce_sum", "reduce_mean", "reduce_max"])
+def test_reduce_dim_out_of_range_even_when_it_names_every_axis(layer):
+    # One dim for a rank-1 input: the layer sets reduce_all, and dim=[1] must still be refused (it summed
+    # everything before).
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x1", shape=[5], dtype="float32", append_batch_size=False)
+        with pytest.raises(fluid.core.EnforceNotMet,
+                           match=r"%s: dim=1 is out of range for X 'x1' \[5\] \(rank 1, valid range \[-1, 1\)\)"
+                           % layer):
+            getattr(fluid.layers, layer)(x, dim=[1])
+        block = main.global_block()
+        out = block.create_var(name="o", dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"%s: dim=-2 is out of range for X 'x1'" % layer):
+            block.append_op(type=layer, inputs={"X": [x]}, outputs={"Out": [out]},
+                            attrs={"dim": [-2], "reduce_all": True})
+
+
+def test_reduce_repeated_dim_is_not_every_axis():
+    # dim=[0, 0] on a rank-2 input names two dims but one axis: it reduces axis 0 only.
+    x = np.random.RandomState(5).rand(3, 4).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data(name="x2", shape=[3, 4], dtype="float32", append_batch_size=False)
+        s = fluid.layers.reduce_sum(xv, dim=[0, 0])
+        a = fluid.layers.reduce_sum(xv, dim=[1, -2])  # both axes: everything
+    assert s.op.attr("reduce_all") is False and a.op.attr("reduce_all") is True
+    rs, ra = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x2": x}, fetch_list=[s, a])
+    np.testing.assert_allclose(rs, x.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(ra, [x.sum()], rtol=1e-6)
