@@ -6,6 +6,7 @@ fuzzer of test_fuzz_programs.py)."""
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -141,3 +142,13 @@ def test_softmax_any_axis(shape, data):
     got, = _run(lambda a: L.softmax(a, axis=axis), [x])
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     np.testing.assert_allclose(got, e / e.sum(axis=axis, keepdims=True), rtol=1e-12)
+@FUZZ
+@given(shape=shapes, data=st.data())
+def test_out_of_range_axes_raise(shape, data):
+    """Axes outside [-rank, rank) are errors naming the op, whatever the value."""
+    bad = data.draw(st.one_of(st.integers(len(shape), 2**31 - 1), st.integers(-2**31, -len(shape) - 1)))
+    op = data.draw(st.sampled_from(["softmax", "reduce_sum", "concat", "split"]))
+    build = {"softmax": lambda a: L.softmax(a, axis=bad), "reduce_sum": lambda a: L.reduce_sum(a, dim=[bad]),
+             "concat": lambda a: L.concat([a, a], axis=bad), "split": lambda a: L.split(a, 1, dim=bad)}[op]
+    with pytest.raises(fluid.core.EnforceNotMet, match=op):
+        _run(build, [arrays(shape)])

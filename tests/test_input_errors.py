@@ -57,7 +57,7 @@ def test_huge_zero_stride_feed_names_the_feed_and_its_size():
 def test_crafted_fetch_column_is_bounded_by_the_fetch_list():
     main, y = _scale_program([4])
     block = main.global_block()
-    block.create_var(name="fetch", dtype="float32")
+    block.create_var(name="fetch", type=fluid.core.VarDesc.VarType.FETCH_LIST)
     block.append_op(type="fetch", inputs={"X": [y]}, outputs={"Out": ["fetch"]}, attrs={"col": 30000000})
     msg = r"fetch: column 30000000 of variable 'scale_\d+.tmp_0' is out of range: the fetch list 'fetch' has 1 entries"
     with pytest.raises(fluid.core.EnforceNotMet, match=msg):

@@ -37,12 +37,12 @@ with unique_name.guard(), fluid.program_guard(main, fluid.Program()):
 scope = fluid.Scope()
 exe = fluid.Executor(fluid.CPUPlace())
 small = np.ones(4, "float32") if kind == "chain" else np.ones((3, 2, 4), "float32")
-big = np.ones(1 << 20, "float32") if kind == "chain" else np.ones((400000, 1, 4), "float32")
+big = np.ones(1 << 22, "float32") if kind == "chain" else np.ones((400000, 1, 4), "float32")
 (before,) = exe.run(main, feed={"x": small}, fetch_list=[y], scope=scope)
 sent = []
 
 def interrupt():
-    time.sleep(0.5)
+    time.sleep(0.2)  # the big runs take seconds (about 2 s for the chain on an idle 2-core machine)
     sent.append(time.monotonic())
     os.kill(os.getpid(), signal.SIGINT)
 

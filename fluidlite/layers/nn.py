@@ -139,7 +139,7 @@ def square_error_cost(input, label):
 def split(input, num_or_sections, dim=-1, name=None):
     helper = LayerHelper("split", name=name)
     rank = len(input.shape)
-    axis = dim + rank if dim < 0 else dim
+    axis = dim + rank if -rank <= dim < 0 else dim  # out of range: the op's axis rule names it
     if isinstance(num_or_sections, int):
         num, sections = num_or_sections, []
         if num <= 0:
