@@ -2,7 +2,8 @@
 # Builds fluidlite._core with AddressSanitizer and UndefinedBehaviorSanitizer (FLUIDLITE_SANITIZE=1, see
 # setup.py) in a temporary copy of this checkout, then runs the test suite against that build. Any report
 # (a heap overflow, a use after free, undefined behaviour) aborts the run: the exit status is non-zero.
-# Leak checking is off (CPython itself keeps memory until exit). Arguments go to pytest, e.g.
+# Leak checking is off (CPython itself keeps memory until exit); a huge allocation returns null, as without
+# ASan, so that the allocator's out-of-memory error is what the tests see. Arguments go to pytest, e.g.
 #   tools/sanitize.sh -x tests/ops          # a part of the suite
 #   KEEP=1 tools/sanitize.sh                # keep the build directory (printed) for reruns
 set -euo pipefail
@@ -19,6 +20,6 @@ asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
 echo "sanitize: running the tests with $asan and $ubsan preloaded"
 LD_PRELOAD="$asan $ubsan" \
-ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
+ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
 UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1" \
   python -m pytest -q -p no:cacheprovider "$@"
