@@ -90,11 +90,22 @@ def mutate(data, edits):
     return bytes(b)
 
 
-def check(mutants, timeout_s=10.0):
-    """Parses and runs each (program index, edits); returns outcome counts. Must not crash."""
+def check(mutants, timeout_s=10.0, memory_gib=4):
+    """Parses and runs each (program index, edits); returns outcome counts. Must not crash.
+
+    An edit can legitimately ask for a huge tensor (a flipped byte in fill_constant's shape gave
+    [4294967297]: 16 GiB, filled in 10 s). The address space is capped at `memory_gib` so that such a
+    program fails fast with fluidlite's out-of-memory error instead of swapping into the timeout (not under
+    AddressSanitizer, which needs terabytes of virtual space and caps allocations itself)."""
+    import os
+    import resource
     import signal
 
     import fluidlite as fluid
+
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        cap = memory_gib << 30
+        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
     programs = base_programs()
     stats = {"parsed": 0, "ran": 0, "raised": 0, "by_error": {}}
