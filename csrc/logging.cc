@@ -4,13 +4,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <vector>
+
+#include "parse_int.h"
 
 namespace fl {
 
@@ -114,10 +115,9 @@ void SetVmodule(const std::string& spec) {
     if (item.empty()) continue;
     size_t eq = item.find('=');
     FL_ENFORCE(eq != std::string::npos && eq > 0, "GLOG_vmodule entry '", item, "' is not of the form pattern=N");
-    char* end = nullptr;
-    std::string num = item.substr(eq + 1);
-    long v = std::strtol(num.c_str(), &end, 10);
-    FL_ENFORCE(!num.empty() && end && *end == '\0', "GLOG_vmodule entry '", item, "' has a non-integer level");
+    long v = 0;
+    FL_ENFORCE(ParseInt(item.c_str() + eq + 1, INT_MIN, INT_MAX, &v), "GLOG_vmodule entry '", item,
+               "' has a non-integer level");
     entries.push_back({item.substr(0, eq), static_cast<int>(v)});
   }
   VlogConfig& c = Config();
@@ -141,10 +141,8 @@ std::string GetVmodule() {
 
 void InitLoggingFromEnv() {
   if (const char* v = std::getenv("GLOG_v")) {
-    char* end = nullptr;
-    errno = 0;
-    long lv = std::strtol(v, &end, 10);
-    if (end != v && *end == '\0' && errno == 0 && lv >= INT_MIN && lv <= INT_MAX) {
+    long lv = 0;
+    if (ParseInt(v, INT_MIN, INT_MAX, &lv)) {
       SetVlogLevel(static_cast<int>(lv));
     } else {  // "1e20" was level 1
       std::fprintf(stderr, "fluidlite: ignoring GLOG_v='%s': not an integer\n", v);

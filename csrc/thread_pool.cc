@@ -4,11 +4,11 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include "parse_int.h"
 
 namespace fl {
 
@@ -25,10 +25,8 @@ int ThreadPool::DefaultSize() {
   if (fallback == 0) fallback = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const char* env = std::getenv("FLUIDLITE_NUM_THREADS")) {
     // Ours: a value that is not a whole positive number is reported, not silently replaced.
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && errno == 0 && n > 0 && n <= kMaxThreads) return static_cast<int>(n);
+    long n = 0;
+    if (ParseInt(env, 1, kMaxThreads, &n)) return static_cast<int>(n);
     std::fprintf(stderr,
                  "fluidlite: ignoring FLUIDLITE_NUM_THREADS='%s': not an integer in [1, %d]; using %d threads\n", env,
                  kMaxThreads, fallback);

@@ -123,3 +123,11 @@ def test_bad_glog_v_is_reported_and_ignored(value):
     out, err = _stderr_of_import({"GLOG_v": value}, "import fluidlite as f; print(f.log.get_vlog_level())")
     assert out == "0"
     assert "fluidlite: ignoring GLOG_v='%s': not an integer" % value in err
+
+
+@pytest.mark.parametrize("entry", ["executor=99999999999", "executor=1e2", "executor="])
+def test_bad_glog_vmodule_level_is_reported_and_ignored(entry):
+    # The same strict parse as GLOG_v (csrc/parse_int.h): an overflowing level was truncated before.
+    out, err = _stderr_of_import({"GLOG_vmodule": entry}, "import fluidlite as f; print(repr(f.core.get_vmodule()))")
+    assert out == "''"
+    assert "fluidlite: ignoring GLOG_vmodule: GLOG_vmodule entry '%s' has a non-integer level" % entry in err
