@@ -56,15 +56,19 @@ def test_seeded_is_reproducible_across_runs_and_programs(op, dtype):
     np.testing.assert_array_equal(d, a1[:10])
 
 
-@pytest.mark.parametrize("op", OPS)
-def test_seeded_is_reproducible_across_processes(op):
-    code = ("import numpy as np, fluidlite as fluid\n"
+def _sample_in_child(op, args):
+    """The bytes (hex) of `fluid.layers.<op>(<args>)` run once in a fresh interpreter."""
+    code = ("import fluidlite as fluid\n"
             "main = fluid.Program()\n"
             "with fluid.program_guard(main, fluid.Program()):\n"
-            "    out = fluid.layers.%s([6], seed=77)\n"
-            "print(fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])[0].tobytes().hex())\n" % op)
-    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-            for _ in range(2)]
+            "    out = fluid.layers.%s(%s)\n"
+            "print(fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])[0].tobytes().hex())\n" % (op, args))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_seeded_is_reproducible_across_processes(op):
+    outs = [_sample_in_child(op, "[6], seed=77") for _ in range(2)]
     assert outs[0] == outs[1]
     (here,) = sample(op, (6,), seed=77)
     assert here.tobytes().hex() == outs[0]
@@ -80,13 +84,7 @@ def test_seed_zero_differs_across_runs_and_programs(op):
 
 @pytest.mark.parametrize("op", OPS)
 def test_seed_zero_differs_across_processes(op):
-    code = ("import fluidlite as fluid\n"
-            "main = fluid.Program()\n"
-            "with fluid.program_guard(main, fluid.Program()):\n"
-            "    out = fluid.layers.%s([8])\n"
-            "print(fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])[0].tobytes().hex())\n" % op)
-    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-            for _ in range(2)]
+    outs = [_sample_in_child(op, "[8]") for _ in range(2)]
     assert outs[0] != outs[1]
 
 
