@@ -238,7 +238,8 @@ def _check_adjoint(case, dtype):
 
 def test_layer_params_and_shapes():
     main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
+    # A fresh name counter: the expected names must not depend on which tests ran before.
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = fluid.layers.data("img", shape=[3, 12, 10], dtype="float32")
         y = fluid.layers.conv2d(x, num_filters=8, filter_size=(3, 5), stride=2, padding=(1, 2), act="relu")
         z = fluid.layers.conv2d(y, num_filters=8, filter_size=3, groups=8, padding=1, use_cudnn=False,
