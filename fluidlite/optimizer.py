@@ -8,7 +8,8 @@ from .initializer import Constant
 from .layer_helper import LayerHelper
 from .regularizer import append_regularization_ops
 
-__all__ = ["SGD", "Momentum", "Adam", "SGDOptimizer", "MomentumOptimizer", "AdamOptimizer", "Optimizer"]
+__all__ = ["SGD", "Momentum", "Adam", "Adagrad", "SGDOptimizer", "MomentumOptimizer", "AdamOptimizer",
+           "AdagradOptimizer", "Optimizer"]
 
 
 class Optimizer:
@@ -195,6 +196,33 @@ class AdamOptimizer(Optimizer):
                 block.append_op(type="scale", inputs={"X": var}, outputs={"Out": var}, attrs={"scale": beta})
 
 
+class AdagradOptimizer(Optimizer):
+    """moment += g^2; p -= lr * g / (sqrt(moment) + epsilon), with Fluid's accumulator name (moment_0), dense
+    gradients only (sparse updates are issue [4/10])."""
+
+    type = "adagrad"
+    _moment_acc_str = "moment"
+
+    def __init__(self, learning_rate, epsilon=1.0e-6, regularization=None, name=None, initial_accumulator_value=0.0,
+                 grad_clip=None):
+        super().__init__(learning_rate, regularization, name, grad_clip)
+        self._epsilon = float(epsilon)
+        self._initial_accumulator_value = float(initial_accumulator_value)
+
+    def _create_accumulators(self, block, parameters):
+        for p in parameters:
+            self._add_accumulator(self._moment_acc_str, p, fill_value=self._initial_accumulator_value)
+
+    def _append_optimize_op(self, block, param_and_grad):
+        p, g = param_and_grad
+        m = self._get_accumulator(self._moment_acc_str, p)
+        return block.append_op(type="adagrad",
+                               inputs={"Param": p, "Grad": g, "Moment": m,
+                                       "LearningRate": self._create_param_lr(param_and_grad)},
+                               outputs={"ParamOut": p, "MomentOut": m}, attrs={"epsilon": self._epsilon})
+
+
 SGD = SGDOptimizer
 Momentum = MomentumOptimizer
 Adam = AdamOptimizer
+Adagrad = AdagradOptimizer

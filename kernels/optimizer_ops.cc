@@ -4,6 +4,7 @@
 //   momentum: v = mu * v + g;  p -= lr * v   (Nesterov: p -= lr * (g + mu * v)).
 //   adam:     m1 = b1 m1 + (1-b1) g;  m2 = b2 m2 + (1-b2) g^2;  lr_t = lr sqrt(1-b2^t)/(1-b1^t);
 //             p -= lr_t m1 / (sqrt(m2) + eps).  Beta1Pow/Beta2Pow hold b^t; Python scales them after the update.
+//   adagrad:  m += g^2;  p -= lr g / (sqrt(m) + eps).
 #include <cmath>
 
 #include "op_context.h"
@@ -163,6 +164,39 @@ FL_REGISTER_OP(adam, op) {
           m1o[i] = a;
           m2o[i] = b;
           pout[i] = p[i] - lr_t * a / (std::sqrt(b) + eps);
+        }
+      });
+}
+
+FL_REGISTER_OP(adagrad, op) {
+  op.Doc("Adagrad: MomentOut = Moment + Grad^2; ParamOut = Param - lr * Grad / (sqrt(MomentOut) + epsilon).")
+      .Input("Param", "parameter")
+      .Input("Grad", "gradient")
+      .Input("Moment", "sum of squared gradients")
+      .Input("LearningRate", "learning rate, one element")
+      .Output("ParamOut", "updated parameter")
+      .Output("MomentOut", "updated sum of squared gradients")
+      .Inplace("ParamOut", "Param")
+      .Inplace("MomentOut", "Moment")
+      .Attr<float>("epsilon", 1e-6f, "numerical stability term")
+      .KernelDTypeFrom("Param")
+      .SetInferShape([](InferShapeContext& ctx) {
+        InferOptimizerShapes(ctx, {"Grad", "Moment"}, {{"ParamOut", "Param"}, {"MomentOut", "Moment"}});
+      })
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
+        const T* g = ctx.Input("Grad").data<T>();
+        const T* m = ctx.Input("Moment").data<T>();
+        const T* p = ctx.Input("Param").data<T>();
+        T* pout = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+        T* mout = InPlaceOutput<T>(ctx, "MomentOut", "Moment");
+        const int64_t n = ctx.Input("Param").numel();
+        for (int64_t i = 0; i < n; ++i) {
+          T mn = m[i] + g[i] * g[i];
+          mout[i] = mn;
+          pout[i] = p[i] - lr * g[i] / (std::sqrt(mn) + eps);
         }
       });
 }

@@ -1,4 +1,5 @@
-"""The optimizer ops (kernels/optimizer_ops.cc): steps from fixed weights equal a numpy reference.
+"""The optimizer ops (kernels/optimizer_ops.cc): steps from fixed weights equal a numpy reference (sgd, momentum,
+adam, adagrad).
 sgd: float64, and float32 within 1e-5. momentum: with and without Nesterov; the velocity accumulator is a
 persistable var with Fluid's name. adam: moments and beta powers are persistable vars with Fluid's names."""
 import numpy as np
@@ -75,3 +76,36 @@ def test_adam_steps_match_numpy():
     np.testing.assert_allclose(b, be, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(np.array(scope.find_var("w_beta1_pow_acc_0").get_tensor()), [b1 ** 4], rtol=1e-12)
     record_checked("output", "adam")
+
+
+@pytest.mark.parametrize("initial", [0.0, 0.1])
+def test_adagrad_steps_match_numpy(initial):
+    main, startup, *_ = _build(lambda: fluid.optimizer.AdagradOptimizer(learning_rate=0.05, epsilon=1e-6,
+                                                                        initial_accumulator_value=initial))
+    assert main.global_block().var("w_moment_0").persistable
+    assert [op.type for op in main.global_block().ops].count("adagrad") == 2
+    w, b, scope = _run(main, startup, 3)
+    we, be = W0.copy(), B0.copy()
+    mw, mb = np.full_like(W0, F32(initial)), np.full_like(B0, F32(initial))
+    lr, eps = F32(0.05), F32(1e-6)
+    for _ in range(3):
+        gw, gb = _numpy_grads(we, be)
+        mw, mb = mw + gw * gw, mb + gb * gb
+        we, be = we - lr * gw / (np.sqrt(mw) + eps), be - lr * gb / (np.sqrt(mb) + eps)
+    np.testing.assert_allclose(w, we, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b, be, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.array(scope.find_var("w_moment_0").get_tensor()), mw, rtol=1e-12, atol=1e-14)
+    record_checked("output", "adagrad")
+
+
+def test_adagrad_moment_shape_error():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        block = main.global_block()
+        p = block.create_var(name="p", shape=[3, 2], dtype="float32", persistable=True)
+        g = block.create_var(name="g", shape=[3, 2], dtype="float32")
+        m = block.create_var(name="m", shape=[2, 3], dtype="float32", persistable=True)
+        lr = block.create_var(name="lr", shape=[1], dtype="float32", persistable=True)
+        with pytest.raises(Exception, match=r"adagrad: .*Moment.* must have the shape of .*Param"):
+            block.append_op(type="adagrad", inputs={"Param": p, "Grad": g, "Moment": m, "LearningRate": lr},
+                            outputs={"ParamOut": p, "MomentOut": m})
