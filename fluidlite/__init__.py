@@ -16,3 +16,7 @@ from .log import get_vlog_level, set_vlog_level, set_vmodule, vlog_guard  # noqa
 from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: F401
 
 __version__ = "0.1.0"
+
+# Last: Fluid 1.x names fluidlite lacks raise an AttributeError that says so and points at docs/compat.md.
+from . import _compat  # noqa: E402
+_compat.install_all()
