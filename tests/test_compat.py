@@ -129,6 +129,20 @@ def test_normal_access_star_import_pickle_and_introspection_still_work():
     assert fluid.layers.__getattr__.__module__ == "fluidlite._compat"
 
 
+def test_every_imported_module_that_mirrors_a_fluid_module_has_it():
+    # fails when fluidlite/__init__.py imports a module after its _compat.install_all() line (a fresh
+    # interpreter: what `import fluidlite` alone imports, whatever other tests imported since)
+    code = ("import sys, fluidlite\nfrom fluidlite import _compat\n"
+            "for n in sorted(sys.modules):\n"
+            "    if n.startswith('fluidlite') and _compat.fluid_modules_of(n):\n"
+            "        print(n, '__getattr__' in vars(sys.modules[n]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    found = dict(line.split() for line in proc.stdout.splitlines())
+    assert {"fluidlite", "fluidlite.layers", "fluidlite.io", "fluidlite.optimizer"} <= set(found)
+    assert {n for n, has in found.items() if has != "True"} == set()
+
+
 def test_a_module_imported_later_installs_it_with_one_line():
     # fluidlite.nets mirrors fluid.nets: install() gives it the Fluid-aware __getattr__ too.
     namespace = {"__name__": "fluidlite.nets"}

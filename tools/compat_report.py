@@ -23,10 +23,13 @@ DOC_PATH = os.path.join(ROOT, "docs", "compat.md")
 
 
 def _module(fluid_module):
+    name = _compat.fluidlite_module_name(fluid_module)
     try:
-        return importlib.import_module(_compat.fluidlite_module_name(fluid_module))
-    except ModuleNotFoundError:
-        return None
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            return None  # fluidlite has no such module; any other missing import is a real error
+        raise
 
 
 def status(fluid_module, name):
