@@ -7,7 +7,8 @@ tools/compat_report.py turns both into docs/compat.md.
 Each fluidlite module that mirrors a Fluid module gets a module-level ``__getattr__`` (PEP 562), which
 Python calls only when normal lookup fails, so present names cost nothing and ``hasattr()`` stays False
 for absent ones. ``fluidlite/__init__.py`` installs it in every mirroring module imported by then
-(``install_all``); a module imported later on its own calls ``install(globals())`` at its end.
+(``install_all``); a module imported later on its own calls ``install(globals())`` at its end. Importing a
+Fluid module fluidlite lacks (``import fluidlite.incubate.fleet.collective``) says so the same way.
 """
 import functools
 import json
@@ -231,8 +232,24 @@ def install(module_globals):
         module_globals["__getattr__"] = _make_getattr(name, fluid_modules)
 
 
+class MissingFluidModuleFinder:
+    """Last on sys.meta_path, so asked only when no module was found: ``import fluidlite.incubate.fleet`` (a
+    Fluid module fluidlite lacks) raises ModuleNotFoundError with the same message instead of "No module"."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname.startswith("fluidlite."):
+            rest = fullname[len("fluidlite"):]
+            for fluid_name in ("fluid" + rest, "paddle" + rest):
+                if _modules_under(fluid_name):
+                    raise ModuleNotFoundError(message(fluid_name), name=fullname)
+        return None
+
+
 def install_all():
     """Install it in every imported fluidlite module that mirrors a Fluid module (called by fluidlite/__init__)."""
     for name, mod in list(sys.modules.items()):
         if (name == "fluidlite" or name.startswith("fluidlite.")) and mod is not None:
             install(vars(mod))
+    if not any(isinstance(f, MissingFluidModuleFinder) for f in sys.meta_path):
+        sys.meta_path.append(MissingFluidModuleFinder())
