@@ -23,7 +23,7 @@ ISSUES = {
     "[4/10]": "layers, optimizers, sparse gradients, metrics",
     "[5/10]": "LoD tensors, sequence ops, dynamic_lstm/dynamic_gru, CRF",
     "[6/10]": "control flow, tensor arrays, RNN cells, beam search",
-    "[9/10]": "collective data-parallel training over MPI (fleet)",
+    "[9/10]": "collective data-parallel training over MPI, fleet",
     "[10/10]": "CUDAPlace: CUDA kernels",
 }
 
