@@ -97,6 +97,9 @@ def corpus_reader(data_path, words_name, props_name):
                 if rows:  # end of a sentence: column 0 lists the verbs, columns 1.. one predicate each
                     columns = list(zip(*rows))
                     verbs = [v for v in columns[0] if v != "-"]
+                    if len(verbs) != len(columns) - 1:
+                        raise ValueError("conll05: a sentence of %s has %d predicate column(s) but names %d verb(s) "
+                                         "in column 0" % (props_name, len(columns) - 1, len(verbs)))
                     for i, column in enumerate(columns[1:]):
                         yield sentence, verbs[i], _to_bio(column, props_name)
                 sentence, rows = [], []

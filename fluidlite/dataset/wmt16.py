@@ -56,9 +56,16 @@ def _dict_path(lang, dict_size):
     return os.path.join(common.data_home(), "wmt16", "%s_%d.dict" % (lang, dict_size))
 
 
+def _line_count(path):
+    if not os.path.exists(path):
+        return -1
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
 def _load_dict(tar_file, dict_size, lang, reverse=False):
     path = _dict_path(lang, dict_size)
-    if not os.path.exists(path) or sum(1 for _ in open(path, "rb")) != dict_size:
+    if _line_count(path) != dict_size:
         _build_dict(tar_file, dict_size, path, lang)
     with open(path, "r", encoding="utf-8") as f:
         words = [line.strip() for line in f]
@@ -117,9 +124,7 @@ def get_dict(lang, dict_size, reverse=False):
     _check_lang("get_dict", lang)
     dict_size = _clip(dict_size, lang)
     path = _dict_path(lang, dict_size)
-    tar_file = None if os.path.exists(path) else _tar_path()
-    if tar_file is None and sum(1 for _ in open(path, "rb")) != dict_size:
-        tar_file = _tar_path()
+    tar_file = None if _line_count(path) == dict_size else _tar_path()
     return _load_dict(tar_file, dict_size, lang, reverse)
 
 
