@@ -137,15 +137,19 @@ def test_buffered_keeps_order_and_forwards_errors():
     assert got == [0, 1, 2]
 
 
-def _wait_threads_back_to(n, timeout=10.0):
+def _wait_new_threads_gone(before, timeout=10.0):
+    """Wait until every thread started since ``before`` (a set of threads) has ended; return those left."""
     deadline = time.monotonic() + timeout
-    while threading.active_count() > n and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        left = [t for t in threading.enumerate() if t not in before]
+        if not left:
+            break
         time.sleep(0.01)
-    return threading.active_count()
+    return [t for t in threading.enumerate() if t not in before]
 
 
 def test_buffered_worker_stops_when_consumer_stops_early():
-    before = threading.active_count()
+    before = set(threading.enumerate())
     produced = []
 
     def endless():
@@ -158,7 +162,7 @@ def test_buffered_worker_stops_when_consumer_stops_early():
     it = R.buffered(endless, 2)()
     assert [next(it) for _ in range(3)] == [0, 1, 2]
     it.close()
-    assert _wait_threads_back_to(before) == before
+    assert _wait_new_threads_gone(before) == []
     n = len(produced)
     assert n <= 3 + 2 + 2  # consumed + queue + one in hand: the queue is bounded
 
@@ -183,10 +187,10 @@ def test_xmap_readers_forwards_mapper_error(order):
             raise ZeroDivisionError("bad sample %d" % x)
         return x
 
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with pytest.raises(ZeroDivisionError, match="bad sample 5"):
         list(R.xmap_readers(mapper, rng(100), 3, 4, order=order)())
-    assert _wait_threads_back_to(before) == before
+    assert _wait_new_threads_gone(before) == []
 
 
 def test_xmap_readers_forwards_reader_error():
@@ -195,12 +199,12 @@ def test_xmap_readers_forwards_reader_error():
 
 
 def test_xmap_readers_threads_stop_when_consumer_stops_early():
-    before = threading.active_count()
+    before = set(threading.enumerate())
     it = R.xmap_readers(lambda x: x + 1, rng(10 ** 9), 4, 2, order=True)()
     assert [next(it) for _ in range(5)] == [1, 2, 3, 4, 5]
     del it
     gc.collect()
-    assert _wait_threads_back_to(before) == before
+    assert _wait_new_threads_gone(before) == []
 
 
 def test_xmap_readers_rejects_bad_args():
