@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 __all__ = ["data_home", "md5file", "download", "split", "cluster_files_reader", "DatasetFileError"]
 
@@ -75,6 +74,8 @@ def _basename(url):
 
 def _fetch_once(url, path, md5sum):
     """Download ``url`` to a temporary file next to ``path``; rename it to ``path`` if its md5 matches."""
+    import urllib.request  # here, not at import: it costs ~8 ms and most programs never download
+
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".part", dir=folder)
     try:

@@ -18,14 +18,13 @@ fluidlite does better (see docs/data.md):
 """
 import codecs
 import itertools
-import multiprocessing
 import queue
 import random
-import subprocess
 import threading
 import traceback
 import zlib
 
+# Fluid 1.6/1.7's list; 1.8 may have dropped PipeReader and Fake, which stay here.
 __all__ = ["cache", "map_readers", "buffered", "compose", "chain", "shuffle", "ComposeNotAligned", "firstn",
            "xmap_readers", "PipeReader", "multiprocess_reader", "Fake"]
 
@@ -299,6 +298,7 @@ def xmap_readers(mapper, reader, process_num, buffer_size, order=False):
 
 
 def _mp_context():
+    import multiprocessing  # imported on use: most programs never need it
     # Readers are usually closures, which only the fork start method can hand to a child.
     try:
         return multiprocessing.get_context("fork")
@@ -423,6 +423,7 @@ class PipeReader:
         self.command = command
         self.file_type = file_type
         self.bufsize = bufsize
+        import subprocess
         self.process = subprocess.Popen(command.split(" "), bufsize=bufsize, stdout=subprocess.PIPE)
 
     def get_line(self, cut_lines=True, line_break="\n"):
