@@ -5,6 +5,8 @@
 from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
 from . import backward, framework, initializer, layers, unique_name  # noqa: F401
 from . import clip, io, optimizer, profiler, regularizer  # noqa: F401
+from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
+from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
