@@ -301,3 +301,25 @@ def test_interpreter_exits_with_blocked_workers():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "done"
+
+
+@pytest.mark.parametrize("use_pipe", [True, False])
+def test_multiprocess_reader_reports_unpicklable_sample(use_pipe):
+    def r():
+        yield lambda: 0  # a lambda cannot be pickled
+
+    with pytest.raises(ValueError, match="multiprocess reader raises an exception: reader 0 raised "
+                                         "(PicklingError|AttributeError)"):
+        list(R.multiprocess_reader([r], use_pipe=use_pipe)())
+
+
+@pytest.mark.parametrize("use_pipe", [True, False])
+def test_multiprocess_reader_reports_killed_child(use_pipe):
+    import os
+
+    def r():
+        yield 1
+        os._exit(3)  # dies without a word, as when the OOM killer strikes
+
+    with pytest.raises(ValueError, match="multiprocess reader raises an exception: reader 0's process exited"):
+        list(R.multiprocess_reader([r], use_pipe=use_pipe)())

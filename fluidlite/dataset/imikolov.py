@@ -40,7 +40,10 @@ def _lines(tf, name):
     try:
         f = tf.extractfile(name)
     except KeyError:
-        raise ValueError("imikolov: %s has no member %s" % (tf.name, name)) from None
+        try:  # a re-packed archive may lack the leading "./"
+            f = tf.extractfile(name[2:])
+        except KeyError:
+            raise ValueError("imikolov: %s has no member %s" % (tf.name, name)) from None
     for line in f:
         yield line.decode("utf-8")
 

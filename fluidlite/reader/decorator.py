@@ -18,6 +18,7 @@ fluidlite does better (see docs/data.md):
 """
 import codecs
 import itertools
+import pickle
 import queue
 import random
 import threading
@@ -325,7 +326,8 @@ def _child_pipe(reader, index, conn):
 
 
 def _child_queue(reader, index, q):
-    _child_run(reader, index, q.put)
+    # Pickle here, not in the queue's feeder thread, so that an unpicklable sample is reported as an error.
+    _child_run(reader, index, lambda msg: q.put(pickle.dumps(msg + (index,))))
     q.close()
     q.join_thread()
 
@@ -392,13 +394,19 @@ def multiprocess_reader(readers, use_pipe=True, queue_size=1000):
                 p = ctx.Process(target=_child_queue, args=(r, i, q), daemon=True)
                 p.start()
                 procs.append(p)
-            ended = 0
-            while ended < len(readers):
-                kind, value = q.get()
+            ended = set()
+            while len(ended) < len(readers):
+                try:
+                    kind, value, index = pickle.loads(q.get(timeout=0.5))
+                except queue.Empty:  # a child killed (e.g. out of memory) never sends its end
+                    for i, p in enumerate(procs):
+                        if i not in ended and p.exitcode not in (None, 0):
+                            fail("reader %d's process exited with code %s without finishing" % (i, p.exitcode))
+                    continue
                 if kind == "sample":
                     yield value
                 elif kind == "end":
-                    ended += 1
+                    ended.add(index)
                 else:
                     fail(value)
         finally:

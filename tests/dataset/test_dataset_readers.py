@@ -283,3 +283,17 @@ def test_install_all_without_monkeypatch_registers_md5(tmp_path, monkeypatch):
     assert common.data_home() == str(tmp_path / "all")
     assert len(list(mnist.train()())) == 64
     assert len(list(conll05.test()())) == 3
+
+
+def test_imikolov_accepts_archive_without_dot_slash(home, monkeypatch):
+    folder = home / "imikolov"
+    folder.mkdir(parents=True)
+    fakes._tar(str(folder / "simple-examples.tgz"), {"simple-examples/data/ptb.train.txt": b" a b \n",
+                                                      "simple-examples/data/ptb.valid.txt": b" a \n"})
+    monkeypatch.setattr(imikolov, "MD5", fakes._md5(folder / "simple-examples.tgz"))
+    assert imikolov.build_dict(0) == {"<e>": 0, "<s>": 1, "a": 2, "b": 3, "<unk>": 4}
+    fakes._tar(str(folder / "simple-examples.tgz"), {"other.txt": b"x\n"})
+    monkeypatch.setattr(imikolov, "MD5", fakes._md5(folder / "simple-examples.tgz"))
+    with pytest.raises(ValueError, match=r"imikolov: .*simple-examples.tgz has no member "
+                                         r"\./simple-examples/data/ptb.train.txt"):
+        imikolov.build_dict(0)
