@@ -13,7 +13,7 @@ from _book import assert_loss_decreased, needs
 pytestmark = needs("fluid.data", "fluid.DataFeeder", "paddle.batch", "paddle.reader", "paddle.dataset")
 
 BATCH_SIZE = 16
-PASS_NUM = 3
+PASS_NUM = 5
 STEPS_PER_PASS = 4
 
 
@@ -119,7 +119,7 @@ def infer(tensor_img, save_dirname, model_filename=None, params_filename=None):
 def test_recognize_digits_trains_saves_and_infers(chapter, book_data, nn_type, params_filename):
     save_dirname = "recognize_digits_" + nn_type + ".inference.model"
     losses, test_program, prediction, exe = train(nn_type, save_dirname, params_filename=params_filename)
-    assert_loss_decreased(losses, k=3, factor=0.9)
+    assert_loss_decreased(losses, k=3, factor=0.85)
     # the chapter's infer() reads one image (image/infer_3.png, scaled to [-1, 1]); here one generated test image
     sample = next(paddle.dataset.mnist.test()())
     tensor_img = numpy.array(sample[0]).reshape(1, 1, 28, 28).astype(numpy.float32)

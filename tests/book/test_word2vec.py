@@ -153,8 +153,8 @@ def test_word2vec_trains_saves_and_infers(chapter, book_data, is_sparse):
     dict_size = len(word_dict)
     losses, test_costs, test_program, predict_word, exe = train(word_dict, "word2vec.inference.model",
                                                                 is_sparse=is_sparse)
-    assert_loss_decreased(losses, k=3, factor=0.95)
-    assert len(test_costs) == 2 and all(numpy.isfinite(test_costs))  # held-out n-grams: no trend asserted
+    assert_loss_decreased(losses, k=3, factor=0.8)
+    assert len(test_costs) == 2 and test_costs[1] < 0.9 * test_costs[0]
     ids = [min(i, dict_size - 1) for i in (211, 6, 96, 4)]  # the chapter's 'among a group of'
     results, np_data, best, lengths = infer("word2vec.inference.model", ids)
     assert np_data.shape == (1, dict_size) and np_data.dtype == numpy.float32
