@@ -590,16 +590,20 @@ def _prune_program(program, targets):
     needed = {t.name if isinstance(t, Variable) else t for t in targets}
     ops = list(block.ops)
     keep = [False] * len(ops)
+    kept_vars = set(needed)
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
         if any(o in needed for o in op.output_arg_names):
             keep[i] = True
             needed.update(op.input_arg_names)
+            # Every output of a kept op stays declared, read or not (batch_norm's SavedMean/SavedVariance).
+            kept_vars.update(op.input_arg_names)
+            kept_vars.update(op.output_arg_names)
     for i in range(len(ops) - 1, -1, -1):
         if not keep[i]:
             block._remove_op(i)
     for name in list(block.vars):
-        if name not in needed:
+        if name not in kept_vars:
             block._remove_var(name)
     return pruned
 
