@@ -50,7 +50,8 @@ except ImportError:  # Windows: no flock; saves and loads of one directory must 
     fcntl = None
 
 __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_params", "load_persistables",
-           "save_inference_model", "load_inference_model", "is_parameter", "is_persistable"]
+           "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "save", "load",
+           "load_program_state", "set_program_state", "get_inference_program"]
 
 _TENSOR_MAGIC = b"FLTENSOR"
 _COMBINED_MAGIC = b"FLVARS01"
@@ -669,3 +670,15 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     _store(arrays, params, executor.place)
     block = program.global_block()
     return [program, feed, [block.var(n) for n in fetch]]
+
+
+def get_inference_program(target_vars, main_program=None):
+    """The test-mode copy of `main_program` pruned to what `target_vars` need (what save_inference_model
+    saves)."""
+    if isinstance(target_vars, Variable):
+        target_vars = [target_vars]
+    return _prune_program(main_program or default_main_program(), target_vars)
+
+
+# fluid.save / fluid.load (Fluid 1.6's .pdparams/.pdopt/.pdmodel) live in their own module; fluid.io has them.
+from .program_state import load, load_program_state, save, set_program_state  # noqa: E402,F401
