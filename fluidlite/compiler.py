@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from . import core
-from .framework import OpRole, Program, Variable
+from .framework import OpRole, Program, Variable, grad_var_name
 
 __all__ = ["CompiledProgram", "BuildStrategy", "ExecutionStrategy"]
 
@@ -247,7 +247,7 @@ class CompiledProgram:
         block = program.global_block()
         seeds = [i for i, op in enumerate(block.ops) if op.has_attr("op_role") and
                  op.attr("op_role") & OpRole.Loss and
-                 (self._loss_name is None or self._loss_name + "@GRAD" in op.output_arg_names)]
+                 (self._loss_name is None or grad_var_name(self._loss_name) in op.output_arg_names)]
         for i in reversed(seeds):
             if mode == scale.Customized:
                 block._remove_op(i)
@@ -297,7 +297,7 @@ class CompiledProgram:
     def _customized_loss_grad(self, program, feed, n):
         """Customized: the user feeds loss@GRAD, one value per device; the devices' gradients summed are
         those of the whole batch seeded with the sum when every device has the same value (equal splits)."""
-        name = self._loss_name + "@GRAD"
+        name = grad_var_name(self._loss_name)
         if name not in feed:
             raise ValueError("feed: gradient_scale_strategy is Customized, so %s must be fed (one value per "
                              "device)" % name)
