@@ -6,6 +6,7 @@ from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
 from . import backward, framework, initializer, layers, unique_name  # noqa: F401
 from . import clip, io, optimizer, profiler, regularizer  # noqa: F401
 from .backward import append_backward, gradients  # noqa: F401
+from .dataloader import DataLoader, PyReader, cpu_places, cuda_places  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
 from .framework import (  # noqa: F401

@@ -720,6 +720,9 @@ class Program:
         self._op_role_var = []
         self._exec_cache = {}
         self._is_test = is_test
+        # Non-iterable DataLoaders/py_readers bound to this program: Executor.run feeds from them (Fluid's
+        # read op). Kept by clone(), as Fluid clones the read op; dropped when pruning for inference.
+        self._readers = ()
 
     # --- blocks
     @property
@@ -801,6 +804,7 @@ class Program:
         p = Program.__new__(Program)
         facts = {idx: {name: f.copy() for name, f in rows.items()} for idx, rows in self._var_facts.items()}
         p._init_from_desc(core.ProgramDesc(self.desc), facts, self.random_seed, for_test)
+        p._readers = self._readers
         if for_test:
             for block in p.blocks:
                 for op in block.ops:
