@@ -119,17 +119,22 @@ class _Epoch:
             self.thread.join()
 
 
+def _prepare_traced(prepare, batch):
+    """prepare(batch) inside the profiler range DataLoader::prepare_batch (one C++ call when it is off)."""
+    token = core.push_event(_PREPARE_EVENT) if core.is_profiler_enabled() else -1
+    try:
+        return prepare(batch)
+    finally:
+        core.pop_event(token)
+
+
 def _work(source, prepare, queue):
     """The worker: generator -> prepared batch -> queue. Holds no reference to the loader."""
     try:
         for batch in source():
             if queue._closed:
                 return
-            token = core.push_event(_PREPARE_EVENT) if core.is_profiler_enabled() else -1
-            try:
-                item = prepare(batch) if prepare is not None else batch
-            finally:
-                core.pop_event(token)
+            item = batch if prepare is None else _prepare_traced(prepare, batch)
             if not queue.push(item):
                 return
         queue.push(_END)
@@ -398,11 +403,7 @@ class GeneratorLoader:
         if item is _END or item is _CLOSED:
             return _END
         if self._late_prepare is not None:  # use_double_buffer=False: prepared here, on the consumer's thread
-            token = core.push_event(_PREPARE_EVENT) if core.is_profiler_enabled() else -1
-            try:
-                item = self._late_prepare(item)
-            finally:
-                core.pop_event(token)
+            item = _prepare_traced(self._late_prepare, item)
         return item
 
     # --- iterable use
