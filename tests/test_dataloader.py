@@ -406,3 +406,24 @@ def test_cpu_places_and_cuda_places(monkeypatch):
     if not core.is_compiled_with_cuda():
         with pytest.raises(RuntimeError, match="cuda_places: fluidlite was built without CUDA"):
             fluid.cuda_places()
+
+
+def test_overlap_benchmark_runs_tiny_and_prints_its_figures(capsys):
+    import importlib.util
+    import os
+    import re
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                        "dataloader_overlap.py")
+    spec = importlib.util.spec_from_file_location("benchmark_dataloader_overlap", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--steps", "2", "--repeat", "1", "--batch_size", "4", "--kind", "io,python", "--work", "0.1"])
+    out = capsys.readouterr().out
+    for kind in ("io", "python"):
+        assert "== generator kind: %s" % kind in out
+        assert re.search(r"goal        DataLoader >= 1\.6x sync steps/s \(%s generator\): [0-9.]+x  (PASS|MISS)" % kind,
+                         out)
+    assert len(re.findall(r"^dataloader  [0-9.]+ \([0-9.]+-[0-9.]+\) steps/s   CPU use", out, re.M)) == 2
+    assert len(re.findall(r"^ratio       [0-9.]+ \([0-9.]+-[0-9.]+\)$", out, re.M)) == 2
+    with pytest.raises(SystemExit):
+        mod.main(["--kind", "disk"])
