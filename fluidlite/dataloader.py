@@ -293,7 +293,7 @@ class GeneratorLoader:
     _ids = itertools.count()
 
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True, return_list=False,
-                 drop_last=True, _caller="DataLoader", _program=None):
+                 drop_last=True, _caller="DataLoader"):
         if not capacity:
             raise ValueError("Please give value to capacity.")
         if not feed_list:
@@ -315,8 +315,16 @@ class GeneratorLoader:
         self._finalizer = None
         self._name = "%s_%d" % (_caller, next(GeneratorLoader._ids))
         if not self._iterable:
-            program = _program if _program is not None else default_main_program()
-            _bind(program, self)
+            _bind(self._program_of_feed_list(), self)
+
+    def _program_of_feed_list(self):
+        """Where the reader binds: the program of the feed variables (Fluid appends its read op to the
+        default main program, which is that program whenever the loader is built under its guard)."""
+        programs = {id(v.block.program): v.block.program for v in self._feed_list}
+        if len(programs) != 1:
+            raise ValueError("%s: the feed variables belong to %d different programs (%s)" % (
+                self._caller, len(programs), ", ".join(v.name for v in self._feed_list)))
+        return next(iter(programs.values()))
 
     # --- properties Fluid has
     @property

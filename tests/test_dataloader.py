@@ -152,6 +152,23 @@ def test_non_iterable_reader_survives_clone_for_test_and_not_pruning():
                                   [[2, 2, 2]])
 
 
+def test_non_iterable_loader_binds_to_its_feed_variables_program():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        out = fluid.layers.scale(x, scale=2.0)
+    default_before = fluid.default_main_program()._readers
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2, iterable=False)  # outside the guard
+    assert main._readers == (loader,) and fluid.default_main_program()._readers == default_before
+    loader.set_batch_generator(lambda: iter([(np.ones([1, 3]),)]))
+    loader.start()
+    np.testing.assert_array_equal(fluid.Executor(fluid.CPUPlace()).run(main, fetch_list=[out])[0], [[2, 2, 2]])
+    loader.reset()
+    other = fluid.Program().global_block().create_var(name="z", shape=[-1, 1], dtype="float32", is_data=True)
+    with pytest.raises(ValueError, match=r"DataLoader: the feed variables belong to 2 different programs \(x, z\)"):
+        fluid.io.DataLoader.from_generator(feed_list=[x, other], capacity=2, iterable=False)
+
+
 def test_feeding_a_variable_the_reader_fills_is_an_error():
     main, startup, x, y, out, loader = _net(iterable=False)
     loader.set_sample_generator(_samples(4), batch_size=2)
