@@ -12,6 +12,7 @@ Iterable loaders yield, per step, one dict name -> LoDTensor per place (a list o
 kept by ``clone``, dropped by pruning for inference): ``Executor.run`` then takes the next batch from each
 started reader and raises ``core.EOFException`` when one runs dry.
 """
+import collections
 import itertools
 import logging
 import os
@@ -58,7 +59,7 @@ class _BatchQueue:
     False once closed; ``pop`` waits for an item and returns ``_CLOSED`` once closed and empty."""
 
     def __init__(self, capacity):
-        self._items = []
+        self._items = collections.deque()
         self._capacity = capacity
         self._closed = False
         self._cond = threading.Condition()
@@ -79,7 +80,7 @@ class _BatchQueue:
                 self._cond.wait()
             if not self._items:
                 return _CLOSED
-            item = self._items.pop(0)
+            item = self._items.popleft()
             self._cond.notify_all()
             return item
 
@@ -396,6 +397,7 @@ class GeneratorLoader:
             self._late_prepare = None
         self._epoch = _Epoch(self._batch_source, prepare, self._capacity, self._name)
         self._finalizer = weakref.finalize(self, _Epoch.close, self._epoch)
+        self._finalizer.atexit = False  # at exit the daemon worker just dies: never wait on a generator then
 
     def _stop_epoch(self):
         if self._finalizer is not None:

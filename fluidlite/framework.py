@@ -705,6 +705,10 @@ def name_scope(prefix=None):
 class Program:
     """A program: a list of blocks (block 0 is global). ``print(program)`` dumps it."""
 
+    # Non-iterable DataLoaders/py_readers bound to this program: Executor.run feeds from them (Fluid's read
+    # op). Kept by clone(), as Fluid clones the read op; dropped when pruning for inference.
+    _readers = ()
+
     def __init__(self):
         self._init_from_desc(core.ProgramDesc(), {})
 
@@ -720,9 +724,6 @@ class Program:
         self._op_role_var = []
         self._exec_cache = {}
         self._is_test = is_test
-        # Non-iterable DataLoaders/py_readers bound to this program: Executor.run feeds from them (Fluid's
-        # read op). Kept by clone(), as Fluid clones the read op; dropped when pruning for inference.
-        self._readers = ()
 
     # --- blocks
     @property
