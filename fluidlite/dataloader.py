@@ -33,7 +33,12 @@ _PREPARE_EVENT = "DataLoader::prepare_batch"
 def cpu_places(device_count=None):
     """``device_count`` CPU places (default: the CPU_NUM environment variable, else 1, as Fluid)."""
     if device_count is None:
-        device_count = int(os.environ.get("CPU_NUM", "1"))
+        value = os.environ.get("CPU_NUM", "1")
+        try:
+            device_count = int(value)
+        except ValueError:
+            raise ValueError("cpu_places: the CPU_NUM environment variable must be a positive integer, got %r"
+                             % value) from None
     if device_count < 1:
         raise ValueError("cpu_places: device_count must be >= 1, got %d" % device_count)
     return [core.cpu_place() for _ in range(device_count)]

@@ -420,6 +420,9 @@ def test_cpu_places_and_cuda_places(monkeypatch):
     assert len(fluid.cpu_places()) == 3 and len(fluid.cpu_places(2)) == 2
     with pytest.raises(ValueError, match="device_count must be >= 1"):
         fluid.cpu_places(0)
+    monkeypatch.setenv("CPU_NUM", "two")
+    with pytest.raises(ValueError, match="CPU_NUM environment variable must be a positive integer, got 'two'"):
+        fluid.cpu_places()
     if not core.is_compiled_with_cuda():
         with pytest.raises(RuntimeError, match="cuda_places: fluidlite was built without CUDA"):
             fluid.cuda_places()
