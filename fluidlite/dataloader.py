@@ -483,6 +483,12 @@ class GeneratorLoader:
 
 def _bind(program, reader):
     """Make `program` read from `reader` on every Executor.run (see Program._readers)."""
+    for other in program._readers:
+        taken = [s.name for s in other._slots if s.name in {t.name for t in reader._slots}]
+        if taken:
+            raise ValueError("%s: variable '%s' is already filled by %s, bound to this program (non-iterable); "
+                             "create one reader per set of variables and reuse it across epochs (start/reset)"
+                             % (reader._caller, taken[0], other._caller))
     program._readers = program._readers + (reader,)
 
 

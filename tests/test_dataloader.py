@@ -169,6 +169,14 @@ def test_non_iterable_loader_binds_to_its_feed_variables_program():
         fluid.io.DataLoader.from_generator(feed_list=[x, other], capacity=2, iterable=False)
 
 
+def test_a_second_non_iterable_reader_of_the_same_variables_is_an_error():
+    main, startup, x, y, out, loader = _net(iterable=False)
+    with pytest.raises(ValueError, match="PyReader: variable 'x' is already filled by DataLoader, bound to this "
+                                         "program"):
+        fluid.io.PyReader(feed_list=[x], capacity=2, iterable=False)
+    assert main._readers == (loader,)
+
+
 def test_feeding_a_variable_the_reader_fills_is_an_error():
     main, startup, x, y, out, loader = _net(iterable=False)
     loader.set_sample_generator(_samples(4), batch_size=2)
