@@ -5,6 +5,8 @@
 from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
 from . import backward, framework, initializer, layers, unique_name  # noqa: F401
 from . import clip, io, optimizer, profiler, regularizer  # noqa: F401
+from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
+from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401
 from .dataloader import DataLoader, PyReader, cpu_places, cuda_places  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
@@ -17,3 +19,7 @@ from .log import get_vlog_level, set_vlog_level, set_vmodule, vlog_guard  # noqa
 from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: F401
 
 __version__ = "0.1.0"
+
+# Last: Fluid 1.x names fluidlite lacks raise an AttributeError that says so and points at docs/compat.md.
+from . import _compat  # noqa: E402
+_compat.install_all()

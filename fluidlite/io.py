@@ -667,3 +667,14 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     _store(arrays, params, executor.place)
     block = program.global_block()
     return [program, feed, [block.var(n) for n in fetch]]
+
+
+# Fluid 1.6+ also exports paddle.batch and the paddle.reader decorators from fluid.io.
+from .batch import batch  # noqa: E402
+from .reader.decorator import (  # noqa: E402,F401
+    ComposeNotAligned, Fake, PipeReader, buffered, cache, chain, compose, firstn, map_readers, multiprocess_reader,
+    shuffle, xmap_readers,
+)
+from .reader import decorator as _decorator  # noqa: E402
+
+__all__ += ["batch"] + _decorator.__all__
