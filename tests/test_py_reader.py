@@ -207,3 +207,11 @@ def test_pyreader_non_iterable_epochs():
         exe.run(main, fetch_list=[out])
     with pytest.raises(RuntimeError, match="PyReader is not iterable"):
         iter(reader)
+
+
+def test_py_reader_with_paddle_batch_and_reader_decorators():
+    # the Fluid 1.x pattern: reader.decorate_paddle_reader(paddle.reader.shuffle(paddle.batch(...)))
+    main, reader, x, label, out = _build_py_reader()
+    reader.decorate_paddle_reader(fluid.batch(fluid.reader.firstn(_samples(100), 7), batch_size=3))
+    (rows,) = _epochs(fluid.Executor(fluid.CPUPlace()), main, [label], reader, 1)
+    assert [r[0][:, 0].tolist() for r in rows] == [[0, 1, 2], [3, 4, 5], [6]]
