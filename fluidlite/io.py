@@ -41,6 +41,7 @@ import zlib
 import numpy as np
 
 from . import core
+from .dataloader import DataLoader, PyReader
 from .executor import global_scope
 from .framework import Parameter, Program, Variable, VarType, default_main_program, dtype_to_numpy
 
@@ -51,7 +52,8 @@ except ImportError:  # Windows: no flock; saves and loads of one directory must 
 
 __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_params", "load_persistables",
            "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "save", "load",
-           "load_program_state", "set_program_state", "get_inference_program"]
+           "load_program_state", "set_program_state", "get_inference_program",
+           "DataLoader", "PyReader"]
 
 _TENSOR_MAGIC = b"FLTENSOR"
 _COMBINED_MAGIC = b"FLVARS01"
@@ -587,6 +589,7 @@ def load_persistables(executor, dirname, main_program=None, filename=None):
 def _prune_program(program, targets):
     """A test-mode copy of `program` keeping only the ops that `targets` depend on."""
     pruned = program.clone(for_test=True)
+    pruned._readers = ()  # the inference program is fed, not read (Fluid prunes the read op)
     block = pruned.global_block()
     needed = {t.name if isinstance(t, Variable) else t for t in targets}
     ops = list(block.ops)
