@@ -46,3 +46,8 @@ def get_cuda_device_count():
         return 0
     from ._core import cuda_device_count
     return cuda_device_count()
+
+
+class EOFException(Exception):
+    """Raised by Executor.run when a non-iterable DataLoader/PyReader or a py_reader of the program has no
+    more data in this epoch; call the reader's reset() (then start() for the next epoch)."""

@@ -142,7 +142,9 @@ class Executor:
         if program is None:
             program = default_main_program()
         if not isinstance(program, Program):
-            program = getattr(program, "_program", program)  # CompiledProgram
+            from .compiler import CompiledProgram  # here: compiler.py imports this module
+            if isinstance(program, CompiledProgram):
+                return program._run(self, feed, fetch_list, scope, return_numpy)
             if not isinstance(program, Program):
                 raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
         if scope is None:
@@ -151,7 +153,11 @@ class Executor:
             raise TypeError("Executor.run: scope must be a fluidlite Scope, got %s" % type(scope).__name__)
         if feed is None:
             feed = {}
-        elif not isinstance(feed, dict):
+        elif isinstance(feed, (list, tuple)) and len(feed) == 1:
+            feed = feed[0]  # one dict per place, as an iterable DataLoader yields (Fluid takes a list of one)
+        if program._readers:
+            feed = _read_feed(program._readers, feed)
+        if not isinstance(feed, dict):
             raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
         feed_names = tuple(feed)
         if isinstance(fetch_list, (str, Variable)):
@@ -162,6 +168,17 @@ class Executor:
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
             entry = self._prepare(program, key, feed_names, fetch_names, scope)
         return entry.prepared.run([_as_array(feed[n]) for n in feed_names], return_numpy)
+
+
+def _read_feed(readers, feed):
+    """The feed plus the next batch of each reader bound to the program (dataloader.py); raises
+    core.EOFException at the end of an epoch."""
+    if not isinstance(feed, dict):
+        raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
+    feed = dict(feed)
+    for reader in readers:
+        reader._feed_next(feed)
+    return feed
 
 
 def _as_array(value):

@@ -68,6 +68,11 @@ def dtype_to_numpy(dtype):
     return np.dtype(dtype_to_str(dtype))
 
 
+def grad_var_name(var_name):
+    """The name of `var_name`'s gradient variable (Fluid's ``var_name + "@GRAD"``)."""
+    return var_name + core.names()["grad_suffix"]
+
+
 def in_dygraph_mode():
     return False
 
@@ -705,6 +710,10 @@ def name_scope(prefix=None):
 class Program:
     """A program: a list of blocks (block 0 is global). ``print(program)`` dumps it."""
 
+    # Non-iterable DataLoaders/py_readers bound to this program: Executor.run feeds from them (Fluid's read
+    # op). Kept by clone(), as Fluid clones the read op; dropped when pruning for inference.
+    _readers = ()
+
     def __init__(self):
         self._init_from_desc(core.ProgramDesc(), {})
 
@@ -801,6 +810,7 @@ class Program:
         p = Program.__new__(Program)
         facts = {idx: {name: f.copy() for name, f in rows.items()} for idx, rows in self._var_facts.items()}
         p._init_from_desc(core.ProgramDesc(self.desc), facts, self.random_seed, for_test)
+        p._readers = self._readers
         if for_test:
             for block in p.blocks:
                 for op in block.ops:

@@ -1,7 +1,9 @@
-"""layers.data: declare an input variable that Executor.run must feed."""
+"""layers.data: declare an input variable that Executor.run must feed; the py_reader family (its
+runtime lives in fluidlite/dataloader.py)."""
+from ..dataloader import create_py_reader_by_data, double_buffer, py_reader, read_file  # noqa: F401
 from ..framework import VarType, default_main_program
 
-__all__ = ["data"]
+__all__ = ["data", "py_reader", "create_py_reader_by_data", "read_file", "double_buffer"]
 
 
 def data(name, shape, append_batch_size=True, dtype="float32", lod_level=0, type=VarType.LOD_TENSOR,
