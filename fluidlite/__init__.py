@@ -4,10 +4,14 @@
 """
 from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
 from . import backward, framework, initializer, layers, unique_name  # noqa: F401
-from . import clip, io, optimizer, profiler, regularizer  # noqa: F401
+from . import clip, compiler, io, optimizer, profiler, regularizer  # noqa: F401
 from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
 from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401
+from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: F401
+from .parallel_executor import ParallelExecutor  # noqa: F401
+from .memory_optimization import memory_optimize, release_memory  # noqa: F401
+from .io import load, save  # noqa: F401
 from .dataloader import DataLoader, PyReader, cpu_places, cuda_places  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401

@@ -440,6 +440,10 @@ def _fresh_gradient_names(block, op_path, targets):
     return renames
 
 
-calc_gradient = gradients
+def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None):
+    """As `gradients`, but (Fluid 1.8's rule) a result of one gradient is that Variable (or None), not a list
+    of one, whether `inputs` was one Variable or a list of one; `gradients` always returns a list."""
+    out = gradients(targets, inputs, target_gradients, no_grad_set)
+    return out[0] if len(out) == 1 else out
 
 del Parameter, Program

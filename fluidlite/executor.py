@@ -142,7 +142,9 @@ class Executor:
         if program is None:
             program = default_main_program()
         if not isinstance(program, Program):
-            program = getattr(program, "_program", program)  # CompiledProgram
+            from .compiler import CompiledProgram  # here: compiler.py imports this module
+            if isinstance(program, CompiledProgram):
+                return program._run(self, feed, fetch_list, scope, return_numpy)
             if not isinstance(program, Program):
                 raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
         if scope is None:

@@ -68,6 +68,11 @@ def dtype_to_numpy(dtype):
     return np.dtype(dtype_to_str(dtype))
 
 
+def grad_var_name(var_name):
+    """The name of `var_name`'s gradient variable (Fluid's ``var_name + "@GRAD"``)."""
+    return var_name + core.names()["grad_suffix"]
+
+
 def in_dygraph_mode():
     return False
 

@@ -1,4 +1,5 @@
 """Parameter initializers. Each appends one op to the startup program's global block, as Fluid does."""
+import contextlib
 import math
 
 import numpy as np
@@ -7,7 +8,26 @@ from .framework import convert_np_dtype_to_dtype_
 
 __all__ = ["Constant", "Uniform", "Normal", "Xavier", "MSRA", "NumpyArrayInitializer",
            "ConstantInitializer", "UniformInitializer", "NormalInitializer", "XavierInitializer",
-           "MSRAInitializer", "TruncatedNormal"]
+           "MSRAInitializer", "TruncatedNormal", "init_on_cpu", "force_init_on_cpu"]
+
+_force_init_on_cpu = False
+
+
+def force_init_on_cpu():
+    """True inside ``init_on_cpu()``."""
+    return _force_init_on_cpu
+
+
+@contextlib.contextmanager
+def init_on_cpu():
+    """Constant initializers built inside get ``force_cpu=True`` on their fill_constant, as in Fluid. The
+    attribute is recorded only: fluidlite keeps every tensor of a program on the executor's place."""
+    global _force_init_on_cpu
+    before, _force_init_on_cpu = _force_init_on_cpu, True
+    try:
+        yield
+    finally:
+        _force_init_on_cpu = before
 
 
 class Initializer:
@@ -38,7 +58,7 @@ class ConstantInitializer(Initializer):
     def __call__(self, var, block):
         return block.append_op(type="fill_constant", outputs={"Out": var},
                                attrs={"shape": list(var.shape), "dtype": int(var.dtype), "value": float(self.value),
-                                      "force_cpu": self.force_cpu})
+                                      "force_cpu": bool(self.force_cpu or _force_init_on_cpu)})
 
 
 class UniformInitializer(Initializer):

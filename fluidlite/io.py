@@ -51,7 +51,9 @@ except ImportError:  # Windows: no flock; saves and loads of one directory must 
     fcntl = None
 
 __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_params", "load_persistables",
-           "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "DataLoader", "PyReader"]
+           "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "save", "load",
+           "load_program_state", "set_program_state", "get_inference_program",
+           "DataLoader", "PyReader"]
 
 _TENSOR_MAGIC = b"FLTENSOR"
 _COMBINED_MAGIC = b"FLVARS01"
@@ -592,45 +594,73 @@ def _prune_program(program, targets):
     needed = {t.name if isinstance(t, Variable) else t for t in targets}
     ops = list(block.ops)
     keep = [False] * len(ops)
+    kept_vars = set(needed)
     for i in range(len(ops) - 1, -1, -1):
         op = ops[i]
         if any(o in needed for o in op.output_arg_names):
             keep[i] = True
             needed.update(op.input_arg_names)
+            # Every output of a kept op stays declared, read or not (batch_norm's SavedMean/SavedVariance).
+            kept_vars.update(op.input_arg_names)
+            kept_vars.update(op.output_arg_names)
     for i in range(len(ops) - 1, -1, -1):
         if not keep[i]:
             block._remove_op(i)
     for name in list(block.vars):
-        if name not in needed:
+        if name not in kept_vars:
             block._remove_var(name)
     return pruned
 
 
 def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_program=None,
-                         model_filename=None, params_filename=None, export_for_deployment=True):
+                         model_filename=None, params_filename=None, export_for_deployment=True,
+                         program_only=False):
     """Save the inference subgraph of `main_program` (pruned to what `target_vars` need) and its
     parameters, all or nothing (program, metadata and parameters are one version). Returns the names
-    of the fetch targets."""
+    of the fetch targets. As in Fluid 1.8: export_for_deployment=False saves the whole program unpruned
+    as ``<model_filename>.main_program`` with every persistable (load_inference_model does not read it);
+    program_only=True saves no parameters (with a warning); params_filename keeps only its base name."""
     if isinstance(feeded_var_names, str):
         feeded_var_names = [feeded_var_names]
+    elif not isinstance(feeded_var_names, (list, tuple)) or not all(isinstance(n, str) for n in feeded_var_names):
+        raise ValueError("save_inference_model: feeded_var_names should be a list of str, got %r"
+                         % (feeded_var_names,))
     if isinstance(target_vars, Variable):
         target_vars = [target_vars]
+    elif not isinstance(target_vars, (list, tuple)) or not target_vars or \
+            not all(isinstance(v, Variable) for v in target_vars):
+        raise ValueError("save_inference_model: target_vars should be a Variable or a non-empty list of Variables, "
+                         "got %r" % (target_vars,))
+    if main_program is not None and not isinstance(main_program, Program):
+        raise TypeError("save_inference_model: main_program should be a Program or None, got %s"
+                        % type(main_program).__name__)
     program = main_program or default_main_program()
     for name in feeded_var_names:
         if program.global_block()._find_var_recursive(name) is None:
             raise ValueError("save_inference_model: feed variable %s is not in the program" % name)
-    pruned = _prune_program(program, target_vars)
-    for name in feeded_var_names:
-        if name not in pruned.global_block().vars:
-            raise ValueError("save_inference_model: feed variable %s is not needed by the targets %s"
-                             % (name, [t.name for t in target_vars]))
+    if params_filename is not None:
+        params_filename = os.path.basename(params_filename)
+    model_name = model_filename or MODEL_FILENAME
+    if export_for_deployment:
+        saved = _prune_program(program, target_vars)
+        for name in feeded_var_names:
+            if name not in saved.global_block().vars:
+                raise ValueError("save_inference_model: feed variable %s is not needed by the targets %s"
+                                 % (name, [t.name for t in target_vars]))
+    else:
+        saved, model_name = program, model_name + ".main_program"
     fetch_names = [t.name for t in target_vars]
-    _, params = _select(pruned, None, is_persistable)
     meta = {"format": "fluidlite-inference-model", "version": _FORMAT_VERSION, "feed": list(feeded_var_names),
             "fetch": fetch_names, "params_filename": params_filename}
-    items = _var_items(params, params_filename)
+    items = []
+    if program_only:
+        warnings.warn("save_inference_model: program_only=True, the parameters of the program are not saved",
+                      stacklevel=2)
+    else:
+        _, params = _select(saved, None, is_persistable)
+        items = _var_items(params, params_filename)
     items.append((META_FILENAME, [json.dumps(meta, indent=1).encode()]))
-    items.append((model_filename or MODEL_FILENAME, [pruned.serialize_to_string()]))
+    items.append((model_name, [saved.serialize_to_string()]))
     _save_files(dirname, items)
     return fetch_names
 
@@ -668,6 +698,17 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     block = program.global_block()
     return [program, feed, [block.var(n) for n in fetch]]
 
+
+def get_inference_program(target_vars, main_program=None):
+    """The test-mode copy of `main_program` pruned to what `target_vars` need (what save_inference_model
+    saves)."""
+    if isinstance(target_vars, Variable):
+        target_vars = [target_vars]
+    return _prune_program(main_program or default_main_program(), target_vars)
+
+
+# fluid.save / fluid.load (Fluid 1.6's .pdparams/.pdopt/.pdmodel) live in their own module; fluid.io has them.
+from .program_state import load, load_program_state, save, set_program_state  # noqa: E402,F401
 
 # Fluid 1.6+ also exports paddle.batch and the paddle.reader decorators from fluid.io.
 from .batch import batch  # noqa: E402

@@ -1,6 +1,8 @@
 // top_k: the k largest values of each row (last axis), sorted descending, and their int64 indices.
 // Ties keep the lower index first; NaN counts as larger than any number. The gradient routes Out@GRAD
-// back to the selected positions (zero elsewhere).
+// back to the selected positions (zero elsewhere). As in Fluid, an optional 1-element int tensor K
+// overrides attr k at run time (layers.topk(x, k) with k a Variable): the last dim of Out is then unknown
+// (-1) at build time and the kernel sizes Out and Indices.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,9 +12,29 @@
 
 namespace fl {
 
+namespace {
+
+// The k of this run: K's value when the K input is given, else attr k; checked against the row length d.
+int64_t TopK(const ExecutionContext& ctx, int64_t d) {
+  int64_t k = ctx.Attr<int32_t>("k");
+  if (const Tensor* kt = ctx.HasInput("K") ? &ctx.Input("K") : nullptr) {
+    FL_ENFORCE(kt->numel() == 1 && (kt->dtype() == DType::INT32 || kt->dtype() == DType::INT64), "top_k: K '",
+               ctx.InputName("K"), "' must be a 1-element int32 or int64 tensor, got ", DTypeName(kt->dtype()), " ",
+               kt->dims());
+    k = kt->dtype() == DType::INT32 ? kt->data<int32_t>()[0] : kt->data<int64_t>()[0];
+  }
+  FL_ENFORCE(k >= 1 && k <= d, "top_k: k=", k,
+             ctx.HasInput("K") ? " (the value of K '" + ctx.InputName("K") + "')" : "", " must be in [1, ", d,
+             "] for X '", ctx.InputName("X"), "' ", ctx.Input("X").dims());
+  return k;
+}
+
+}  // namespace
+
 FL_REGISTER_OP(top_k, op) {
   op.Doc("Out, Indices = the k largest entries of X along the last axis, sorted descending.")
       .Input("X", "input tensor [.., D]")
+      .DispensableInput("K", "1-element int32/int64 tensor: k at run time, overriding attr k")
       .Output("Out", "the k largest values [.., k]")
       .Output("Indices", "their positions along the last axis, int64 [.., k]")
       .Attr<int32_t>("k", 1, "how many entries to keep per row")
@@ -22,9 +44,21 @@ FL_REGISTER_OP(top_k, op) {
         const int k = ctx.Attr<int32_t>("k");
         FL_ENFORCE(x.size() >= 1, "top_k: ", ctx.Describe("X"), " must have at least one dim");
         const int64_t d = x[x.size() - 1];
-        FL_ENFORCE(k >= 1 && (d < 0 || k <= d), "top_k: k=", k, " must be in [1, ", d, "] for ", ctx.Describe("X"));
         DDim out = x;
-        out[x.size() - 1] = k;
+        if (ctx.HasInput("K")) {
+          const DType kt = ctx.InputDType("K");
+          FL_ENFORCE(kt == DType::INT32 || kt == DType::INT64 || kt == DType::UNDEFINED, "top_k: ", ctx.Describe("K"),
+                     " must be int32 or int64, got ", DTypeName(kt));
+          if (ctx.IsRuntime()) {  // the kernel reads K and sizes Out and Indices
+            ctx.ShareLoD("X", "Out");
+            ctx.ShareLoD("X", "Indices");
+            return;
+          }
+          out[x.size() - 1] = -1;
+        } else {
+          FL_ENFORCE(k >= 1 && (d < 0 || k <= d), "top_k: k=", k, " must be in [1, ", d, "] for ", ctx.Describe("X"));
+          out[x.size() - 1] = k;
+        }
         ctx.SetOutput("Out", out, ctx.InputDType("X"));
         ctx.SetOutput("Indices", out, DType::INT64);
         ctx.ShareLoD("X", "Out");
@@ -34,8 +68,12 @@ FL_REGISTER_OP(top_k, op) {
         using T = typename decltype(tag)::type;
         const Tensor& xt = ctx.Input("X");
         const int64_t d = xt.dims()[xt.rank() - 1];
-        const int64_t k = ctx.Attr<int32_t>("k");
+        const int64_t k = TopK(ctx, d);
         const int64_t rows = d ? xt.numel() / d : 0;
+        DDim out_dims = xt.dims();
+        out_dims[xt.rank() - 1] = k;
+        ctx.Output("Out")->Resize(out_dims);
+        ctx.Output("Indices")->Resize(out_dims);
         const T* x = xt.data<T>();
         T* out = ctx.Alloc<T>("Out");
         int64_t* indices = ctx.Alloc<int64_t>("Indices");
@@ -57,7 +95,8 @@ FL_REGISTER_OP(top_k, op) {
           }
         }
       });
-  op.GradOp({"X", "Indices", "Out@GRAD"})
+  op.GradOp({"X", "K", "Indices", "Out@GRAD"})
+      .Optional({"K"})  // read so that the forward shape check sees the same k as the forward op
       .Doc("Gradient of top_k: X@GRAD = zeros, then X@GRAD[row, Indices[row, j]] = Out@GRAD[row, j].")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

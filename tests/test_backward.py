@@ -213,3 +213,25 @@ def test_no_gradient_flows_into_integer_index_paths(index_fn, index_of):
     np.testing.assert_allclose(gb, dh.sum(0), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.array(scope.find_var("fc_0.w_0").get_tensor()), w0 - 0.1 * xv.T @ dh, rtol=1e-5,
                                atol=1e-7)
+
+
+def test_calc_gradient_returns_one_variable_for_one_input_and_gradients_always_a_list():
+    # Fluid 1.8: calc_gradient unwraps a result of length 1 (a single x or a list of one); gradients never does.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        z = fluid.layers.data(name="z", shape=[3], dtype="float64", append_batch_size=False)
+        z.stop_gradient = False
+        y = fluid.layers.elementwise_mul(fluid.layers.square(x), z)
+        g = fluid.backward.calc_gradient(y, x)
+        g_list_of_one = fluid.backward.calc_gradient([y], [x])
+        both = fluid.backward.calc_gradient(y, [x, z])
+        listed = fluid.gradients(y, x)
+    assert isinstance(g, fluid.Variable) and isinstance(g_list_of_one, fluid.Variable)
+    assert isinstance(both, list) and len(both) == 2
+    assert isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], fluid.Variable)
+    xv, zv = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0])
+    r, rz = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "z": zv}, fetch_list=[g, both[1]])
+    np.testing.assert_allclose(r, 2 * xv * zv)
+    np.testing.assert_allclose(rz, xv ** 2)

@@ -83,6 +83,30 @@ def test_inference_model_round_trip(tmp_path):
     np.testing.assert_allclose(got, ref, rtol=1e-6)
 
 
+def test_inference_model_with_batch_norm_keeps_the_outputs_of_kept_ops(tmp_path):
+    # batch_norm in test mode still declares SavedMean/SavedVariance outputs, which no kept op reads: pruning
+    # must keep the variables of every kept op's outputs, or the loaded program cannot be prepared.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[3, 4, 4], dtype="float32")
+        b = fluid.layers.batch_norm(fluid.layers.conv2d(x, 2, 3))
+        pred = fluid.layers.fc(b, 2)
+        fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(pred))
+    xv = np.random.RandomState(0).rand(2, 3, 4, 4).astype("float32")
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        exe.run(main, feed={"x": xv})
+        fluid.io.save_inference_model(str(tmp_path), ["x"], [pred], exe, main)
+        ref = exe.run(main.clone(for_test=True), feed={"x": xv}, fetch_list=[pred])[0]
+    with fluid.scope_guard(fluid.Scope()):
+        program, _, fetch_targets = fluid.io.load_inference_model(str(tmp_path), exe)
+        bn = [op for op in program.global_block().ops if op.type == "batch_norm"]
+        assert len(bn) == 1 and bn[0].attr("is_test") is True
+        got = exe.run(program, feed={"x": xv}, fetch_list=fetch_targets)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
 def test_crash_mid_save_keeps_previous_files(tmp_path, monkeypatch):
     main, startup, pred, _ = _model()
     scope = fluid.Scope()

@@ -174,11 +174,17 @@ def transpose(x, perm, name=None):
 
 
 def topk(input, k, name=None):
+    """The k largest entries along the last axis and their int64 indices; `k` an int or (as in Fluid) a
+    1-element int32/int64 Variable read at run time (the op's K input)."""
     helper = LayerHelper("top_k", name=name)
     values = helper.create_variable_for_type_inference(dtype=input.dtype)
     indices = helper.create_variable_for_type_inference(dtype=VarType.INT64, stop_gradient=True)
-    helper.append_op(type="top_k", inputs={"X": [input]}, outputs={"Out": [values], "Indices": [indices]},
-                     attrs={"k": int(k)})
+    inputs, attrs = {"X": [input]}, {}
+    if isinstance(k, Variable):
+        inputs["K"] = [k]
+    else:
+        attrs["k"] = int(k)
+    helper.append_op(type="top_k", inputs=inputs, outputs={"Out": [values], "Indices": [indices]}, attrs=attrs)
     values.stop_gradient = True
     return values, indices
 

@@ -71,3 +71,44 @@ def test_top_k_grad_routes_to_selected_positions(dtype):
     if dtype == "float64":
         OpTest("top_k", {"X": x}, {"Out": np.take_along_axis(x, idx, -1), "Indices": idx},
                {"k": 2}).check_grad(["X"], "Out")
+
+
+@pytest.mark.parametrize("k_dtype", ["int32", "int64"])
+def test_topk_with_k_variable_overrides_attr_at_run_time(k_dtype):
+    # Fluid's optional K input: layers.topk(x, k) with k a Variable; Out's last dim is unknown at build time.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[6], dtype="float64")
+        x.stop_gradient = False
+        k = fluid.layers.data(name="k", shape=[-1], dtype=k_dtype, append_batch_size=False)  # any length: the op checks
+        values, indices = fluid.layers.topk(x, k)
+        assert values.shape == (-1, -1) and indices.shape == (-1, -1)
+        assert main.global_block().ops[-1].input("K") == ["k"]
+        values.stop_gradient = False  # as in test_top_k_grad_routes_to_selected_positions
+        loss = fluid.layers.reduce_sum(fluid.layers.square(values))
+        gx, = fluid.gradients(loss, [x])
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv = np.random.RandomState(3).rand(4, 6)
+    for kv in (2, 5):
+        v, i, g = exe.run(main, feed={"x": xv, "k": np.array([kv], k_dtype)}, fetch_list=[values, indices, gx])
+        ref_v, ref_i = np_topk(xv, kv)
+        np.testing.assert_array_equal(v, ref_v)
+        np.testing.assert_array_equal(i, ref_i)
+        ref_g = np.zeros_like(xv)
+        np.put_along_axis(ref_g, ref_i, 2 * ref_v, axis=-1)
+        np.testing.assert_allclose(g, ref_g)
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"top_k: k=7 \(the value of K 'k'\) must be in \[1, 6\] for X "
+                                                       r"'x' \[4, 6\]"):
+        exe.run(main, feed={"x": xv, "k": np.array([7], k_dtype)}, fetch_list=[values])
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"top_k: K 'k' must be a 1-element int32 or int64 tensor, got "
+                                                       r"%s \[2\]" % k_dtype):
+        exe.run(main, feed={"x": xv, "k": np.array([1, 2], k_dtype)}, fetch_list=[values])
+
+
+def test_topk_k_variable_must_be_an_integer():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[6], dtype="float32")
+        k = fluid.layers.data(name="kf", shape=[1], dtype="float32", append_batch_size=False)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"top_k: K 'kf' \[1\] must be int32 or int64, got float32"):
+            fluid.layers.topk(x, k)
