@@ -97,6 +97,11 @@ Tensor BorrowArray(const py::handle& obj, py::list& keep, const std::string& wha
     arr = py::array::ensure(obj, py::array::c_style);
     if (!arr) throw py::type_error(Str(what, " must be a numpy array (or convertible to one), got ", PyTypeName(obj)));
   }
+  if (arr.dtype().kind() == 'O')  // Fluid's hint: ragged nested lists make an object array
+    throw py::type_error(Str(what,
+                             " is an array of Python objects (dtype object), not a regular ndarray: usually "
+                             "it was made from nested lists of different lengths. Please consider using "
+                             "'fluid.create_lod_tensor' to convert it to a LoD-Tensor."));
   const char order = py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder;
   constexpr char kSwapped = kLittleEndian ? '>' : '<';
   if (order == kSwapped) arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
@@ -124,6 +129,24 @@ void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
   py::list keep;
   Tensor src = BorrowArray(obj, keep, "LoDTensor.set: array");
   TensorCopy(src, place, &t);
+}
+
+// Tensor.set_lod / set_recursive_sequence_lengths: a malformed LoD raises ValueError naming it.
+// `given` describes the argument ("LoD [[0, 2, 5]]").
+void SetCheckedLoD(Tensor& t, const LoD& lod, const char* method, const std::string& given) {
+  std::string problem = LoDProblem(lod, -1);
+  if (!problem.empty()) throw py::value_error(Str("LoDTensor.", method, ": invalid ", given, ": ", problem));
+  t.set_lod(lod);
+}
+
+// A fed value: a LoDTensor is shared as it is (its LoD included), anything else is borrowed as an array.
+Tensor FeedTensor(const py::handle& obj, py::list& keep, const std::string& what) {
+  if (py::isinstance<Tensor>(obj)) {
+    const Tensor& t = obj.cast<const Tensor&>();
+    if (!t.IsInitialized()) throw py::value_error(what + " is a LoDTensor that holds no data (call set() first)");
+    return t;  // shares the buffer (ref-counted), copies the LoD
+  }
+  return BorrowArray(obj, keep, what);
 }
 
 // ------------------------------------------------------------------ Python <-> Attribute
@@ -366,9 +389,18 @@ PYBIND11_MODULE(_core, m) {
   OpRegistry::Instance().Finalize();
 
   static py::exception<EnforceNotMet> enforce_exc(m, "EnforceNotMet", PyExc_RuntimeError);
+  // A feed that does not fit its fluid.data declaration: Fluid raises ValueError there, and scripts catch
+  // either that or EnforceNotMet.
+  static py::handle feed_exc = PyErr_NewExceptionWithDoc(
+      "fluidlite._core.FeedError", "a fed value does not match its fluid.data declaration (shape or dtype)",
+      py::make_tuple(enforce_exc, py::handle(PyExc_ValueError)).release().ptr(), nullptr);
+  if (!feed_exc) throw py::error_already_set();
+  m.attr("FeedError") = feed_exc;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const FeedError& e) {
+      PyErr_SetString(feed_exc.ptr(), e.what());
     } catch (const EnforceNotMet& e) {
       py::set_error(enforce_exc, e.what());
     }
@@ -422,8 +454,28 @@ PYBIND11_MODULE(_core, m) {
           "set", [](Tensor& t, py::handle arr, const Place& place) { SetFromNumpy(t, arr, place); }, py::arg("array"),
           py::arg("place") = Place::CPU())
       .def("_share_numpy", &ShareToNumpy, "numpy view sharing this tensor's buffer (kept alive by the view)")
+      // LoD as offsets (lod/set_lod) or as lengths (recursive_sequence_lengths); the setters check the
+      // structure only, as Fluid's: the rows are checked by has_valid_recursive_sequence_lengths.
       .def("lod", [](const Tensor& t) { return t.lod(); })
-      .def("set_lod", [](Tensor& t, const LoD& l) { t.set_lod(l); })
+      .def(
+          "set_lod",
+          [](Tensor& t, const LoD& l) { SetCheckedLoD(t, l, "set_lod", "LoD " + std::string(py::repr(py::cast(l)))); },
+          py::arg("lod"))
+      .def("recursive_sequence_lengths", [](const Tensor& t) { return OffsetsToLengths(t.lod()); })
+      .def(
+          "set_recursive_sequence_lengths",
+          [](Tensor& t, const std::vector<std::vector<size_t>>& lens) {
+            LoD lod = LengthsToOffsets(lens);
+            SetCheckedLoD(t, lod, "set_recursive_sequence_lengths",
+                          Str("recursive_sequence_lengths ", std::string(py::repr(py::cast(lens))), " (offsets ",
+                              std::string(py::repr(py::cast(lod))), ")"));
+          },
+          py::arg("recursive_sequence_lengths"))
+      .def("has_valid_recursive_sequence_lengths",
+           [](const Tensor& t) { return LoDProblem(t.lod(), t.rank() ? t.dims()[0] : 0).empty(); })
+      .def(
+          "_lod_problem", [](const Tensor& t) { return LoDProblem(t.lod(), t.rank() ? t.dims()[0] : 0); },
+          "why the LoD does not fit this tensor, or ''")
       .def("__repr__", [](const Tensor& t) {
         return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " +
                t.place().ToString() + ")";
@@ -475,6 +527,8 @@ PYBIND11_MODULE(_core, m) {
       .def("set_lod_level", &VarDesc::set_lod_level)
       .def("is_data", &VarDesc::is_data)
       .def("set_is_data", &VarDesc::set_is_data)
+      .def("need_check_feed", &VarDesc::need_check_feed)
+      .def("set_need_check_feed", &VarDesc::set_need_check_feed)
       .def("id", &VarDesc::id, "process-unique id of this desc object (never reused)");
 
   py::class_<OpDesc, std::shared_ptr<OpDesc>>(m, "OpDesc")
@@ -710,8 +764,8 @@ PYBIND11_MODULE(_core, m) {
             py::list keep;  // the (possibly converted) arrays the borrowed tensors point into
             const auto& targets = p.feed_targets();
             for (size_t i = 0; i < feeds.size(); ++i)
-              in.push_back(BorrowArray(feeds[i], keep,
-                                       "feed '" + (i < targets.size() ? targets[i].name : std::to_string(i)) + "'"));
+              in.push_back(FeedTensor(feeds[i], keep,
+                                      "feed '" + (i < targets.size() ? targets[i].name : std::to_string(i)) + "'"));
             std::vector<Tensor> out;
             try {
               // Only Python's main thread sees KeyboardInterrupt: only its runs stop on Ctrl-C.

@@ -297,12 +297,14 @@ std::string ProgramDesc::ToString() const {
 }
 
 // ---------------------------------------------------------------- serialization
-// Little-endian binary: "FLPROG1\n", u32 block count, then per block its header, vars and ops.
+// Little-endian binary: "FLPROG2\n", u32 block count, then per block its header, vars and ops.
 // The reader checks every length against the remaining bytes: corrupt input raises, never crashes.
+// Version 1 ("FLPROG1\n") lacks the var's need_check_feed byte; it still loads (as false).
 
 namespace {
 
-constexpr char kMagic[] = "FLPROG1\n";
+constexpr char kMagic[] = "FLPROG2\n";
+constexpr char kMagicV1[] = "FLPROG1\n";
 
 class Writer {
  public:
@@ -364,6 +366,11 @@ class Reader {
     FL_ENFORCE(static_cast<uint64_t>(n) * min_item_bytes <= b_.size() - pos_, "corrupt program bytes: count ", n,
                " at offset ", pos_, " exceeds the remaining data");
     return n;
+  }
+  bool Accept(const char* magic, size_t n) {  // consumes `magic` if the data continues with it
+    if (b_.size() - pos_ < n || std::memcmp(b_.data() + pos_, magic, n) != 0) return false;
+    pos_ += n;
+    return true;
   }
   void Expect(const char* magic, size_t n) {
     Need(n);
@@ -465,6 +472,7 @@ std::string ProgramDesc::Serialize() const {
       w.Pod<uint8_t>(v->persistable());
       w.Pod<int32_t>(v->lod_level());
       w.Pod<uint8_t>(v->is_data());
+      w.Pod<uint8_t>(v->need_check_feed());
     }
     w.Pod<uint32_t>(static_cast<uint32_t>(b->ops_.size()));
     for (auto& o : b->ops_) {
@@ -483,7 +491,8 @@ std::string ProgramDesc::Serialize() const {
 
 std::unique_ptr<ProgramDesc> ProgramDesc::Deserialize(const std::string& bytes) {
   Reader r(bytes);
-  r.Expect(kMagic, sizeof(kMagic) - 1);
+  const bool v1 = r.Accept(kMagicV1, sizeof(kMagicV1) - 1);
+  if (!v1) r.Expect(kMagic, sizeof(kMagic) - 1);
   auto p = std::make_unique<ProgramDesc>();
   p->blocks_.clear();
   uint32_t nblocks = r.Count(12);
@@ -503,6 +512,7 @@ std::unique_ptr<ProgramDesc> ProgramDesc::Deserialize(const std::string& bytes) 
       v->persistable_ = r.Pod<uint8_t>() != 0;
       v->lod_level_ = r.Pod<int32_t>();
       v->is_data_ = r.Pod<uint8_t>() != 0;
+      if (!v1) v->need_check_feed_ = r.Pod<uint8_t>() != 0;
       v->SetOwner(p.get());
       b->var_index_[v->name()] = v.get();
       b->vars_.push_back(std::move(v));

@@ -64,6 +64,8 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
   bool persistable() const { return persistable_; }
   int lod_level() const { return lod_level_; }
   bool is_data() const { return is_data_; }  // declared by layers.data: must be fed
+  // Declared by fluid.data: the executor checks a fed value's shape and dtype against the declaration.
+  bool need_check_feed() const { return need_check_feed_; }
   uint64_t id() const { return id_.value(); }
 
   void set_kind(VarKind k) {
@@ -90,6 +92,10 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
     is_data_ = d;
     Touch();
   }
+  void set_need_check_feed(bool c) {
+    need_check_feed_ = c;
+    Touch();
+  }
 
   void SetOwner(ProgramDesc* p) { owner_ = p; }
   std::string ShapeString() const;  // "(-1, 13)"
@@ -104,6 +110,7 @@ class VarDesc : public std::enable_shared_from_this<VarDesc> {
   bool persistable_ = false;
   int lod_level_ = 0;
   bool is_data_ = false;
+  bool need_check_feed_ = false;
   ProgramDesc* owner_ = nullptr;
   DescId id_;
 };

@@ -12,6 +12,13 @@ class EnforceNotMet : public std::runtime_error {
   explicit EnforceNotMet(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// A fed value that does not fit its fluid.data declaration (Fluid raises ValueError there): the bindings
+// translate it into fluidlite.core.FeedError, a subclass of both EnforceNotMet and ValueError.
+class FeedError : public EnforceNotMet {
+ public:
+  using EnforceNotMet::EnforceNotMet;
+};
+
 namespace detail {
 inline void StrAppend(std::ostringstream&) {}
 template <typename T, typename... Rest>

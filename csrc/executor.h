@@ -23,6 +23,9 @@ struct FeedTarget {
   DType dtype;
   std::vector<int64_t> shape;  // -1 = any
   std::string site;            // " (read by op T created at f.py:N)" for error messages, or ""
+  // fluid.data vars are checked (FeedError on a mismatch); layers.data vars are not, as in Fluid: the fed
+  // value's shape and dtype win and a mismatch is only logged (VLOG 1).
+  bool need_check = false;
 };
 
 class PreparedProgram {

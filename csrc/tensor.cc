@@ -54,6 +54,44 @@ std::string Tensor::LoDString() const {
   return s + "}";
 }
 
+std::string LoDProblem(const LoD& lod, int64_t rows) {
+  for (size_t l = 0; l < lod.size(); ++l) {
+    const auto& level = lod[l];
+    if (level.size() < 2) return Str("level ", l, " has ", level.size(), " offsets (at least 2 are needed)");
+    if (level.front() != 0) return Str("level ", l, " starts at ", level.front(), ", not 0");
+    for (size_t i = 1; i < level.size(); ++i)
+      if (level[i] < level[i - 1])
+        return Str("level ", l, " decreases at position ", i, " (", level[i - 1], " then ", level[i], ")");
+  }
+  for (size_t l = 0; l + 1 < lod.size(); ++l)  // each level indexes the entries of the next one
+    if (lod[l].back() != lod[l + 1].size() - 1)
+      return Str("level ", l, " ends at ", lod[l].back(), " but level ", l + 1, " has ", lod[l + 1].size() - 1,
+                 " entries");
+  if (rows >= 0 && !lod.empty() && lod.back().back() != static_cast<size_t>(rows))
+    return Str("the last level ends at ", lod.back().back(), " but the tensor has ", rows, " rows");
+  return "";
+}
+
+LoD LengthsToOffsets(const std::vector<std::vector<size_t>>& lengths) {
+  LoD lod;
+  for (const auto& level : lengths) {
+    std::vector<size_t> offsets{0};
+    for (size_t n : level) offsets.push_back(offsets.back() + n);
+    lod.push_back(std::move(offsets));
+  }
+  return lod;
+}
+
+std::vector<std::vector<size_t>> OffsetsToLengths(const LoD& lod) {
+  std::vector<std::vector<size_t>> lengths;
+  for (const auto& level : lod) {
+    std::vector<size_t> l;
+    for (size_t i = 1; i < level.size(); ++i) l.push_back(level[i] - level[i - 1]);
+    lengths.push_back(std::move(l));
+  }
+  return lengths;
+}
+
 namespace {
 void (*g_cuda_memcpy)(const Place&, void*, const Place&, const void*, size_t) = nullptr;
 }

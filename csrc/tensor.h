@@ -95,6 +95,14 @@ class Tensor {
   LoD lod_;
 };
 
+// Why `lod` is not a valid LoD (Fluid's CheckLoD), or "" if it is: every level has at least 2 offsets,
+// starts at 0 and never decreases; level i ends at the entry count of level i+1; with rows >= 0 the last
+// level ends at rows (the tensor's dims[0]), with rows < 0 only the structure is checked.
+std::string LoDProblem(const LoD& lod, int64_t rows);
+// Lengths per level ({{2, 3}}) to offsets ({{0, 2, 5}}) and back.
+LoD LengthsToOffsets(const std::vector<std::vector<size_t>>& lengths);
+std::vector<std::vector<size_t>> OffsetsToLengths(const LoD& lod);
+
 // Copies src (all of it, any place) into dst on dst_place, resizing dst; records a memcpy event and
 // logs `memory::Copy N Bytes from A to B` at VLOG(4).
 void TensorCopy(const Tensor& src, const Place& dst_place, Tensor* dst);

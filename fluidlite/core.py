@@ -28,7 +28,7 @@ _load_single_threaded_blas()
 # After the BLAS library is loaded (see above), hence not at the top.
 from ._core import *  # noqa: E402,F401,F403
 from ._core import (  # noqa: E402,F401
-    EnforceNotMet, LoDTensor, Scope, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds)
+    EnforceNotMet, FeedError, LoDTensor, Place, Scope, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds)
 
 
 class VarDesc:
@@ -46,6 +46,55 @@ def get_cuda_device_count():
         return 0
     from ._core import cuda_device_count
     return cuda_device_count()
+
+
+# ---------------------------------------------------------------- places
+# Fluid's core.CPUPlace / CUDAPlace / CUDAPinnedPlace are classes: scripts call them (``core.CPUPlace()``)
+# and test places with isinstance (``isinstance(place, core.CUDAPlace)``). Here one C++ Place type stands
+# for all of them; these classes construct it and answer isinstance by the place's kind.
+
+class _PlaceKind(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Place) and cls._is_kind(obj)
+
+
+class CPUPlace(metaclass=_PlaceKind):
+    """``CPUPlace()``: the host."""
+
+    def __new__(cls):
+        return cpu_place()
+
+    @staticmethod
+    def _is_kind(place):
+        return place.is_cpu_place()
+
+
+class CUDAPlace(metaclass=_PlaceKind):
+    """``CUDAPlace(device_id)``: a GPU (needs a CUDA build and the device)."""
+
+    def __new__(cls, device_id=0):
+        if not is_compiled_with_cuda():
+            raise RuntimeError("CUDAPlace(%d): fluidlite was built without CUDA (nvcc was not found at build time)"
+                               % device_id)
+        if device_id >= get_cuda_device_count():
+            raise RuntimeError("CUDAPlace(%d): only %d CUDA device(s) are visible"
+                               % (device_id, get_cuda_device_count()))
+        return cuda_place(device_id)
+
+    @staticmethod
+    def _is_kind(place):
+        return place.is_gpu_place()
+
+
+class CUDAPinnedPlace(metaclass=_PlaceKind):
+    """Fluid's page-locked host memory: not supported (fluidlite copies from ordinary host memory)."""
+
+    def __new__(cls):
+        raise RuntimeError("CUDAPinnedPlace is not supported by fluidlite")
+
+    @staticmethod
+    def _is_kind(place):
+        return False
 
 
 class EOFException(Exception):

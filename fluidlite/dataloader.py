@@ -401,13 +401,17 @@ class GeneratorLoader:
         else:
             self._late_prepare = None
         self._epoch = _Epoch(self._batch_source, prepare, self._capacity, self._name)
-        self._finalizer = weakref.finalize(self, _Epoch.close, self._epoch)
-        self._finalizer.atexit = False  # at exit the daemon worker just dies: never wait on a generator then
+        # An abandoned loader's epoch only has its queue closed (the worker then ends after its current
+        # item): garbage collection and interpreter exit never wait on a user's generator.
+        self._finalizer = weakref.finalize(self, self._epoch.queue.close, True)
+        self._finalizer.atexit = False
 
     def _stop_epoch(self):
-        if self._finalizer is not None:
-            self._finalizer()  # closes the queue and joins the worker, once
-            self._finalizer = self._epoch = None
+        """Close the epoch's queue and join its worker (it stops after the item it is producing)."""
+        if self._epoch is not None:
+            self._finalizer.detach()
+            epoch, self._epoch, self._finalizer = self._epoch, None, None
+            epoch.close()
 
     def _next_batch(self):
         """The next prepared batch, or _END/_CLOSED; re-raises the worker's exception."""

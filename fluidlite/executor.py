@@ -15,29 +15,15 @@ import weakref
 import numpy as np
 
 from . import core
-from .framework import Program, Variable, default_main_program
+from .framework import Program, Variable, default_main_program, dtype_to_numpy
+from .numpy_compat import ScalarArray
 
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
 Scope = core.Scope
 
 
-def CPUPlace():
-    return core.cpu_place()
-
-
-def CUDAPlace(device_id=0):
-    if not core.is_compiled_with_cuda():
-        raise RuntimeError("CUDAPlace(%d): fluidlite was built without CUDA (nvcc was not found at build time)"
-                           % device_id)
-    if device_id >= core.get_cuda_device_count():
-        raise RuntimeError("CUDAPlace(%d): only %d CUDA device(s) are visible"
-                           % (device_id, core.get_cuda_device_count()))
-    return core.cuda_place(device_id)
-
-
-def CUDAPinnedPlace():
-    raise RuntimeError("CUDAPinnedPlace is not supported by fluidlite")
+CPUPlace, CUDAPlace, CUDAPinnedPlace = core.CPUPlace, core.CUDAPlace, core.CUDAPinnedPlace
 
 
 _global_scope = core.Scope()
@@ -167,7 +153,16 @@ class Executor:
         entry = program._exec_cache.get(key)
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
             entry = self._prepare(program, key, feed_names, fetch_names, scope)
-        return entry.prepared.run([_as_array(feed[n]) for n in feed_names], return_numpy)
+        values = [feed[n] for n in feed_names]
+        for i, v in enumerate(values):
+            if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
+                values[i] = _as_array(v, feed_names[i], program)
+        out = entry.prepared.run(values, return_numpy)
+        if return_numpy:
+            for i, a in enumerate(out):
+                if a.size == 1 and a.ndim:  # float(loss) on numpy >= 2.4: see numpy_compat.py
+                    out[i] = a.view(ScalarArray)
+        return out
 
 
 def _read_feed(readers, feed):
@@ -181,9 +176,21 @@ def _read_feed(readers, feed):
     return feed
 
 
-def _as_array(value):
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, core.LoDTensor):
-        return value._share_numpy()
-    return np.asarray(value)
+def _as_array(value, name, program):
+    """Fluid's conversion of a fed Python value: a scalar becomes a 1-element array and a list an array,
+    both of the variable's declared dtype."""
+    dtype = dtype_to_numpy(program.global_block()._find_var_recursive(name).dtype)
+    if np.isscalar(value):
+        return np.array([value], dtype=dtype)
+    if isinstance(value, (list, tuple)):
+        try:
+            arr = np.array(value)
+        except ValueError:  # numpy >= 1.24: a ragged list
+            arr = None
+        if arr is None or arr.dtype == object:
+            raise TypeError("feed: variable '%s': failed to convert the fed list to a regular ndarray: usually this "
+                            "means it holds nested lists of different lengths. Please consider using "
+                            "'fluid.create_lod_tensor' to convert it to a LoD-Tensor." % name)
+        return arr.astype(dtype, copy=False)
+    raise TypeError("feed: variable '%s': convert data of type %s to a tensor is not supported (feed a numpy array, "
+                    "a LoDTensor, a list or a scalar)" % (name, type(value).__name__))

@@ -127,7 +127,7 @@ class Variable:
     read from and written to the desc."""
 
     def __init__(self, block, type=VarType.LOD_TENSOR, name=None, shape=None, dtype=None, lod_level=None,
-                 persistable=None, stop_gradient=False, is_data=False, **kwargs):
+                 persistable=None, stop_gradient=False, is_data=False, need_check_feed=False, **kwargs):
         self.block = block
         if name is None:
             name = unique_name.generate("_generated_var")
@@ -171,6 +171,8 @@ class Variable:
                                  % (name, desc.persistable()))
         if is_data:
             desc.set_is_data(True)
+        if need_check_feed:
+            desc.set_need_check_feed(True)
         # The facts: a new variable gets a row only when they are not the defaults (any row is stale, left
         # by a desc removed behind our back); a redeclaration's facts win, as Fluid's new wrapper's do.
         rows, error_clip = block._facts, kwargs.get("error_clip")
@@ -264,6 +266,11 @@ class Variable:
     @property
     def is_data(self):
         return self.desc.is_data()
+
+    @property
+    def need_check_feed(self):
+        """True for fluid.data variables: Executor.run checks a fed value's shape and dtype against them."""
+        return self.desc.need_check_feed()
 
     def to_string(self, throw_on_error=False, with_details=False):
         s = "%svar %s : %s.shape%s.dtype(%s)" % ("persist " if self.persistable else "", self.name,

@@ -57,7 +57,7 @@ __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_p
 
 _TENSOR_MAGIC = b"FLTENSOR"
 _COMBINED_MAGIC = b"FLVARS01"
-_PROGRAM_MAGIC = b"FLPROG1\n"  # csrc/desc.cc
+_PROGRAM_MAGIC = (b"FLPROG1\n", b"FLPROG2\n")  # the program format versions (csrc/desc.cc)
 _FORMAT_VERSION = 1
 MODEL_FILENAME = "__model__"
 META_FILENAME = "__model__.meta.json"

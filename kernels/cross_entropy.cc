@@ -28,7 +28,7 @@ DDim CheckLabelShape(const InferShapeContext& ctx, const char* x_slot, int axis,
   if (soft_label)
     FL_ENFORCE(lt == ctx.InputDType(x_slot), ctx.Type(), ": soft Label '", ctx.InputName("Label"), "' is ",
                DTypeName(lt), " but ", x_slot, " is ", DTypeName(ctx.InputDType(x_slot)));
-  else
+  else if (ctx.IsRuntime())  // not at compile time, as in Fluid: programs declare float labels and feed int64
     FL_ENFORCE(lt == DType::INT64, ctx.Type(), ": hard Label '", ctx.InputName("Label"), "' must be int64, got ",
                DTypeName(lt), " (set soft_label=True for probabilities)");
   DDim out = x;

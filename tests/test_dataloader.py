@@ -458,3 +458,52 @@ def test_overlap_benchmark_runs_tiny_and_prints_its_figures(capsys):
     assert len(re.findall(r"^ratio       [0-9.]+ \([0-9.]+-[0-9.]+\)$", out, re.M)) == 2
     with pytest.raises(SystemExit):
         mod.main(["--kind", "disk"])
+
+
+def test_collecting_a_loader_whose_generator_blocks_does_not_wait_for_it():
+    release, inside = threading.Event(), threading.Event()
+
+    def blocking():
+        yield np.zeros([1, 3], "float32"), np.zeros([1, 1], "int64")
+        inside.set()
+        release.wait()  # a generator stuck on a socket, say
+        yield np.zeros([1, 3], "float32"), np.zeros([1, 1], "int64")
+    main, startup, x, y, out, loader = _net()
+    loader.set_batch_generator(blocking, places=[fluid.CPUPlace()])
+    it = iter(loader())
+    next(it)
+    assert inside.wait(JOIN_S)
+    name = loader._name
+    del it, loader
+    collector = threading.Thread(target=gc.collect)
+    collector.start()
+    collector.join(JOIN_S)
+    assert not collector.is_alive(), "garbage collection waited on the blocked generator"
+    release.set()  # the worker's next push meets the closed queue and it ends
+    deadline = time.time() + JOIN_S
+    while any(t.name == name for t in threading.enumerate()) and time.time() < deadline:
+        time.sleep(0.01)
+    assert not any(t.name == name for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("iterable", [True, False])
+def test_compiled_program_reads_from_the_loader(iterable):
+    # Fluid's from_generator example: exe.run(CompiledProgram(main).with_data_parallel(loss_name=...), ...)
+    main, startup, x, y, out, loader = _net(iterable=iterable)
+    with fluid.program_guard(main, startup):
+        total = fluid.layers.reduce_sum(out)
+    loader.set_sample_generator(_samples(6), batch_size=2, places=fluid.cpu_places(1) if iterable else None)
+    prog = fluid.CompiledProgram(main).with_data_parallel(places=fluid.cpu_places(1))
+    exe = fluid.Executor(fluid.CPUPlace())
+    sums = []
+    if iterable:
+        for data in loader():
+            sums.append(float(exe.run(prog, feed=data, fetch_list=[total])[0][0]))
+    else:
+        loader.start()
+        try:
+            while True:
+                sums.append(float(exe.run(prog, fetch_list=[total])[0][0]))
+        except fluid.core.EOFException:
+            loader.reset()
+    assert sums == [(0 + 1) * 6.0, (2 + 3) * 6.0, (4 + 5) * 6.0]

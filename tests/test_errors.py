@@ -52,13 +52,24 @@ def _scale_prog(shape=(4,), dtype="float32"):
 
 # ---------------------------------------------------------------- feeding and fetching
 
+def _checked_scale_prog():
+    """y = 2x with x declared by fluid.data (shape [-1, 4], float32): Executor.run checks its feeds."""
+    main = fluid.Program()
+    with unique_name.guard(), fluid.program_guard(main, fluid.Program()):
+        x = fluid.data(name="x", shape=[None, 4], dtype="float32")
+        y = fluid.layers.scale(x, scale=2.0); site = _site()  # noqa: E702
+    return main, x, y, site
+
+
 def test_wrong_feed_dtype(exe):
-    main, x, y, site = _scale_prog()
-    with pytest.raises(core.EnforceNotMet) as ei:
+    main, x, y, site = _checked_scale_prog()
+    with pytest.raises(core.FeedError) as ei:
         exe.run(main, feed={"x": np.ones((2, 4), "float64")}, fetch_list=[y])
-    _contains(str(ei.value), "feed: variable 'x'", "expects dtype float32, got float64",
+    _contains(str(ei.value), "The data type of fed Variable 'x' must be float32, but received float64",
               "read by op scale created at " + site)
-    with pytest.raises(core.EnforceNotMet, match="expects dtype float32, got int64"):
+    # Fluid raises ValueError; EnforceNotMet catches it too
+    assert issubclass(core.FeedError, ValueError) and issubclass(core.FeedError, core.EnforceNotMet)
+    with pytest.raises(ValueError, match="The data type of fed Variable 'x' must be float32, but received int64"):
         exe.run(main, feed={"x": np.ones((2, 4), "int64")}, fetch_list=[y])
     with pytest.raises(TypeError, match="numpy dtype complex128 is not supported"):
         exe.run(main, feed={"x": np.ones((2, 4), "complex128")}, fetch_list=[y])
@@ -70,20 +81,42 @@ def test_wrong_feed_dtype(exe):
 
 
 def test_wrong_feed_shape(exe):
-    main, x, y, site = _scale_prog()
-    with pytest.raises(core.EnforceNotMet) as ei:
+    main, x, y, site = _checked_scale_prog()
+    with pytest.raises(core.FeedError) as ei:
         exe.run(main, feed={"x": np.ones((2, 5), "float32")}, fetch_list=[y])
-    _contains(str(ei.value), "feed: variable 'x'", "expects shape [-1, 4] (-1 = any), got [2, 5]",
-              "created at " + site)
-    with pytest.raises(core.EnforceNotMet, match=r"expects shape \[-1, 4\] \(-1 = any\), got \[8\]"):
+    _contains(str(ei.value), "The fed Variable 'x' should have dimensions = 2, shape = [-1, 4], but received fed "
+              "shape [2, 5] on each device", "created at " + site)
+    with pytest.raises(ValueError, match=r"dimensions = 2, shape = \[-1, 4\], but received fed shape \[8\] on"):
         exe.run(main, feed={"x": np.ones(8, "float32")}, fetch_list=[y])
-    with pytest.raises(core.EnforceNotMet, match=r"got \[2, 4, 1\]"):
+    with pytest.raises(core.EnforceNotMet, match=r"received fed shape \[2, 4, 1\]"):
         exe.run(main, feed={"x": np.ones((2, 4, 1), "float32")}, fetch_list=[y])
     with pytest.raises(core.EnforceNotMet, match="rank 10 exceeds the maximum 9"):
         exe.run(main, feed={"x": np.ones((1,) * 10, "float32")}, fetch_list=[y])
+    # the shape is checked before the dtype, as in Fluid
+    with pytest.raises(ValueError, match=r"received fed shape \[2, 5\]"):
+        exe.run(main, feed={"x": np.ones((2, 5), "int64")}, fetch_list=[y])
     _good_run(exe)
     r, = exe.run(main, feed={"x": np.ones((0, 4), "float32")}, fetch_list=[y])  # empty batch is fine
     assert r.shape == (0, 4)
+
+
+def test_layers_data_feed_is_not_checked_and_the_fed_array_wins(exe, capfd):
+    """Fluid never checked layers.data feeds: the fed dtype and shape are used; GLOG level 1 logs it."""
+    main, x, y, site = _scale_prog()  # layers.data x: [-1, 4] float32
+    assert not x.need_check_feed
+    with fluid.vlog_guard(1):
+        capfd.readouterr()
+        r, = exe.run(main, feed={"x": np.arange(6, dtype="float64").reshape(2, 3)}, fetch_list=[y])
+        err = capfd.readouterr().err
+    assert r.dtype == np.float64 and r.shape == (2, 3)
+    np.testing.assert_array_equal(r, np.arange(6).reshape(2, 3) * 2.0)
+    _contains(err, "feed: variable 'x' (layers.data, not checked) is declared float32 [-1, 4] but fed float64 [2, 3]")
+    r, = exe.run(main, feed={"x": np.array([[1, 2, 3, 4]], "int64")}, fetch_list=[y])
+    assert r.dtype == np.int64
+    np.testing.assert_array_equal(r, [[2, 4, 6, 8]])
+    capfd.readouterr()
+    exe.run(main, feed={"x": np.ones((1, 4), "float64")}, fetch_list=[y])  # level 0: silent
+    assert capfd.readouterr().err == ""
 
 
 def test_missing_feed_and_unknown_names(exe):

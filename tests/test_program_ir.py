@@ -241,7 +241,7 @@ def _rich_program():
 def test_serialize_round_trip_same_dump_and_attrs():
     main = _rich_program()
     data = main.serialize_to_string()
-    assert isinstance(data, bytes) and data.startswith(b"FLPROG1\n")
+    assert isinstance(data, bytes) and data.startswith(b"FLPROG2\n")
     back = fluid.Program.parse_from_string(data)
     assert str(back) == str(main)
     assert back.serialize_to_string() == data
@@ -256,6 +256,29 @@ def test_serialize_round_trip_same_dump_and_attrs():
     assert v.lod_level == 2 and v.dtype == VarType.INT64 and v.shape == (-1, 1)
     assert back.global_block().var("p").persistable and back.global_block().var("x").is_data
     assert op.desc.creation_site() == main.global_block().ops[0].desc.creation_site()
+
+
+def test_need_check_feed_round_trips_and_version_1_programs_still_load():
+    import struct
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        fluid.data(name="d", shape=[None, 3], dtype="float32")
+        fluid.layers.data(name="l", shape=[3], dtype="int64")
+    back = fluid.Program.parse_from_string(main.serialize_to_string())
+    assert back.global_block().var("d").need_check_feed and not back.global_block().var("l").need_check_feed
+    assert back.global_block().var("d").is_data and back.global_block().var("l").is_data
+
+    def v1_var(name, dtype, shape, is_data):  # version 1: no need_check_feed byte after is_data
+        return (struct.pack("<I", len(name)) + name.encode() + struct.pack("<ii", 7, dtype)
+                + struct.pack("<I", len(shape)) + b"".join(struct.pack("<q", d) for d in shape)
+                + struct.pack("<Bi", 0, 0) + bytes([is_data]))
+    v1 = (b"FLPROG1\n" + struct.pack("<I", 1) + struct.pack("<iii", 0, -1, -1) + struct.pack("<I", 2)
+          + v1_var("d", 5, [-1, 3], 1) + v1_var("l", 3, [-1, 3], 1) + struct.pack("<I", 0))
+    old = fluid.Program.parse_from_string(v1)
+    d, lv = old.global_block().var("d"), old.global_block().var("l")
+    assert d.is_data and d.shape == (-1, 3) and d.dtype == VarType.FP32 and not d.need_check_feed
+    assert lv.dtype == VarType.INT64 and not lv.need_check_feed
+    assert old.serialize_to_string().startswith(b"FLPROG2\n")  # written back in the current version
 
 
 def test_serialize_round_trip_runs_the_same():

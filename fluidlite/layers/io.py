@@ -9,12 +9,11 @@ __all__ = ["data", "py_reader", "create_py_reader_by_data", "read_file", "double
 def data(name, shape, append_batch_size=True, dtype="float32", lod_level=0, type=VarType.LOD_TENSOR,
          stop_gradient=True):
     """Declares a fed variable. With append_batch_size (Fluid's default) a -1 batch dim is prepended,
-    unless the shape already contains a -1."""
-    shape = [int(s) for s in shape]
-    if append_batch_size and -1 not in shape:
+    unless the shape has a None (read as -1) or a negative dim. Fed values are not checked against the
+    declaration (as in Fluid): their shape and dtype win; fluid.data declares checked inputs."""
+    shape = [-1 if s is None else int(s) for s in shape]
+    if append_batch_size and all(s >= 0 for s in shape):
         shape = [-1] + shape
-    elif append_batch_size:
-        pass
     return default_main_program().global_block().create_var(
         name=name, shape=shape, dtype=dtype, type=type, stop_gradient=stop_gradient, lod_level=lod_level,
         is_data=True)

@@ -90,12 +90,18 @@ def test_cross_entropy_label_shape_mismatch(lshape, soft, msg):
 
 
 def test_cross_entropy_hard_label_must_be_int64():
+    # Checked at run time only, on the fed tensor: Fluid 1.x programs declare float labels and feed int64.
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x = fluid.layers.data(name="px", shape=[4, 5], dtype="float32", append_batch_size=False)
         lbl = fluid.layers.data(name="lbl", shape=[4, 1], dtype="int32", append_batch_size=False)
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"cross_entropy: hard Label 'lbl' must be int64, got int32"):
-            fluid.layers.cross_entropy(x, lbl)
+        out = fluid.layers.cross_entropy(x, lbl)
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv = np.full((4, 5), 0.2, "float32")
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"cross_entropy: hard Label 'lbl' must be int64, got int32"):
+        exe.run(main, feed={"px": xv, "lbl": np.zeros((4, 1), "int32")}, fetch_list=[out])
+    r, = exe.run(main, feed={"px": xv, "lbl": np.zeros((4, 1), "int64")}, fetch_list=[out])
+    np.testing.assert_allclose(r, np.full((4, 1), -np.log(0.2)), rtol=1e-6)
 
 
 def _run_time_label_check(build, name, x_name, x_shape):

@@ -1,0 +1,33 @@
+"""ScalarArray: what Executor.run returns for a fetched value of one element and rank >= 1 (a loss of
+shape [1]).
+
+Fluid 1.x scripts write ``float(loss)``, ``int(acc)`` and ``"%.2f" % loss`` on such values; numpy 2.4
+refuses to convert an array of rank >= 1 to a Python scalar (earlier 2.x and 1.25+ warn). A ScalarArray
+is a plain ndarray view of the fetched buffer that adds only that conversion, for one-element arrays:
+indexing, arithmetic, ufuncs, printing and ``isinstance(x, np.ndarray)`` behave as for any ndarray.
+Arrays of other sizes derived from it (``np.concatenate`` of several losses) convert as ndarray does.
+``operator.index`` is not added: numpy never allowed it on rank >= 1 arrays, so no Fluid script uses it.
+"""
+import numpy as np
+
+__all__ = ["ScalarArray"]
+
+
+class ScalarArray(np.ndarray):
+    """A fetched one-element array that converts to a Python scalar (``float``, ``int``, ``complex``)."""
+
+    def _scalar(self):
+        base = self.view(np.ndarray)
+        return base.reshape(()) if base.size == 1 else base  # not size 1: numpy's own error
+
+    def __float__(self):
+        return float(self._scalar())
+
+    def __int__(self):
+        return int(self._scalar())
+
+    def __complex__(self):
+        return complex(self._scalar())
+
+    def __repr__(self):  # "array([0.5], dtype=float32)", as the ndarray it is
+        return repr(self.view(np.ndarray))
