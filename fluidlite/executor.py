@@ -160,7 +160,7 @@ class Executor:
         out = entry.prepared.run(values, return_numpy)
         if return_numpy:
             for i, a in enumerate(out):
-                if a.size == 1 and a.ndim:  # float(loss) on numpy >= 2.4: see numpy_compat.py
+                if a.ndim:  # float(loss), and "%.2f" % row of a [N, 1] fetch, on numpy >= 2.4: numpy_compat.py
                     out[i] = a.view(ScalarArray)
         return out
 

@@ -356,3 +356,21 @@ def test_concurrent_runs_of_one_program_from_threads():
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_fetched_rows_of_one_element_convert_to_python_scalars():
+    # the book's fit_a_line prints each row of its [N, 1] prediction with "%.2f", which numpy 2.4 refuses on a
+    # plain ndarray of rank 1: every fetched array of rank >= 1 is a ScalarArray, one-element parts convert
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[1], dtype="float32")
+        y = fluid.layers.scale(x, scale=2.0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    pred, = exe.run(main, feed={"x": np.array([[1.0], [2.5], [-3.0]], "float32")}, fetch_list=[y],
+                    scope=fluid.Scope())
+    assert isinstance(pred, np.ndarray) and pred.shape == (3, 1)
+    assert ["%d: %.2f" % (i, v) for i, v in enumerate(pred)] == ["0: 2.00", "1: 5.00", "2: -6.00"]
+    assert float(pred[1]) == 5.0 and int(pred[2]) == -6 and float(pred[1:2]) == 5.0
+    assert repr(pred) == repr(np.array([[2.0], [5.0], [-6.0]], "float32"))
+    with pytest.raises(TypeError, match="only 0-dimensional arrays can be converted"):
+        float(pred)  # three elements: numpy's own error
