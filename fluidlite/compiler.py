@@ -21,6 +21,7 @@ import numpy as np
 
 from . import core
 from .framework import OpRole, Program, Variable, grad_var_name
+from .places import cpu_num
 
 __all__ = ["CompiledProgram", "BuildStrategy", "ExecutionStrategy"]
 
@@ -127,18 +128,6 @@ class ExecutionStrategy(_Strategy):
     }
 
 
-def _cpu_num():
-    """CPU_NUM, the number of CPU "devices" of a data-parallel program (Fluid's default: 1)."""
-    text = os.environ.get("CPU_NUM", "1")
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError("CPU_NUM must be a positive integer, got %r" % text)
-    return n
-
-
 def _check_places(places, caller):
     if isinstance(places, core.Place):
         places = [places]
@@ -226,7 +215,7 @@ class CompiledProgram:
                 raise ValueError("CompiledProgram: places are %s but the executor runs on %s"
                                  % (self._places[0], executor.place))
             return len(self._places)
-        return core.get_cuda_device_count() if use_cuda else _cpu_num()
+        return core.get_cuda_device_count() if use_cuda else cpu_num()
 
     def _program_to_run(self, n):
         """The program Executor.run runs: the source itself, or a copy whose loss gradient seed is

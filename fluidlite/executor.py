@@ -21,6 +21,7 @@ from .numpy_compat import ScalarArray
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
 Scope = core.Scope
+core._set_fetch_scalar_type(ScalarArray)  # fetched losses of shape [1] accept float(): see numpy_compat.py
 
 
 CPUPlace, CUDAPlace, CUDAPinnedPlace = core.CPUPlace, core.CUDAPlace, core.CUDAPinnedPlace
@@ -157,12 +158,7 @@ class Executor:
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
                 values[i] = _as_array(v, feed_names[i], program)
-        out = entry.prepared.run(values, return_numpy)
-        if return_numpy:
-            for i, a in enumerate(out):
-                if a.size == 1 and a.ndim:  # float(loss) on numpy >= 2.4: see numpy_compat.py
-                    out[i] = a.view(ScalarArray)
-        return out
+        return entry.prepared.run(values, return_numpy)
 
 
 def _read_feed(readers, feed):
