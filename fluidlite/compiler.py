@@ -15,7 +15,6 @@ No BuildStrategy or ExecutionStrategy flag changes how a program runs yet: they 
 and reported by docs/parallel.md, never silently acted on.
 """
 import enum
-import os
 
 import numpy as np
 

@@ -15,7 +15,6 @@ started reader and raises ``core.EOFException`` when one runs dry.
 import collections
 import itertools
 import logging
-import os
 import threading
 import weakref
 
