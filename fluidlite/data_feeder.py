@@ -13,7 +13,7 @@ import numpy as np
 
 from . import core
 from .framework import Variable, default_main_program, dtype_to_numpy
-from .places import _cpu_num
+from .places import cpu_num
 
 __all__ = ["DataFeeder"]
 
@@ -160,7 +160,7 @@ class DataFeeder:
         if isinstance(self.place, core.CUDAPlace):
             from .places import cuda_places
             return len(cuda_places())
-        return _cpu_num()
+        return cpu_num()
 
     def feed_parallel(self, iterable, num_places=None):
         """Yields one feed dict per device; `iterable` holds one mini-batch per device (num_places, else the
