@@ -240,7 +240,7 @@ def test_places(monkeypatch):
     monkeypatch.setenv("CPU_NUM", "4")
     assert len(fluid.cpu_places()) == 4
     monkeypatch.setenv("CPU_NUM", "zero")
-    with pytest.raises(ValueError, match="CPU_NUM must be a positive integer, got 'zero'"):
+    with pytest.raises(ValueError, match="the CPU_NUM environment variable must be a positive integer, got 'zero'"):
         fluid.cpu_places()
     with pytest.raises(RuntimeError, match="CUDAPinnedPlace is not supported by fluidlite"):
         core.CUDAPinnedPlace()

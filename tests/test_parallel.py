@@ -132,7 +132,7 @@ def test_cpu_num_sets_the_default_device_count(monkeypatch):
                                     {"x": X, "y": Y})
     assert loss.shape == (2,)
     monkeypatch.setenv("CPU_NUM", "two")
-    with pytest.raises(ValueError, match="CPU_NUM must be a positive integer, got 'two'"):
+    with pytest.raises(ValueError, match="the CPU_NUM environment variable must be a positive integer, got 'two'"):
         _run_one_step(lambda m, lo: fluid.CompiledProgram(m).with_data_parallel(lo.name), {"x": X, "y": Y})
 
 
