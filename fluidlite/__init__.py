@@ -10,6 +10,7 @@ from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa:
 from .parallel_executor import ParallelExecutor  # noqa: F401
 from .memory_optimization import memory_optimize, release_memory  # noqa: F401
 from .io import load, save  # noqa: F401
+from .input import embedding, one_hot  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
 from .framework import (  # noqa: F401
