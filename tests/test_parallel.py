@@ -77,6 +77,12 @@ def test_build_strategy_is_finalized_after_the_first_run():
         exe.run(compiled, feed={"x": X, "y": Y})
     with pytest.raises(fluid.core.EnforceNotMet, match=r"^BuildStrategy is finlaized\.$"):
         bs.fuse_elewise_add_act_ops = False
+    plain = fluid.BuildStrategy()  # without with_data_parallel too, as Fluid compiles it all the same
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        exe.run(fluid.CompiledProgram(main, build_strategy=plain), feed={"x": X, "y": Y})
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"^BuildStrategy is finlaized\.$"):
+        plain.enable_inplace = True
 
 
 def test_one_place_is_the_plain_program():
