@@ -173,7 +173,7 @@ class CompiledProgram:
         self._places = None
         self._is_data_parallel = False
         self._share_vars_from = None
-        self._run_program = None  # (source version, strategy key, program that runs)
+        self._run_program = None  # ((source version, scale mode, N), the copy of the program that runs)
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None, share_vars_from=None,
                            places=None):
