@@ -17,6 +17,7 @@ from .data import data  # noqa: F401
 from .data_feeder import DataFeeder  # noqa: F401
 from .lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: F401
 from .places import cpu_places, cuda_pinned_places, cuda_places  # noqa: F401
+from .input import embedding, one_hot  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
 from .framework import (  # noqa: F401

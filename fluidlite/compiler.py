@@ -161,7 +161,7 @@ class CompiledProgram:
         self._places = None
         self._is_data_parallel = False
         self._share_vars_from = None
-        self._run_program = None  # (source version, strategy key, program that runs)
+        self._run_program = None  # ((source version, scale mode, N), the copy of the program that runs)
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None, share_vars_from=None,
                            places=None):
@@ -219,10 +219,11 @@ class CompiledProgram:
     def _program_to_run(self, n):
         """The program Executor.run runs: the source itself, or a copy whose loss gradient seed is
         scaled (One with N > 1) or removed (Customized: loss@GRAD is fed)."""
+        bs = self._build_strategy
+        if bs is not None:
+            bs._finalize()  # Fluid compiles every CompiledProgram with its strategy, data-parallel or not
         if not self._is_data_parallel:
             return self._program
-        bs = self._build_strategy
-        bs._finalize()
         scale = BuildStrategy.GradientScaleStrategy
         # Without loss_name Fluid leaves the backward's own seed (1 on every device): One.
         mode = bs.gradient_scale_strategy if self._loss_name else scale.One
