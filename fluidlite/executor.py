@@ -122,8 +122,9 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
             scope=None, return_numpy=True, use_program_cache=True):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
-        arrays; returns one numpy array per `fetch_list` entry (LoDTensors if return_numpy=False). A single
-        Variable or name as `fetch_list` is a list of one, as in Fluid."""
+        arrays, LoDTensors (fed with their LoD), lists or scalars; returns one numpy array per `fetch_list`
+        entry (a ScalarArray for one element of rank >= 1; LoDTensors with their LoD if return_numpy=False).
+        A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:
