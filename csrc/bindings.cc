@@ -131,6 +131,21 @@ void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
   TensorCopy(src, place, &t);
 }
 
+// The ndarray subclass that fetched one-element arrays of rank >= 1 are returned as (set by the executor:
+// fluidlite/numpy_compat.py says why), or null for plain arrays.
+PyObject*& ScalarArrayType() {
+  static PyObject* type = nullptr;  // a strong reference, never released (types outlive the module anyway)
+  return type;
+}
+
+py::object FetchedArray(const Tensor& t) {
+  py::array a = ShareToNumpy(t);
+  if (ScalarArrayType() == nullptr || t.numel() != 1 || t.rank() == 0) return std::move(a);
+  PyObject* view = py::detail::npy_api::get().PyArray_View_(a.ptr(), nullptr, ScalarArrayType());
+  if (!view) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(view);
+}
+
 // Tensor.set_lod / set_recursive_sequence_lengths: a malformed LoD raises ValueError naming it.
 // `given` describes the argument ("LoD [[0, 2, 5]]").
 void SetCheckedLoD(Tensor& t, const LoD& lod, const char* method, const std::string& given) {
@@ -786,7 +801,7 @@ PYBIND11_MODULE(_core, m) {
             }
             py::list r;
             for (auto& t : out) {
-              if (return_numpy) r.append(ShareToNumpy(t));
+              if (return_numpy) r.append(FetchedArray(t));
               else r.append(py::cast(std::move(t)));
             }
             return r;
@@ -798,6 +813,17 @@ PYBIND11_MODULE(_core, m) {
           "local_scope",
           [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },
           py::return_value_policy::reference_internal);
+  m.def(
+      "_set_fetch_scalar_type",
+      [](py::object type) {
+        py::object ndarray = py::module_::import("numpy").attr("ndarray");
+        FL_ENFORCE(PyType_Check(type.ptr()) && PyObject_IsSubclass(type.ptr(), ndarray.ptr()) == 1,
+                   "_set_fetch_scalar_type: expects a numpy.ndarray subclass");
+        PyObject* old = ScalarArrayType();
+        ScalarArrayType() = type.release().ptr();
+        Py_XDECREF(old);
+      },
+      "the ndarray subclass that PreparedProgram.run returns fetched 1-element arrays of rank >= 1 as");
   m.def("set_check_nan_inf", &SetCheckNanInf, py::arg("on"), "FLAGS_check_nan_inf (fluid.set_flags)");
   m.def("get_check_nan_inf", &CheckNanInf);
   m.def("num_prepared", &PreparedProgram::NumPrepared, "how many times any block was prepared (cache misses)");

@@ -13,15 +13,22 @@ from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa:
 from .parallel_executor import ParallelExecutor  # noqa: F401
 from .memory_optimization import memory_optimize, release_memory  # noqa: F401
 from .io import load, save  # noqa: F401
-from .dataloader import DataLoader, PyReader, cpu_places, cuda_places  # noqa: F401
+from .dataloader import DataLoader, PyReader  # noqa: F401
+from .data import data  # noqa: F401
+from .data_feeder import DataFeeder  # noqa: F401
+from .lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: F401
+from .places import cpu_places, cuda_pinned_places, cuda_places  # noqa: F401
+from .input import embedding, one_hot  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401
 from .framework import (  # noqa: F401
-    Operator, Parameter, Program, Variable, default_main_program, default_startup_program, name_scope,
-    program_guard,
+    Operator, Parameter, Program, Variable, default_main_program, default_startup_program, in_dygraph_mode,
+    name_scope, program_guard,
 )
 from .log import get_vlog_level, set_vlog_level, set_vmodule, vlog_guard  # noqa: F401
 from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: F401
+
+Tensor = LoDTensor = core.LoDTensor
 
 __version__ = "0.1.0"
 

@@ -15,12 +15,12 @@ No BuildStrategy or ExecutionStrategy flag changes how a program runs yet: they 
 and reported by docs/parallel.md, never silently acted on.
 """
 import enum
-import os
 
 import numpy as np
 
 from . import core
 from .framework import OpRole, Program, Variable, grad_var_name
+from .places import cpu_num
 
 __all__ = ["CompiledProgram", "BuildStrategy", "ExecutionStrategy"]
 
@@ -127,18 +127,6 @@ class ExecutionStrategy(_Strategy):
     }
 
 
-def _cpu_num():
-    """CPU_NUM, the number of CPU "devices" of a data-parallel program (Fluid's default: 1)."""
-    text = os.environ.get("CPU_NUM", "1")
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError("CPU_NUM must be a positive integer, got %r" % text)
-    return n
-
-
 def _check_places(places, caller):
     if isinstance(places, core.Place):
         places = [places]
@@ -173,7 +161,7 @@ class CompiledProgram:
         self._places = None
         self._is_data_parallel = False
         self._share_vars_from = None
-        self._run_program = None  # (source version, strategy key, program that runs)
+        self._run_program = None  # ((source version, scale mode, N), the copy of the program that runs)
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None, share_vars_from=None,
                            places=None):
@@ -226,15 +214,16 @@ class CompiledProgram:
                 raise ValueError("CompiledProgram: places are %s but the executor runs on %s"
                                  % (self._places[0], executor.place))
             return len(self._places)
-        return core.get_cuda_device_count() if use_cuda else _cpu_num()
+        return core.get_cuda_device_count() if use_cuda else cpu_num()
 
     def _program_to_run(self, n):
         """The program Executor.run runs: the source itself, or a copy whose loss gradient seed is
         scaled (One with N > 1) or removed (Customized: loss@GRAD is fed)."""
+        bs = self._build_strategy
+        if bs is not None:
+            bs._finalize()  # Fluid compiles every CompiledProgram with its strategy, data-parallel or not
         if not self._is_data_parallel:
             return self._program
-        bs = self._build_strategy
-        bs._finalize()
         scale = BuildStrategy.GradientScaleStrategy
         # Without loss_name Fluid leaves the backward's own seed (1 on every device): One.
         mode = bs.gradient_scale_strategy if self._loss_name else scale.One

@@ -15,7 +15,6 @@ started reader and raises ``core.EOFException`` when one runs dry.
 import collections
 import itertools
 import logging
-import os
 import threading
 import weakref
 
@@ -24,37 +23,10 @@ import numpy as np
 from . import core, unique_name
 from .framework import Variable, convert_np_dtype_to_dtype_, default_main_program, dtype_to_numpy
 
-__all__ = ["DataLoader", "PyReader", "cpu_places", "cuda_places"]
+__all__ = ["DataLoader", "PyReader"]
 
 _log = logging.getLogger("fluidlite.dataloader")
 _PREPARE_EVENT = "DataLoader::prepare_batch"
-
-
-def cpu_places(device_count=None):
-    """``device_count`` CPU places (default: the CPU_NUM environment variable, else 1, as Fluid)."""
-    if device_count is None:
-        value = os.environ.get("CPU_NUM", "1")
-        try:
-            device_count = int(value)
-        except ValueError:
-            raise ValueError("cpu_places: the CPU_NUM environment variable must be a positive integer, got %r"
-                             % value) from None
-    if device_count < 1:
-        raise ValueError("cpu_places: device_count must be >= 1, got %d" % device_count)
-    return [core.cpu_place() for _ in range(device_count)]
-
-
-def cuda_places(device_ids=None):
-    """CUDA places (all visible devices by default); a clear error on a build without CUDA."""
-    from .executor import CUDAPlace
-    if not core.is_compiled_with_cuda():
-        raise RuntimeError("cuda_places: fluidlite was built without CUDA (nvcc was not found at build time); "
-                           "use fluid.cpu_places()")
-    if device_ids is None:
-        device_ids = range(core.get_cuda_device_count())
-    elif not isinstance(device_ids, (list, tuple)):
-        device_ids = [device_ids]
-    return [CUDAPlace(i) for i in device_ids]
 
 
 # ----------------------------------------------------------------------------------------- the queue

@@ -21,6 +21,7 @@ from .numpy_compat import ScalarArray
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
 Scope = core.Scope
+core._set_fetch_scalar_type(ScalarArray)  # fetched losses of shape [1] accept float(): see numpy_compat.py
 
 
 CPUPlace, CUDAPlace, CUDAPinnedPlace = core.CPUPlace, core.CUDAPlace, core.CUDAPinnedPlace
@@ -121,8 +122,9 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
             scope=None, return_numpy=True, use_program_cache=True):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
-        arrays; returns one numpy array per `fetch_list` entry (LoDTensors if return_numpy=False). A single
-        Variable or name as `fetch_list` is a list of one, as in Fluid."""
+        arrays, LoDTensors (fed with their LoD), lists or scalars; returns one numpy array per `fetch_list`
+        entry (a ScalarArray for one element of rank >= 1; LoDTensors with their LoD if return_numpy=False).
+        A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:
@@ -157,12 +159,7 @@ class Executor:
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
                 values[i] = _as_array(v, feed_names[i], program)
-        out = entry.prepared.run(values, return_numpy)
-        if return_numpy:
-            for i, a in enumerate(out):
-                if a.ndim:  # float(loss), and "%.2f" % row of a [N, 1] fetch, on numpy >= 2.4: numpy_compat.py
-                    out[i] = a.view(ScalarArray)
-        return out
+        return entry.prepared.run(values, return_numpy)
 
 
 def _read_feed(readers, feed):

@@ -3,7 +3,8 @@ Executor on one place (see compiler.py and docs/parallel.md for what N devices m
 import warnings
 
 from . import core
-from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy, _cpu_num
+from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
+from .places import cpu_num
 from .executor import CPUPlace, CUDAPlace, Executor, global_scope
 from .framework import Program, default_main_program
 
@@ -22,7 +23,7 @@ class ParallelExecutor:
                                    "CUDA, or none is visible); use use_cuda=False")
             places = [CUDAPlace(i) for i in range(n)]
         else:
-            places = [CPUPlace()] * _cpu_num()
+            places = [CPUPlace()] * cpu_num()
         if main_program is None:
             main_program = default_main_program()
         elif not isinstance(main_program, Program):

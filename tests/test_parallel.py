@@ -77,6 +77,12 @@ def test_build_strategy_is_finalized_after_the_first_run():
         exe.run(compiled, feed={"x": X, "y": Y})
     with pytest.raises(fluid.core.EnforceNotMet, match=r"^BuildStrategy is finlaized\.$"):
         bs.fuse_elewise_add_act_ops = False
+    plain = fluid.BuildStrategy()  # without with_data_parallel too, as Fluid compiles it all the same
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        exe.run(fluid.CompiledProgram(main, build_strategy=plain), feed={"x": X, "y": Y})
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"^BuildStrategy is finlaized\.$"):
+        plain.enable_inplace = True
 
 
 def test_one_place_is_the_plain_program():
@@ -125,6 +131,14 @@ def test_customized_gradient_scale_uses_the_fed_loss_grad():
     with pytest.raises(ValueError, match="Customized, so mean_0.tmp_0@GRAD must be fed"):
         _run_one_step(compiled, feed)
 
+    def one_place(main, loss):  # one device: the fed value is the seed itself
+        bs = fluid.BuildStrategy()
+        bs.gradient_scale_strategy = fluid.BuildStrategy.GradientScaleStrategy.Customized
+        return fluid.CompiledProgram(main).with_data_parallel(loss_name=loss.name, build_strategy=bs,
+                                                              places=[fluid.CPUPlace()])
+    _, w, _ = _run_one_step(one_place, dict(feed, **{"mean_0.tmp_0@GRAD": np.array([0.5], "float32")}))
+    np.testing.assert_allclose(w, ref_w, rtol=1e-5)
+
 
 def test_cpu_num_sets_the_default_device_count(monkeypatch):
     monkeypatch.setenv("CPU_NUM", "2")
@@ -132,7 +146,7 @@ def test_cpu_num_sets_the_default_device_count(monkeypatch):
                                     {"x": X, "y": Y})
     assert loss.shape == (2,)
     monkeypatch.setenv("CPU_NUM", "two")
-    with pytest.raises(ValueError, match="CPU_NUM must be a positive integer, got 'two'"):
+    with pytest.raises(ValueError, match="the CPU_NUM environment variable must be a positive integer, got 'two'"):
         _run_one_step(lambda m, lo: fluid.CompiledProgram(m).with_data_parallel(lo.name), {"x": X, "y": Y})
 
 

@@ -11,7 +11,7 @@ __all__ = [
     "elementwise_max", "elementwise_min", "reduce_sum", "reduce_mean", "reduce_max", "mean", "softmax",
     "cross_entropy", "softmax_with_cross_entropy", "square_error_cost", "split", "reshape", "transpose", "topk",
     "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
-    "embedding", "slice", "gather", "stack", "unstack", "squeeze", "unsqueeze", "lstm_unit",
+    "embedding", "one_hot", "slice", "gather", "stack", "unstack", "squeeze", "unsqueeze", "lstm_unit",
 ]
 
 
@@ -222,17 +222,46 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     Ids equal to ``padding_idx`` (negative: counted from vocab; None: no padding) give zero rows and no
     gradient. The gradient is always a dense tensor (``is_sparse`` is accepted for compatibility).
     """
-    _check_var("embedding", "input", input)
+    return _lookup("lookup_table", "embedding", input, size, is_sparse, is_distributed, padding_idx, param_attr,
+                   dtype)
+
+
+def _lookup(op_type, caller, input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype):
+    """layers.embedding (lookup_table) and fluid.embedding (lookup_table_v2): the same layer."""
+    _check_var(caller, "input", input)
     if len(size) != 2:
-        raise ValueError("embedding: size must be [vocab, width], got %s" % (size,))
+        raise ValueError("%s: size must be [vocab, width], got %s" % (caller, size))
     helper = LayerHelper("embedding", param_attr=param_attr)
     remote_prefetch = is_sparse and not is_distributed
     w = helper.create_parameter(attr=helper.param_attr, shape=size, dtype=dtype, is_bias=False)
     out = helper.create_variable_for_type_inference(dtype)
     padding_idx = -1 if padding_idx is None else padding_idx if padding_idx >= 0 else size[0] + padding_idx
-    helper.append_op(type="lookup_table", inputs={"Ids": [input], "W": [w]}, outputs={"Out": [out]},
+    helper.append_op(type=op_type, inputs={"Ids": [input], "W": [w]}, outputs={"Out": [out]},
                      attrs={"is_sparse": is_sparse, "is_distributed": is_distributed,
                             "remote_prefetch": remote_prefetch, "padding_idx": int(padding_idx)})
+    return out
+
+
+def one_hot(input, depth, allow_out_of_range=False):
+    """float32 one-hot rows of int ids [.., 1] (the trailing 1 becomes depth); `depth` an int or a
+    1-element int Variable read at run time. Ids outside [0, depth) raise unless allow_out_of_range
+    (then all-zero rows)."""
+    return _one_hot("one_hot", "one_hot", input, depth, allow_out_of_range)
+
+
+def _one_hot(op_type, caller, input, depth, allow_out_of_range):
+    """layers.one_hot (one_hot) and fluid.one_hot (one_hot_v2): the same layer."""
+    _check_var(caller, "input", input)
+    helper = LayerHelper(op_type)
+    out = helper.create_variable_for_type_inference(dtype="float32")
+    inputs, attrs = {"X": [input]}, {"allow_out_of_range": bool(allow_out_of_range)}
+    if isinstance(depth, Variable):
+        depth.stop_gradient = True
+        inputs["depth_tensor"] = [depth]
+    else:
+        attrs["depth"] = int(depth)
+    helper.append_op(type=op_type, inputs=inputs, outputs={"Out": [out]}, attrs=attrs)
+    out.stop_gradient = True
     return out
 
 

@@ -110,3 +110,45 @@ def test_lookup_table_build_errors():
     w3 = declare(block, "w3", [10, 4, 1])
     with pytest.raises(fluid.core.EnforceNotMet, match=r"lookup_table: W 'w3' \[10, 4, 1\] must have rank 2"):
         block.append_op(type="lookup_table", inputs={"W": [w3], "Ids": [cases[2][0]]}, outputs={"Out": [out]})
+
+
+@pytest.mark.parametrize("ids_shape", [(6,), (4, 3), (2, 2, 2), (3, 1)])
+@pytest.mark.parametrize("padding_idx", [-1, 3])
+def test_lookup_table_v2_forward_and_grad(ids_shape, padding_idx):
+    # ids of any shape, no trailing 1: Out = ids.shape + [width] (a trailing 1 stays a dim of its own)
+    w = rand(7, 5)
+    ids = rng.randint(0, 7, ids_shape).astype("int64")
+    ids.reshape(-1)[0] = 3
+    want = lookup_ref(w, ids[..., None], padding_idx)
+    assert want.shape == ids_shape + (5,)
+    t = OpTest("lookup_table_v2", {"W": w, "Ids": ids}, {"Out": want}, {"padding_idx": padding_idx})
+    t.check_output()
+    t.check_grad(["W"], "Out")
+
+
+def test_fluid_embedding_uses_lookup_table_v2():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        ids = fluid.layers.data("ids", shape=[2, 3], dtype="int64", append_batch_size=False)
+        emb = fluid.embedding(ids, size=[6, 4], padding_idx=-1, dtype="float64")
+        assert emb.shape == (2, 3, 4)
+        op = main.global_block().ops[-1]
+        assert op.type == "lookup_table_v2" and op.attr("padding_idx") == 5
+        w = main.global_block().var("embedding_0.w_0")
+        gw, = fluid.gradients([fluid.layers.reduce_sum(emb)], [w])
+        with pytest.raises(fluid.core.EnforceNotMet,
+                           match=r"lookup_table_v2: Ids 'f' \[2\] must be int64, got float32"):
+            fluid.embedding(fluid.layers.data("f", shape=[2], dtype="float32", append_batch_size=False), size=[6, 4])
+        with pytest.raises(TypeError, match="fluid.embedding: 'input' must be a Variable, got list"):
+            fluid.embedding([1, 2], size=[6, 4])
+    idv = np.array([[1, 5, 1], [0, 0, 2]], "int64")
+    out, g, wv = run(main, {"ids": idv}, [emb, gw, w], startup)
+    want = wv[idv]
+    want[idv == 5] = 0
+    np.testing.assert_array_equal(out, want)
+    counts = np.bincount(idv.reshape(-1), minlength=6).astype("float64")
+    counts[5] = 0
+    np.testing.assert_array_equal(g, np.repeat(counts[:, None], 4, axis=1))
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"lookup_table_v2: Ids 'ids' has value 6 at position 2, out of "
+                                                       r"range \[0, 6\)"):
+        run(main, {"ids": np.array([[1, 2, 6], [0, 0, 0]], "int64")}, [emb])

@@ -1,0 +1,71 @@
+"""fluid.create_lod_tensor and fluid.create_random_int_lodtensor: LoDTensors from Python data.
+
+LoD here is given as recursive sequence lengths (``[[2, 3]]``: two sequences of 2 and 3 rows), the
+form Fluid's Python API prefers; the tensor stores offsets (``[[0, 2, 5]]``, see LoDTensor.lod()).
+"""
+import numpy as np
+
+from . import core
+
+__all__ = ["create_lod_tensor", "create_random_int_lodtensor"]
+
+
+def _flatten(seqs, levels, lengths):
+    """The rows of `seqs`, a list of sequences nested `levels` deep, appending each level's sequence
+    lengths to `lengths` (Fluid's DataFeeder builds LoD the same way)."""
+    rows = []
+    for seq in seqs:
+        lengths[0].append(len(seq))
+        rows.extend(seq if levels == 1 else _flatten(seq, levels - 1, lengths[1:]))
+    return rows
+
+
+def create_lod_tensor(data, recursive_seq_lens, place):
+    """A LoDTensor on `place` from `data` with LoD `recursive_seq_lens` (lengths per level).
+
+    `data` is a numpy array (its rows are the last level's entries), a LoDTensor (its values are used,
+    its own LoD is not), or nested lists of sequences, one nesting level per LoD level (Fluid 1.x took
+    only one level): ``[[1, 2], [3, 4, 5]]`` with ``[[2, 3]]`` gives int64 rows of shape [5, 1]."""
+    if isinstance(data, core.LoDTensor):
+        return create_lod_tensor(np.array(data), recursive_seq_lens, place)
+    if isinstance(data, list):
+        levels = len(recursive_seq_lens)
+        if levels == 0:
+            raise ValueError("create_lod_tensor: a list needs at least one level of recursive_seq_lens, got []")
+        lengths = [[] for _ in range(levels)]
+        try:
+            rows = _flatten(data, levels, lengths)
+        except TypeError as e:
+            raise ValueError("create_lod_tensor: data does not nest %d level(s) deep as recursive_seq_lens %r says "
+                             "(%s)" % (levels, recursive_seq_lens, e)) from None
+        if lengths != [list(level) for level in recursive_seq_lens]:
+            raise ValueError("create_lod_tensor: the sequence lengths of data %r do not match recursive_seq_lens %r"
+                             % (lengths, recursive_seq_lens))
+        arr = np.array(rows)
+        if arr.dtype == object:
+            raise TypeError("create_lod_tensor: the rows of data have different shapes; each row must have the same "
+                            "shape")
+        return create_lod_tensor(arr.reshape(len(rows), 1) if arr.ndim == 1 else arr, recursive_seq_lens, place)
+    if isinstance(data, np.ndarray):
+        t = core.LoDTensor()
+        t.set(data, place)
+        t.set_recursive_sequence_lengths(recursive_seq_lens)
+        problem = t._lod_problem()
+        if problem:
+            raise ValueError("create_lod_tensor: the provided lod info is invalid for data of shape %s: %s"
+                             % (list(data.shape), problem))
+        return t
+    raise TypeError("create_lod_tensor: data should be a LoDTensor, a numpy array or a list, got %s"
+                    % type(data).__name__)
+
+
+def create_random_int_lodtensor(recursive_seq_lens, base_shape, place, low, high):
+    """A LoDTensor of int64 values drawn uniformly from [low, high] (both inclusive) with shape
+    [total last-level length] + base_shape and LoD `recursive_seq_lens`."""
+    if not recursive_seq_lens:
+        raise ValueError("create_random_int_lodtensor: recursive_seq_lens must have at least one level")
+    if low > high:
+        raise ValueError("create_random_int_lodtensor: low (%d) must not exceed high (%d)" % (low, high))
+    shape = [sum(recursive_seq_lens[-1])] + list(base_shape)
+    data = np.random.randint(low, high + 1, size=shape).astype("int64")
+    return create_lod_tensor(data, recursive_seq_lens, place)
