@@ -1,6 +1,7 @@
-"""Cost of returning fetched one-element arrays as ScalarArray (fluidlite/numpy_compat.py) instead of
-plain ndarrays: the fixed cost of one exe.run of a 1-op program fetching a [1, 1] array, both ways,
-measured alternately in this process; prints the ratio (goal: within a few percent).
+"""Cost of returning fetched arrays as ScalarArray (fluidlite/numpy_compat.py) instead of plain ndarrays
+(one view per fetched array of rank >= 1, whatever its size): the fixed cost of one exe.run of a 1-op
+program fetching a [1, 1] array, both ways, measured alternately in this process; prints the ratio (goal:
+within a few percent).
 
     PYTHONPATH=. python benchmarks/fetch_scalar.py [--runs 20000] [--repeat 5]
 """

@@ -131,7 +131,7 @@ void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
   TensorCopy(src, place, &t);
 }
 
-// The ndarray subclass that fetched one-element arrays of rank >= 1 are returned as (set by the executor:
+// The ndarray subclass that fetched arrays of rank >= 1 are returned as (set by the executor:
 // fluidlite/numpy_compat.py says why), or null for plain arrays.
 PyObject*& ScalarArrayType() {
   static PyObject* type = nullptr;  // a strong reference, never released (types outlive the module anyway)
@@ -140,7 +140,7 @@ PyObject*& ScalarArrayType() {
 
 py::object FetchedArray(const Tensor& t) {
   py::array a = ShareToNumpy(t);
-  if (ScalarArrayType() == nullptr || t.numel() != 1 || t.rank() == 0) return std::move(a);
+  if (ScalarArrayType() == nullptr || t.rank() == 0) return std::move(a);
   PyObject* view = py::detail::npy_api::get().PyArray_View_(a.ptr(), nullptr, ScalarArrayType());
   if (!view) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(view);

@@ -21,7 +21,7 @@ from .numpy_compat import ScalarArray
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
 Scope = core.Scope
-core._set_fetch_scalar_type(ScalarArray)  # fetched losses of shape [1] accept float(): see numpy_compat.py
+core._set_fetch_scalar_type(ScalarArray)  # fetched losses of shape [1] (and rows) accept float(): numpy_compat.py
 
 
 CPUPlace, CUDAPlace, CUDAPinnedPlace = core.CPUPlace, core.CUDAPlace, core.CUDAPinnedPlace
@@ -123,7 +123,7 @@ class Executor:
             scope=None, return_numpy=True, use_program_cache=True):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
         arrays, LoDTensors (fed with their LoD), lists or scalars; returns one numpy array per `fetch_list`
-        entry (a ScalarArray for one element of rank >= 1; LoDTensors with their LoD if return_numpy=False).
+        entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if self._closed:
             raise RuntimeError("Executor.run called after close()")

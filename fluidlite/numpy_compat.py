@@ -1,12 +1,14 @@
-"""ScalarArray: what Executor.run returns for a fetched value of one element and rank >= 1 (a loss of
-shape [1]).
+"""ScalarArray: what Executor.run returns for a fetched value of rank >= 1 (a loss of shape [1], a
+prediction of shape [N, 1]).
 
-Fluid 1.x scripts write ``float(loss)``, ``int(acc)`` and ``"%.2f" % loss`` on such values; numpy 2.4
-refuses to convert an array of rank >= 1 to a Python scalar (earlier 2.x and 1.25+ warn). A ScalarArray
-is a plain ndarray view of the fetched buffer that adds only that conversion, for one-element arrays:
-indexing, arithmetic, ufuncs, printing and ``isinstance(x, np.ndarray)`` behave as for any ndarray.
-Ufunc results of other sizes are plain ndarrays, 0-d ones numpy scalars (as for an ndarray); arrays of
-other sizes made otherwise (``np.concatenate`` of several losses) convert as ndarray does.
+Fluid 1.x scripts write ``float(loss)``, ``int(acc)`` and ``"%.2f" % loss`` on one-element values, and
+``"%.2f" % val`` on each row ``val`` of a [N, 1] fetch (the book's fit_a_line prints its predictions so);
+numpy 2.4 refuses to convert an array of rank >= 1 to a Python scalar (earlier 2.x and 1.25+ warn). A
+ScalarArray is a plain ndarray view of the fetched buffer that adds only that conversion, for one-element
+arrays (the fetch, or a row or slice of it): indexing, arithmetic, ufuncs, printing and
+``isinstance(x, np.ndarray)`` behave as for any ndarray. Ufunc results of other sizes are plain ndarrays,
+0-d ones numpy scalars (as for an ndarray); arrays of other sizes made otherwise (``np.concatenate`` of
+several losses, a whole [N, 1] fetch) convert as ndarray does (numpy's error).
 ``operator.index`` is not added: numpy never allowed it on rank >= 1 arrays, so no Fluid script uses it.
 """
 import numpy as np
@@ -15,7 +17,7 @@ __all__ = ["ScalarArray"]
 
 
 class ScalarArray(np.ndarray):
-    """A fetched one-element array that converts to a Python scalar (``float``, ``int``, ``complex``)."""
+    """A fetched array whose one-element values convert to a Python scalar (``float``, ``int``, ``complex``)."""
 
     def _scalar(self):
         base = self.view(np.ndarray)

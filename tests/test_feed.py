@@ -280,10 +280,13 @@ def test_fetched_one_element_arrays_convert_like_fluid_scripts_expect(exe):
     both = np.concatenate([loss, loss])
     with pytest.raises(TypeError):
         float(both)
-    # 0-d and larger fetches are plain ndarrays
+    # a larger fetch is a ScalarArray too: its one-element rows convert, ufunc results over it are ndarrays
     main, y = _scale_prog("float32", [2])
     r, = exe.run(main, feed={"x": np.ones((1, 2), "float32")}, fetch_list=[y])
-    assert type(r) is np.ndarray
+    assert type(r) is ScalarArray and float(r[0, 1]) == 2.0 and "%.1f" % r[:, :1] == "2.0"
+    assert type(r + 1) is np.ndarray
+    with pytest.raises(TypeError):
+        float(r)
 
 
 if __name__ == "__main__":
