@@ -7,9 +7,8 @@ import numpy
 
 import fluidlite as fluid
 import fluidlite as paddle
-from _book import assert_loss_decreased, needs
+from _book import assert_loss_decreased
 
-pytestmark = needs("fluid.data", "fluid.DataFeeder", "paddle.batch", "paddle.reader", "paddle.dataset")
 
 NUM_EPOCHS = 6
 

@@ -8,9 +8,8 @@ import numpy
 
 import fluidlite as fluid
 import fluidlite as paddle
-from _book import assert_loss_decreased, needs
+from _book import assert_loss_decreased
 
-pytestmark = needs("fluid.DataFeeder", "paddle.batch", "paddle.reader", "paddle.dataset")
 
 BATCH_SIZE = 8
 

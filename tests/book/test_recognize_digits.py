@@ -8,9 +8,8 @@ import pytest
 
 import fluidlite as fluid
 import fluidlite as paddle
-from _book import assert_loss_decreased, needs
+from _book import assert_loss_decreased
 
-pytestmark = needs("fluid.data", "fluid.DataFeeder", "paddle.batch", "paddle.reader", "paddle.dataset")
 
 BATCH_SIZE = 16
 PASS_NUM = 5

@@ -11,10 +11,8 @@ import pytest
 
 import fluidlite as fluid
 import fluidlite as paddle
-from _book import assert_loss_decreased, needs
+from _book import assert_loss_decreased
 
-pytestmark = needs("fluid.data", "fluid.DataFeeder", "fluid.embedding", "fluid.create_lod_tensor", "paddle.batch",
-                   "paddle.dataset")
 
 EMBED_SIZE = 32
 HIDDEN_SIZE = 256
