@@ -86,8 +86,11 @@ def infer(params_dirname):
         assert feed_target_names[0] == 'x'
         results = infer_exe.run(inference_program, feed={feed_target_names[0]: numpy.array(infer_feat)},
                                 fetch_list=fetch_targets)
-        lines = ["%d: %.2f" % (idx, val) for idx, val in enumerate(results[0])]  # the chapter's printout
-        assert len(lines) == batch_size
+        # the chapter's printout of the fetched predictions (each val a [1] row: a ScalarArray converts it).
+        # Its next loop prints infer_label's rows the same way; infer_label is the script's own numpy array,
+        # which numpy 2.4 refuses to format with "%.2f" whatever the framework (numpy < 2.4 only warns).
+        lines = ["%d: %.2f" % (idx, val) for idx, val in enumerate(results[0])]
+        assert len(lines) == batch_size and all(line.startswith("%d: " % i) for i, line in enumerate(lines))
     return infer_feat, infer_label, results
 
 
