@@ -2,7 +2,8 @@
 first gradient. Composed gradients are made of differentiable ops, and grad ops with a kernel carry a
 composed gradient of their own (grad_op_maker.h), so any order works; here the second order is checked for
 the elementwise, activation, mul/matmul, reduce and mean ops, and for the grad ops of the linear shape ops
-(concat, reshape2, flatten2, squeeze2, unsqueeze2, slice, gather, lookup_table), whose gradient is composed.
+(concat, reshape2, flatten2, squeeze2, unsqueeze2, slice, gather, lookup_table and lookup_table_v2), whose
+gradient is composed.
 
 Each test records (op_test.record_checked) the generated grad op whose own gradient it compared with central
 differences: <op>_grad, present in the first pass and differentiated by the second one.
@@ -133,10 +134,10 @@ def _int64(value):
     return L.assign(np.array(value, dtype="int64"))
 
 
-def _lookup_table(w, ids):
+def _lookup_table(w, ids, op_type="lookup_table"):
     block = fluid.default_main_program().current_block()
     out = block.create_var(name=fluid.unique_name.generate("lookup_table_out"), dtype=w.dtype)
-    block.append_op(type="lookup_table", inputs={"W": [w], "Ids": [ids]}, outputs={"Out": [out]},
+    block.append_op(type=op_type, inputs={"W": [w], "Ids": [ids]}, outputs={"Out": [out]},
                     attrs={"padding_idx": -1})
     return out
 
@@ -153,6 +154,8 @@ LINEAR = {
     "slice_grad": (lambda x: L.square(L.slice(x, axes=[0, 1], starts=[1, 0], ends=[3, 2])), [(3, 4)]),
     "gather_grad": (lambda x: L.square(L.gather(x, _int64([2, 0, 2]))), [(3, 2)]),
     "lookup_table_grad": (lambda w: L.square(_lookup_table(w, _int64([[1], [3], [1]]))), [(4, 3)]),
+    "lookup_table_v2_grad": (lambda w: L.square(_lookup_table(w, _int64([[1, 3], [1, 0]]), "lookup_table_v2")),
+                             [(4, 3)]),
 }
 
 
