@@ -41,5 +41,8 @@ class ScalarArray(np.ndarray):
             return arr.view(np.ndarray)
         return arr.view(ScalarArray)
 
+    def __reduce__(self):  # pickles as the plain ndarray it is, so unpickling does not need fluidlite
+        return self.view(np.ndarray).__reduce__()
+
     def __repr__(self):  # "array([0.5], dtype=float32)", as the ndarray it is
         return repr(self.view(np.ndarray))
