@@ -154,6 +154,23 @@ void SetCheckedLoD(Tensor& t, const LoD& lod, const char* method, const std::str
   t.set_lod(lod);
 }
 
+// LoD offsets or lengths from Python ints: a negative entry is a ValueError naming it (pybind's size_t
+// conversion would give a TypeError listing signatures instead).
+LoD NonNegativeLevels(const std::vector<std::vector<int64_t>>& levels, const char* method, const char* what) {
+  LoD out(levels.size());
+  for (size_t l = 0; l < levels.size(); ++l) {
+    out[l].reserve(levels[l].size());
+    for (size_t i = 0; i < levels[l].size(); ++i) {
+      if (levels[l][i] < 0)
+        throw py::value_error(Str("LoDTensor.", method, ": invalid ", what, " ",
+                                  std::string(py::repr(py::cast(levels))), ": level ", l, " has the negative value ",
+                                  levels[l][i], " at position ", i));
+      out[l].push_back(static_cast<size_t>(levels[l][i]));
+    }
+  }
+  return out;
+}
+
 // A fed value: a LoDTensor is shared as it is (its LoD included), anything else is borrowed as an array.
 Tensor FeedTensor(const py::handle& obj, py::list& keep, const std::string& what) {
   if (py::isinstance<Tensor>(obj)) {
@@ -474,12 +491,16 @@ PYBIND11_MODULE(_core, m) {
       .def("lod", [](const Tensor& t) { return t.lod(); })
       .def(
           "set_lod",
-          [](Tensor& t, const LoD& l) { SetCheckedLoD(t, l, "set_lod", "LoD " + std::string(py::repr(py::cast(l)))); },
+          [](Tensor& t, const std::vector<std::vector<int64_t>>& offsets) {
+            LoD l = NonNegativeLevels(offsets, "set_lod", "LoD");
+            SetCheckedLoD(t, l, "set_lod", "LoD " + std::string(py::repr(py::cast(l))));
+          },
           py::arg("lod"))
       .def("recursive_sequence_lengths", [](const Tensor& t) { return OffsetsToLengths(t.lod()); })
       .def(
           "set_recursive_sequence_lengths",
-          [](Tensor& t, const std::vector<std::vector<size_t>>& lens) {
+          [](Tensor& t, const std::vector<std::vector<int64_t>>& lengths) {
+            LoD lens = NonNegativeLevels(lengths, "set_recursive_sequence_lengths", "recursive_sequence_lengths");
             LoD lod = LengthsToOffsets(lens);
             SetCheckedLoD(t, lod, "set_recursive_sequence_lengths",
                           Str("recursive_sequence_lengths ", std::string(py::repr(py::cast(lens))), " (offsets ",
