@@ -19,6 +19,9 @@ if ROOT not in sys.path:
 
 from fluidlite import _compat  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from generated_doc import write_or_check  # noqa: E402
+
 DOC_PATH = os.path.join(ROOT, "docs", "compat.md")
 
 
@@ -134,19 +137,7 @@ def main(argv=None):
     rows = collect()
     text = render(rows)
     print(coverage_line(rows))
-    if args.check:
-        try:
-            with open(args.out) as f:
-                current = f.read()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            print("%s is out of date: run python tools/compat_report.py" % os.path.relpath(args.out, ROOT))
-            return 1
-        return 0
-    with open(args.out, "w") as f:
-        f.write(text)
-    return 0
+    return write_or_check(args.out, text, "python tools/compat_report.py", check=args.check)
 
 
 if __name__ == "__main__":

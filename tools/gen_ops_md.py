@@ -11,6 +11,9 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from generated_doc import write_or_check  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(os.path.dirname(HERE), "docs", "ops.md")
 
@@ -112,18 +115,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     text = generate()
     if args.check:
-        try:
-            with open(args.out) as f:
-                current = f.read()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            print("%s is out of date: run python tools/gen_ops_md.py" % args.out, file=sys.stderr)
-            return 1
-        return 0
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
+        return write_or_check(args.out, text, "python tools/gen_ops_md.py", check=True)
+    write_or_check(args.out, text, "python tools/gen_ops_md.py", check=False)
     print("wrote %s (%d lines)" % (args.out, text.count("\n")))
     return 0
 
