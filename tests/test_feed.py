@@ -181,8 +181,9 @@ def test_invalid_sequence_lengths_raise_naming_lengths_and_offsets():
         t.set_recursive_sequence_lengths([[2, 3], [1, 1]])
     with pytest.raises(ValueError, match=r"level 0 has 1 offsets"):
         t.set_recursive_sequence_lengths([[]])
-    with pytest.raises(ValueError, match=r"LoDTensor.set_recursive_sequence_lengths: invalid recursive_sequence_lengths "
-                                         r"\[\[2, -1\]\]: level 0 has the negative value -1 at position 1"):
+    with pytest.raises(ValueError, match=r"LoDTensor.set_recursive_sequence_lengths: invalid "
+                                         r"recursive_sequence_lengths \[\[2, -1\]\]: level 0 has the negative value -1 "
+                                         r"at position 1"):
         t.set_recursive_sequence_lengths([[2, -1]])
     with pytest.raises(ValueError, match=r"LoDTensor.set_lod: invalid LoD \[\[0, -2\]\]: level 0 has the negative "
                                          r"value -2 at position 1"):
