@@ -901,3 +901,7 @@ def program_guard(main_program, startup_program=None):
         switch_main_program(old_main)
         if startup_program is not None:
             switch_startup_program(old_startup)
+
+
+# Fluid 1.x exports the place lists from fluid.framework too (places.py imports only core, so no cycle).
+from .places import cpu_places, cuda_pinned_places, cuda_places  # noqa: E402,F401

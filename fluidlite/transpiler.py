@@ -1,0 +1,6 @@
+"""fluid.transpiler: Fluid 1.x's program rewriters. Of its names fluidlite has the two memory passes, accepted
+as no-ops (memory_optimization.py: eager deletion already frees every temporary); DistributeTranspiler comes
+with collective training ([9/10]); docs/compat.md lists the rest."""
+from .memory_optimization import memory_optimize, release_memory  # noqa: F401
+
+__all__ = ["memory_optimize", "release_memory"]
