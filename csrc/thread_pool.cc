@@ -61,16 +61,24 @@ void ThreadPool::SetSize(int threads) {
 bool ThreadPool::Run(int parts, const std::function<void(int)>& f) {
   bool idle = false;
   if (getpid() != pid_ || !busy_.compare_exchange_strong(idle, true)) return false;
-  pending_.store(parts - 1);
-  for (int i = 1; i < parts; ++i) {  // each worker of the job gets its own slot: no stale reads
-    slots_[i].job = &f;
-    slots_[i].generation.fetch_add(1);  // publishes `job` to the worker
-  }
+  pending_.store(parts - 1);  // parts 1.. not yet finished, whoever runs them
+  job_ = &f;
+  ++job_id_;
+  claim_.store((uint64_t(job_id_) << (2 * kPartBits)) | (uint64_t(parts) << kPartBits) | 1, std::memory_order_release);
+  for (int i = 1; i < parts; ++i) slots_[i].generation.fetch_add(1);  // wakes worker i
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> l(mu_);
     cv_.notify_all();
   }
   RunPart(f, 0);
+  // Then whatever parts no worker has claimed yet (only the caller adds to a live job's claim word
+  // without a compare-and-swap: the job cannot change under it).
+  for (;;) {
+    const int part = static_cast<int>(claim_.fetch_add(1, std::memory_order_acq_rel) & kPartMask);
+    if (part >= parts) break;
+    RunPart(f, part);
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
   for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) Pause(spins);
   std::exception_ptr error;
   std::swap(error, error_);
@@ -107,6 +115,19 @@ void ThreadPool::RunPart(const std::function<void(int)>& f, int part) {
   }
 }
 
+void ThreadPool::HelpWithParts() {
+  uint64_t word = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t parts = (word >> kPartBits) & kPartMask, next = word & kPartMask;
+    if (next >= parts) return;  // nothing left (or the job has ended: its word counts past its parts)
+    if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;  // `word` now holds the current value
+    RunPart(*job_, static_cast<int>(next));
+    pending_.fetch_sub(1, std::memory_order_release);
+    word = claim_.load(std::memory_order_acquire);
+  }
+}
+
 void ThreadPool::Loop(int index, uint64_t seen) {
   Slot& slot = slots_[index];
   for (;;) {
@@ -122,8 +143,7 @@ void ThreadPool::Loop(int index, uint64_t seen) {
       Pause(0);
     }
     seen = slot.generation.load(std::memory_order_acquire);
-    RunPart(*slot.job, index);
-    pending_.fetch_sub(1, std::memory_order_release);
+    HelpWithParts();
   }
 }
 

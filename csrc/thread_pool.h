@@ -40,6 +40,10 @@ class ThreadPool {
   // run nothing) if the pool is busy, so the caller falls back to a serial loop. An exception thrown by
   // any part (an FL_ENFORCE inside a job) is rethrown here once every part has finished, so it reaches
   // Python as EnforceNotMet instead of terminating a worker thread or leaving workers on a dead job.
+  // Parts are claimed, not assigned: the caller and the woken workers take the next unclaimed part until
+  // none is left, so a worker the OS has not scheduled (another process, or a DataLoader thread, holds its
+  // core) leaves its part to the caller instead of stalling the job; the caller waits only for parts a
+  // worker has already started.
   bool Run(int parts, const std::function<void(int)>& f);
 
  private:
@@ -50,11 +54,20 @@ class ThreadPool {
   static constexpr int kDefaultSpinUs = 200;
   static void Pause(int64_t spins);
   void RunPart(const std::function<void(int)>& f, int part);
+  void HelpWithParts();  // a worker: run parts of the current job while any is unclaimed
   void Loop(int index, uint64_t seen);
 
-  struct alignas(64) Slot {  // one cache line per worker
+  // The claim word of the running job: job id (32 bits) | parts (16) | next unclaimed part (16). A worker
+  // claims with a compare-and-swap on the whole word, so a late worker never takes a part of a job that
+  // has ended, and the job's function (job_) is read only once a part of that very job is claimed (the
+  // job cannot end before that part is done).
+  static constexpr uint64_t kPartBits = 16, kPartMask = (uint64_t(1) << kPartBits) - 1;
+  std::atomic<uint64_t> claim_{0};
+  const std::function<void(int)>* job_ = nullptr;
+  uint32_t job_id_ = 0;
+
+  struct alignas(64) Slot {  // one cache line per worker: its wake-up signal
     std::atomic<uint64_t> generation{0};
-    const std::function<void(int)>* job = nullptr;
   };
 
   size_t workers_ = 0;  // started worker threads (detached); index i runs part i of a job
