@@ -13,6 +13,7 @@ import numpy as np
 
 from . import core
 from .framework import Variable, default_main_program, dtype_to_numpy
+from .lod_tensor import flatten_sequences
 from .places import cpu_num
 
 __all__ = ["DataFeeder"]
@@ -32,19 +33,14 @@ class _SlotConverter:
 
     def feed(self, index, value):
         self.sample_start.append(len(self.rows))
+        if self.lod_level == 0:
+            self.rows.append(value)
+            return
         try:
-            self._add(value, self.lod_level, self.lengths)
+            self.rows.extend(flatten_sequences([value], self.lod_level, self.lengths))
         except TypeError:
             raise TypeError("DataFeeder: variable '%s' has lod_level %d, but sample %d's field %r is not a sequence "
                             "nested that deep" % (self.name, self.lod_level, index, value)) from None
-
-    def _add(self, value, level, lengths):
-        if level == 0:
-            self.rows.append(value)
-            return
-        lengths[0].append(len(value))
-        for item in value:
-            self._add(item, level - 1, lengths[1:])
 
     def _sample_of(self, row):
         return bisect.bisect_right(self.sample_start, row) - 1
@@ -138,7 +134,10 @@ class DataFeeder:
 
     def feed(self, iterable):
         """`iterable` is one mini-batch (a list of samples); returns {name: LoDTensor on the place}."""
-        converters = [_SlotConverter(v, self.place) for v in self.feed_vars]
+        return self._feed(iterable, self.place)
+
+    def _feed(self, iterable, place):
+        converters = [_SlotConverter(v, place) for v in self.feed_vars]
         n = len(converters)
         for index, sample in enumerate(iterable):
             try:
@@ -174,13 +173,8 @@ class DataFeeder:
             places = [core.CUDAPlace(i) for i in range(n)]
         else:
             places = [core.CPUPlace() for _ in range(n)]
-        saved = self.place
-        try:
-            for place, batch in zip(places, batches):
-                self.place = place
-                yield self.feed(batch)
-        finally:
-            self.place = saved
+        for place, batch in zip(places, batches):
+            yield self._feed(batch, place)
 
     def decorate_reader(self, reader, multi_devices, num_places=None, drop_last=True):
         """A reader of feed dicts from a reader of mini-batches: one dict per batch, or with multi_devices a list

@@ -21,6 +21,7 @@ import weakref
 import numpy as np
 
 from . import core, unique_name
+from .batch import batch
 from .framework import Variable, convert_np_dtype_to_dtype_, default_main_program, dtype_to_numpy
 
 __all__ = ["DataLoader", "PyReader"]
@@ -189,9 +190,10 @@ def _prepare_batch(slots, batch, caller):
 
 
 def _samples_to_batch(slots, samples, caller):
-    """A list of samples (one item per feed variable each) -> one batch, for lod_level 0 variables.
-    This is the minimal stand-in for DataFeeder's conversion (np.array per slot in the variable's dtype,
-    reshaped to its shape); the coordinator switches it to fluid.DataFeeder when that lands."""
+    """A list of samples (one item per feed variable each) -> one batch, for lod_level 0 variables
+    (np.array per slot in the variable's dtype, reshaped to its shape). fluid.DataFeeder does this job too,
+    with LoD; Fluid's set_sample_list_generator uses it, and this conversion should give way to it when
+    [5/10] brings LoD feeding to the loaders (its errors differ: same-kind casts only, shapes per sample)."""
     for slot in slots:
         if slot.lod_level:
             raise NotImplementedError("%s: variable '%s' has lod_level %d; feeding LoD samples comes with "
@@ -225,19 +227,6 @@ def _samples_to_batch(slots, samples, caller):
                                  % (caller, slot.name, list(slot.shape[1:]), list(arr.shape[1:]), len(col)))
         out.append(np.ascontiguousarray(arr))
     return out
-
-
-def _batched(sample_reader, batch_size, drop_last):
-    def reader():
-        buf = []
-        for sample in sample_reader():
-            buf.append(sample)
-            if len(buf) == batch_size:
-                yield buf
-                buf = []
-        if buf and not drop_last:
-            yield buf
-    return reader
 
 
 def _as_tensor(value):
@@ -320,7 +309,8 @@ class GeneratorLoader:
         if not batch_size or int(batch_size) <= 0:
             raise ValueError("%s.set_sample_generator: batch_size must be larger than 0, got %r"
                              % (self._caller, batch_size))
-        return self.set_sample_list_generator(_batched(reader, int(batch_size), drop_last), places)
+        self._check_reader(reader, "set_sample_generator")
+        return self.set_sample_list_generator(batch(reader, int(batch_size), drop_last), places)
 
     def set_sample_list_generator(self, reader, places=None):
         """`reader` yields a list of samples per batch (what ``paddle.batch`` makes)."""

@@ -133,8 +133,7 @@ class Executor:
             from .compiler import CompiledProgram  # here: compiler.py imports this module
             if isinstance(program, CompiledProgram):
                 return program._run(self, feed, fetch_list, scope, return_numpy)
-            if not isinstance(program, Program):
-                raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
+            raise TypeError("Executor.run: program must be a fluidlite Program, got %s" % type(program).__name__)
         if scope is None:
             scope = _scope_stack[-1]
         elif not isinstance(scope, core.Scope):
@@ -143,10 +142,10 @@ class Executor:
             feed = {}
         elif isinstance(feed, (list, tuple)) and len(feed) == 1:
             feed = feed[0]  # one dict per place, as an iterable DataLoader yields (Fluid takes a list of one)
-        if program._readers:
-            feed = _read_feed(program._readers, feed)
         if not isinstance(feed, dict):
             raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
+        if program._readers:
+            feed = _read_feed(program._readers, feed)
         feed_names = tuple(feed)
         if isinstance(fetch_list, (str, Variable)):
             fetch_list = [fetch_list]  # as Fluid 1.6+'s _check_fetch_list: one target, a list of one result
@@ -165,8 +164,6 @@ class Executor:
 def _read_feed(readers, feed):
     """The feed plus the next batch of each reader bound to the program (dataloader.py); raises
     core.EOFException at the end of an epoch."""
-    if not isinstance(feed, dict):
-        raise TypeError("feed must be a dict of {name: numpy array}, got %s" % type(feed).__name__)
     feed = dict(feed)
     for reader in readers:
         reader._feed_next(feed)

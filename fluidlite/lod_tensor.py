@@ -10,13 +10,13 @@ from . import core
 __all__ = ["create_lod_tensor", "create_random_int_lodtensor"]
 
 
-def _flatten(seqs, levels, lengths):
+def flatten_sequences(seqs, levels, lengths):
     """The rows of `seqs`, a list of sequences nested `levels` deep, appending each level's sequence
-    lengths to `lengths` (Fluid's DataFeeder builds LoD the same way)."""
+    lengths to `lengths` (create_lod_tensor, and DataFeeder per sample)."""
     rows = []
     for seq in seqs:
         lengths[0].append(len(seq))
-        rows.extend(seq if levels == 1 else _flatten(seq, levels - 1, lengths[1:]))
+        rows.extend(seq if levels == 1 else flatten_sequences(seq, levels - 1, lengths[1:]))
     return rows
 
 
@@ -34,7 +34,7 @@ def create_lod_tensor(data, recursive_seq_lens, place):
             raise ValueError("create_lod_tensor: a list needs at least one level of recursive_seq_lens, got []")
         lengths = [[] for _ in range(levels)]
         try:
-            rows = _flatten(data, levels, lengths)
+            rows = flatten_sequences(data, levels, lengths)
         except TypeError as e:
             raise ValueError("create_lod_tensor: data does not nest %d level(s) deep as recursive_seq_lens %r says "
                              "(%s)" % (levels, recursive_seq_lens, e)) from None

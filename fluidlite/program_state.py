@@ -172,13 +172,19 @@ def _load_old_format(program, model_path, executor, var_list):
         else:
             load_vars(executor, model_path, program, vars=var_list)
         return
+    dirname, base = _single_file_save(model_path, var_list, "fluid.load")
+    load_vars(executor, dirname, program, vars=var_list, filename=base)
+
+
+def _single_file_save(model_path, var_list, caller):
+    """(folder, file name) of a combined save_vars/save_persistables file, which needs var_list."""
     if not os.path.exists(model_path):
-        raise ValueError("fluid.load: neither %s.pdparams nor %s exists" % (_prefix(model_path), model_path))
+        raise ValueError("%s: neither %s.pdparams nor %s exists" % (caller, _prefix(model_path), model_path))
     if var_list is None:
-        raise ValueError("fluid.load: %s is a single file of save_vars/save_persistables (filename=...); pass "
-                         "var_list, the variables it holds" % model_path)
+        raise ValueError("%s: %s is a single file of save_vars/save_persistables (filename=...); pass var_list, "
+                         "the variables it holds" % (caller, model_path))
     dirname, base = os.path.split(model_path)
-    load_vars(executor, dirname or ".", program, vars=var_list, filename=base)
+    return dirname or ".", base
 
 
 def load_program_state(model_path, var_list=None):
@@ -216,14 +222,9 @@ def _program_state_old_format(model_path, var_list):
                     state[e.name] = _read_tensor(r, None)
                     r.finish()
             return state
-    if not os.path.exists(model_path):
-        raise ValueError("load_program_state: neither %s.pdparams nor %s exists" % (_prefix(model_path), model_path))
-    if var_list is None:
-        raise ValueError("load_program_state: %s is a single file of save_vars/save_persistables (filename=...); "
-                         "pass var_list, the variables it holds" % model_path)
-    dirname, base = os.path.split(model_path)
-    with _locked(dirname or ".", exclusive=False):
-        return _read_vars(_SavedDir(dirname or "."), var_list, base)
+    dirname, base = _single_file_save(model_path, var_list, "load_program_state")
+    with _locked(dirname, exclusive=False):
+        return _read_vars(_SavedDir(dirname), var_list, base)
 
 
 def set_program_state(program, state_dict):
