@@ -6,6 +6,7 @@
 // sizes Out). No gradient: the ids are integers. One definition serves both ops.
 #include <cstring>
 
+#include "helpers/int_scalar_input.h"
 #include "op_context.h"
 
 namespace fl {
@@ -28,9 +29,7 @@ void OneHotInferShape(InferShapeContext& ctx, bool v2) {
              " must have last dim 1 (e.g. [N, 1]); fluid.one_hot (one_hot_v2) takes ids of any shape");
   int64_t depth = ctx.Attr<int32_t>("depth");
   if (ctx.HasInput("depth_tensor")) {
-    const DType dt = ctx.InputDType("depth_tensor");
-    FL_ENFORCE(dt == DType::INT32 || dt == DType::INT64 || dt == DType::UNDEFINED, op, ": ",
-               ctx.Describe("depth_tensor"), " must be int32 or int64, got ", DTypeName(dt));
+    CheckIntScalarInputDType(ctx, "depth_tensor");
     if (ctx.IsRuntime()) {  // the kernel reads depth_tensor and sizes Out
       ctx.ShareLoD("X", "Out");
       return;
@@ -46,11 +45,7 @@ void OneHotInferShape(InferShapeContext& ctx, bool v2) {
 // The depth of this run: depth_tensor's value when it is given, else attr depth.
 int64_t RunDepth(const ExecutionContext& ctx) {
   if (!ctx.HasInput("depth_tensor")) return ctx.Attr<int32_t>("depth");
-  const Tensor& t = ctx.Input("depth_tensor");
-  FL_ENFORCE(t.numel() == 1 && (t.dtype() == DType::INT32 || t.dtype() == DType::INT64), ctx.Type(), ": depth_tensor '",
-             ctx.InputName("depth_tensor"), "' must be a 1-element int32 or int64 tensor, got ", DTypeName(t.dtype()),
-             " ", t.dims());
-  const int64_t depth = t.dtype() == DType::INT32 ? t.data<int32_t>()[0] : t.data<int64_t>()[0];
+  const int64_t depth = ReadIntScalarInput(ctx, "depth_tensor");
   FL_ENFORCE(depth >= 1, ctx.Type(), ": depth must be a positive integer, got ", depth, " (the value of depth_tensor '",
              ctx.InputName("depth_tensor"), "')");
   return depth;

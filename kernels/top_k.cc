@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "helpers/int_scalar_input.h"
 #include "op_context.h"
 
 namespace fl {
@@ -17,12 +18,7 @@ namespace {
 // The k of this run: K's value when the K input is given, else attr k; checked against the row length d.
 int64_t TopK(const ExecutionContext& ctx, int64_t d) {
   int64_t k = ctx.Attr<int32_t>("k");
-  if (const Tensor* kt = ctx.HasInput("K") ? &ctx.Input("K") : nullptr) {
-    FL_ENFORCE(kt->numel() == 1 && (kt->dtype() == DType::INT32 || kt->dtype() == DType::INT64), "top_k: K '",
-               ctx.InputName("K"), "' must be a 1-element int32 or int64 tensor, got ", DTypeName(kt->dtype()), " ",
-               kt->dims());
-    k = kt->dtype() == DType::INT32 ? kt->data<int32_t>()[0] : kt->data<int64_t>()[0];
-  }
+  if (ctx.HasInput("K")) k = ReadIntScalarInput(ctx, "K");
   FL_ENFORCE(k >= 1 && k <= d, "top_k: k=", k,
              ctx.HasInput("K") ? " (the value of K '" + ctx.InputName("K") + "')" : "", " must be in [1, ", d,
              "] for X '", ctx.InputName("X"), "' ", ctx.Input("X").dims());
@@ -46,9 +42,7 @@ FL_REGISTER_OP(top_k, op) {
         const int64_t d = x[x.size() - 1];
         DDim out = x;
         if (ctx.HasInput("K")) {
-          const DType kt = ctx.InputDType("K");
-          FL_ENFORCE(kt == DType::INT32 || kt == DType::INT64 || kt == DType::UNDEFINED, "top_k: ", ctx.Describe("K"),
-                     " must be int32 or int64, got ", DTypeName(kt));
+          CheckIntScalarInputDType(ctx, "K");
           if (ctx.IsRuntime()) {  // the kernel reads K and sizes Out and Indices
             ctx.ShareLoD("X", "Out");
             ctx.ShareLoD("X", "Indices");

@@ -1,0 +1,26 @@
+// A dispensable 1-element int32/int64 input that overrides an int attribute at run time (top_k's K,
+// one_hot's depth_tensor, as in Fluid): its build-time dtype check and its run-time read.
+#pragma once
+#include <cstdint>
+
+#include "op_context.h"
+
+namespace fl {
+
+// Build time: the input, when declared, is int32 or int64 (or not yet known).
+inline void CheckIntScalarInputDType(InferShapeContext& ctx, const char* slot) {
+  const DType dt = ctx.InputDType(slot);
+  FL_ENFORCE(dt == DType::INT32 || dt == DType::INT64 || dt == DType::UNDEFINED, ctx.Type(), ": ", ctx.Describe(slot),
+             " must be int32 or int64, got ", DTypeName(dt));
+}
+
+// Run time: the input's one value.
+inline int64_t ReadIntScalarInput(const ExecutionContext& ctx, const char* slot) {
+  const Tensor& t = ctx.Input(slot);
+  FL_ENFORCE(t.numel() == 1 && (t.dtype() == DType::INT32 || t.dtype() == DType::INT64), ctx.Type(), ": ", slot, " '",
+             ctx.InputName(slot), "' must be a 1-element int32 or int64 tensor, got ", DTypeName(t.dtype()), " ",
+             t.dims());
+  return t.dtype() == DType::INT32 ? t.data<int32_t>()[0] : t.data<int64_t>()[0];
+}
+
+}  // namespace fl
