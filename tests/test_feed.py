@@ -60,6 +60,7 @@ def test_lstm_lm_float_label_fed_int64_trains(exe):
     """Fluid's LSTM language model declares its label float32 (layers.data) and feeds int64 into
     softmax_with_cross_entropy: the fed dtype wins and the model trains."""
     main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 1  # a fixed initialisation: unseeded, 30 steps ended at 0.59-0.60 of the first loss
     with unique_name.guard(), fluid.program_guard(main, startup):
         x = fluid.layers.data(name="x", shape=[-1, 8], dtype="float32", append_batch_size=False)
         y = fluid.layers.data(name="y", shape=[-1, 1], dtype="float32", append_batch_size=False)
