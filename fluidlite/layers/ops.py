@@ -4,6 +4,7 @@ from .layer_function_generator import generate_layer_fn
 
 _UNARY = ["abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "floor", "sign", "leaky_relu", "relu6",
           "clip"]
+_UNARY += ["ceil", "cos"]  # learning_rate_scheduler: polynomial_decay(cycle=True), cosine_decay
 
 __all__ = list(_UNARY)
 

@@ -39,6 +39,8 @@ UNARY = {
     "square": (np.square, lambda s: rng.uniform(-2, 2, s), "X", {}),
     "floor": (np.floor, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
     "sign": (np.sign, _away_from_zero, None, {}),
+    "ceil": (np.ceil, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
+    "cos": (np.cos, lambda s: rng.uniform(-4, 4, s), "X", {}),
     "leaky_relu": (lambda x, alpha: np.where(x >= 0, x, np.float32(alpha) * x), _away_from_zero, "X", {"alpha": 0.3}),
     "relu6": (lambda x, threshold: np.clip(x, 0, threshold), lambda s: away_from(rng.uniform(-1, 2, s), [0.0, 1.5]),
               "Out", {"threshold": 1.5}),
