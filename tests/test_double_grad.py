@@ -91,6 +91,7 @@ UNARY = {
     "leaky_relu": (lambda x: L.square(L.leaky_relu(x, alpha=0.3)), -1.5),
     "relu6": (lambda x: L.square(L.relu6(x, threshold=1.0)), 0.2),
     "clip": (lambda x: L.square(L.clip(x, min=-1.0, max=0.8)), -1.5),
+    "cos": (L.cos, -1.5),
 }
 
 
@@ -98,7 +99,7 @@ UNARY = {
 def test_activation(op):
     build, low = UNARY[op]
     main = _check_double_grad(build, [(2, 3)], low=low, high=1.5 if op != "relu6" else 0.9)
-    if op in ("sigmoid", "tanh", "exp", "log", "sqrt", "square"):  # a second derivative of their own
+    if op in ("sigmoid", "tanh", "exp", "log", "sqrt", "square", "cos"):  # a second derivative of their own
         assert op + "_grad_grad" in {o.type for o in main.global_block().ops}
     _record(main, op + "_grad")
 
