@@ -137,8 +137,10 @@ def test_inverse_time_decay(staircase):
 # ------------------------------------------------------------------ piecewise
 
 def test_piecewise_decay():
-    got, _ = _lrs(lambda: fluid.layers.piecewise_decay(boundaries=[2, 4], values=[1.0, 0.5, 0.1]), steps=8)
+    got, main = _lrs(lambda: fluid.layers.piecewise_decay(boundaries=[2, 4], values=[1.0, 0.5, 0.1]), steps=8)
     _exact(got, [1.0, 1.0, 0.5, 0.5, 0.1, 0.1, 0.1, 0.1])
+    var = main.global_block().var("learning_rate")  # Fluid's persistable result variable
+    assert var.persistable and var.shape == (1,)
 
 
 def test_piecewise_decay_values_are_exact_float32():

@@ -97,9 +97,10 @@ def piecewise_decay(boundaries, values):
     """values[i] while boundaries[i-1] <= step < boundaries[i] (values[0] before boundaries[0], values[-1] from
     boundaries[-1] on).
 
-    Fluid fills the persistable ``learning_rate`` variable from a Switch; here each value is multiplied by the
-    0/1 indicator of its interval and the products summed: exactly one indicator is 1, so the result is the
-    float32 value itself (a running sum of differences would not be)."""
+    The result is the persistable [1] variable ``learning_rate``, as in Fluid, which fills it from a Switch;
+    here each value is multiplied by the 0/1 indicator of its interval and the products summed into it:
+    exactly one indicator is 1, so the result is the float32 value itself (a running sum of differences
+    would not be)."""
     if len(values) - len(boundaries) != 1:
         raise ValueError("piecewise_decay: len(values) - len(boundaries) should be 1, got len(values) %d and "
                          "len(boundaries) %d" % (len(values), len(boundaries)))
@@ -122,7 +123,8 @@ def piecewise_decay(boundaries, values):
             else:
                 ind = nn.elementwise_sub(lo, hi)
             terms.append(nn.scale(ind, scale=float(v)))
-        return tensor.sums(terms)
+        lr = tensor.create_global_var(shape=[1], value=0.0, dtype="float32", persistable=True, name="learning_rate")
+        return tensor.sums(terms, out=lr)
 
 
 def cosine_decay(learning_rate, step_each_epoch, epochs):
