@@ -234,3 +234,28 @@ def test_pr_curve_is_accepted_and_computes_roc():
         exe.run(startup, scope=scope)
         got.append(exe.run(main, feed={"p": p, "y": y}, fetch_list=[auc_out], scope=scope)[0][0])
     assert got[0] == got[1] == NpAuc(63, 0).update(p, y)
+
+
+def test_auc_in_a_training_program():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[4], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[1], dtype="int64")
+        prob = fluid.layers.fc(x, size=2, act="softmax")
+        loss = fluid.layers.mean(fluid.layers.cross_entropy(prob, y))
+        auc_out, batch_auc, states = fluid.layers.auc(prob, y, num_thresholds=127)
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    assert not any(op.type == "auc_grad" for op in main.global_block().ops)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.RandomState(0)
+    w = rng.randn(4)
+    ref = NpAuc(127, 0)
+    for _ in range(10):
+        xv = rng.randn(32, 4).astype("float32")
+        yv = (xv @ w > 0).astype("int64").reshape(-1, 1)
+        p, a, b = exe.run(main, feed={"x": xv, "y": yv}, fetch_list=[prob, auc_out, batch_auc], scope=scope)
+        assert a[0] == ref.update(p, yv)
+        assert b[0] == NpAuc(127, 0).update(p, yv)
+    assert b[0] > 0.9  # the classifier learned the separable labels
