@@ -280,6 +280,22 @@ def test_linear_lr_warmup_float64_learning_rate():
     np.testing.assert_array_equal(got, [float(scale(scale(F(s), 0.25), 0.25)) for s in range(4)] + [0.25, 0.25])
 
 
+def test_two_schedules_of_a_kind_get_their_own_result_variables():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = fluid.layers.piecewise_decay(boundaries=[2], values=[1.0, 0.5])
+        b = fluid.layers.piecewise_decay(boundaries=[1], values=[0.3, 0.2])
+        c = fluid.layers.linear_lr_warmup(a, warmup_steps=2, start_lr=0.0, end_lr=1.0)
+        d = fluid.layers.linear_lr_warmup(b, warmup_steps=2, start_lr=0.0, end_lr=0.3)
+    assert a.name == "learning_rate" and b.name != a.name and b.persistable
+    assert c.name == "learning_rate_warmup" and d.name != c.name and d.persistable
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    got = [[v[0] for v in exe.run(main, fetch_list=[a, b, c, d], scope=scope)] for _ in range(3)]
+    _exact(np.array(got, np.float32).T.reshape(-1), [1.0, 1.0, 0.5, 0.3, 0.2, 0.2, 0.0, 0.5, 0.5, 0.0, 0.15, 0.2])
+
+
 def test_schedules_share_one_counter():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):

@@ -9,6 +9,7 @@ float32). Where Fluid uses a ``Switch`` (conditional blocks, which fluidlite doe
 is selected arithmetically; each such place says how, and why the value is identical."""
 import math
 
+from .. import unique_name
 from ..framework import Variable, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
@@ -39,6 +40,14 @@ def autoincreased_step_counter(counter_name=None, begin=1, step=1):
 def _decay_step_counter(begin=0):
     counter = autoincreased_step_counter(counter_name=LR_DECAY_COUNTER, begin=begin, step=1)
     return tensor.cast(counter, "float32")
+
+
+def _result_var(name, dtype):
+    """The persistable [1] result variable Fluid names `name`; a second schedule of the same kind in the
+    program gets name_N instead of silently sharing the first one's (Fluid would share it)."""
+    if name in default_main_program().global_block().vars:
+        name = unique_name.generate(name)
+    return tensor.create_global_var(shape=[1], value=0.0, dtype=dtype, persistable=True, name=name)
 
 
 def _staircase(div_res, staircase):
@@ -123,7 +132,7 @@ def piecewise_decay(boundaries, values):
             else:
                 ind = nn.elementwise_sub(lo, hi)
             terms.append(nn.scale(ind, scale=float(v)))
-        lr = tensor.create_global_var(shape=[1], value=0.0, dtype="float32", persistable=True, name="learning_rate")
+        lr = _result_var("learning_rate", "float32")
         return tensor.sums(terms, out=lr)
 
 
@@ -157,8 +166,7 @@ def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr):
     dtype = learning_rate.dtype if isinstance(learning_rate, Variable) else "float32"
     linear_step = float(end_lr) - float(start_lr)
     with default_main_program()._lr_schedule_guard():
-        lr = tensor.create_global_var(shape=[1], value=0.0, dtype=dtype, persistable=True,
-                                      name="learning_rate_warmup")
+        lr = _result_var("learning_rate_warmup", dtype)
         global_step = _decay_step_counter()
         warm = start_lr + linear_step * (global_step / float(warmup_steps))
         if not isinstance(learning_rate, Variable):
