@@ -11,22 +11,31 @@ namespace fl {
 
 namespace {
 
-// Alpha index of element i: i / inner % count (all: count 1; channel: inner = prod(dims[2:]), count = C;
-// element: inner 1, count = prod(dims[1:])).
-struct AlphaMap {
-  int64_t inner = 1, count = 1;
-  int64_t operator()(int64_t i) const { return count == 1 ? 0 : (i / inner) % count; }
+// X as [outer, count, inner] where the `count` entries of the middle axis each have their own alpha (all: count
+// 1; channel: count C, inner prod(dims[2:]); element: count prod(dims[1:]), inner 1).
+struct AlphaView {
+  int64_t outer = 1, count = 1, inner = 1;
+  // f(x index, alpha index) over X in memory order
+  template <typename F>
+  void ForEach(F f) const {
+    int64_t i = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < count; ++c)
+        for (int64_t k = 0; k < inner; ++k, ++i) f(i, c);
+  }
 };
 
-AlphaMap MakeAlphaMap(const std::string& mode, const DDim& x) {
-  AlphaMap m;
-  if (mode == "channel") {
-    m.count = x.size() > 1 ? x[1] : 1;
-    m.inner = x.size() > 2 ? x.Product(2, x.size()) : 1;
-  } else if (mode == "element") {
-    m.count = x.size() > 1 ? x.Product(1, x.size()) : 1;
+AlphaView MakeAlphaView(const std::string& mode, const DDim& x) {
+  AlphaView v;
+  const int64_t n = x.numel();
+  if (mode == "channel" && x.size() > 1) {
+    v.outer = x[0], v.count = x[1], v.inner = x.Product(2, x.size());
+  } else if (mode == "element" && x.size() > 1) {
+    v.outer = x[0], v.count = x.Product(1, x.size());
+  } else {
+    v.inner = n;
   }
-  return m;
+  return v;
 }
 
 void PreluInferShape(InferShapeContext& ctx) {
@@ -70,12 +79,13 @@ FL_REGISTER_OP(prelu, op) {
         using T = typename decltype(tag)::type;
         const Tensor& x = ctx.Input("X");
         const T* a = ctx.Input("Alpha").data<T>();
-        const AlphaMap m = MakeAlphaMap(ctx.Attr<std::string>("mode"), x.dims());
         Tensor* out = ctx.Output("Out");
         out->Resize(x.dims());
         const T* xp = x.data<T>();
         T* op = out->mutable_data<T>(ctx.place());
-        for (int64_t i = 0; i < x.numel(); ++i) op[i] = xp[i] > T(0) ? xp[i] : a[m(i)] * xp[i];
+        MakeAlphaView(ctx.Attr<std::string>("mode"), x.dims()).ForEach([&](int64_t i, int64_t c) {
+          op[i] = xp[i] > T(0) ? xp[i] : a[c] * xp[i];
+        });
       });
   op.GradOp({"X", "Alpha", "Out@GRAD"})
       .Doc("X@GRAD = Out@GRAD * (1 if X > 0 else Alpha); Alpha@GRAD = sum of Out@GRAD * X where X <= 0.")
@@ -86,21 +96,22 @@ FL_REGISTER_OP(prelu, op) {
         const Tensor& dout = ctx.Input("Out@GRAD");
         FL_ENFORCE(dout.numel() == x.numel(), "prelu_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
                    " does not match X ", x.dims());
-        const AlphaMap m = MakeAlphaMap(ctx.Attr<std::string>("mode"), x.dims());
+        const AlphaView view = MakeAlphaView(ctx.Attr<std::string>("mode"), x.dims());
         const T* xp = x.data<T>();
         const T* a = alpha.data<T>();
         const T* d = dout.data<T>();
         if (Tensor* dx = ctx.OutputOrNull("X@GRAD")) {
           dx->Resize(x.dims());
           T* g = dx->mutable_data<T>(ctx.place());
-          for (int64_t i = 0; i < x.numel(); ++i) g[i] = xp[i] > T(0) ? d[i] : a[m(i)] * d[i];
+          view.ForEach([&](int64_t i, int64_t c) { g[i] = xp[i] > T(0) ? d[i] : a[c] * d[i]; });
         }
         if (Tensor* da = ctx.OutputOrNull("Alpha@GRAD")) {
           da->Resize(alpha.dims());
           T* g = da->mutable_data<T>(ctx.place());
           std::fill(g, g + alpha.numel(), T(0));
-          for (int64_t i = 0; i < x.numel(); ++i)
-            if (xp[i] <= T(0)) g[m(i)] += xp[i] * d[i];
+          view.ForEach([&](int64_t i, int64_t c) {
+            if (xp[i] <= T(0)) g[c] += xp[i] * d[i];
+          });
         }
       });
 }
