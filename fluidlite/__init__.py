@@ -6,6 +6,7 @@ from . import core  # noqa: F401  (first: loads BLAS and the C++ core)
 from . import backward, framework, initializer, layers, unique_name  # noqa: F401
 from . import clip, compiler, io, optimizer, profiler, regularizer, transpiler  # noqa: F401
 from . import nets  # noqa: F401
+from . import average, metrics  # noqa: F401
 from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
 from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401

@@ -298,6 +298,8 @@ class Variable:
     def __rmul__(self, o): return self._binary(o, "elementwise_mul", True)
     def __truediv__(self, o): return self._binary(o, "elementwise_div")
     def __rtruediv__(self, o): return self._binary(o, "elementwise_div", True)
+    def __pow__(self, o): return self._binary(o, "elementwise_pow")
+    def __rpow__(self, o): return self._binary(o, "elementwise_pow", True)
     def __neg__(self):
         from .layers import scale
         return scale(self, scale=-1.0)

@@ -1,7 +1,9 @@
-// elementwise_{add,sub,mul,div,max,min}: Out = X op Y with Fluid's axis broadcasting (helpers/broadcast.h).
+// elementwise_{add,sub,mul,div,max,min,pow}: Out = X op Y with Fluid's axis broadcasting (helpers/broadcast.h).
 // Each op is a functor. add, sub and mul, on every model's hot path, have a dedicated grad kernel (the two
 // per-element partials, summed over broadcast dims in one pass); div, max and min compose their gradient
-// from those ops, so every gradient here is differentiable again.
+// from those ops, so every gradient here is differentiable again. pow (LR decay's rate ** (step / steps))
+// has a grad kernel and no second derivative.
+#include <cmath>
 #include <type_traits>
 
 #include "grad_op_maker.h"
@@ -52,6 +54,21 @@ struct MaxOp {
 struct MinOp {
   static constexpr const char* kFormula = "min(X, Y)";
   template <typename T> static T Fwd(T x, T y) { return x < y ? x : y; }
+};
+
+// std::pow of the element type, as Fluid's kernel (powf for float32: LR schedules match it bit for bit).
+// Integers go through double pow and round to the nearest integer (exact while the result fits 2^53).
+struct PowOp {
+  static constexpr const char* kFormula = "X ^ Y (integers: rounded to the nearest integer)";
+  template <typename T> static T Fwd(T x, T y) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(std::llrint(std::pow(static_cast<double>(x), static_cast<double>(y))));
+    } else {
+      return std::pow(x, y);
+    }
+  }
+  template <typename T> static T Dx(T x, T y, T g) { return g * y * std::pow(x, y - T(1)); }
+  template <typename T> static T Dy(T x, T y, T g) { return g * std::log(x) * std::pow(x, y); }
 };
 
 template <typename Op, typename = void>
@@ -203,5 +220,12 @@ FL_REGISTER_OP(elementwise_mul, op) { RegisterWithGradKernel<MulOp>(op).Grad(Bil
 FL_REGISTER_OP(elementwise_div, op) { RegisterForward<DivOp>(op).Grad(DivGrad); }
 FL_REGISTER_OP(elementwise_max, op) { RegisterForward<MaxOp>(op).Grad(SelectGrad<true>); }
 FL_REGISTER_OP(elementwise_min, op) { RegisterForward<MinOp>(op).Grad(SelectGrad<false>); }
+// The gradient is defined for float types only (dY = dOut * ln(X) * Out needs X > 0 where Y's gradient counts).
+FL_REGISTER_OP(elementwise_pow, op) {
+  RegisterForward<PowOp>(op)
+      .GradOp({"X", "Y", "Out@GRAD"})
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { GradKernel<PowOp, typename decltype(tag)::type>(ctx); });
+}
 
 }  // namespace fl

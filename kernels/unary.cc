@@ -86,6 +86,18 @@ struct Floor : Unary<GradFrom::kZero> {  // staircase LR decay
   template <typename C> explicit Floor(const C&) {}
   template <typename T> T Fwd(T x) const { return std::floor(x); }
 };
+struct Ceil : Unary<GradFrom::kZero> {  // polynomial_decay(cycle=True)
+  static constexpr const char* kFormula = "ceil(X)";
+  template <typename C> explicit Ceil(const C&) {}
+  template <typename T> T Fwd(T x) const { return std::ceil(x); }
+};
+struct Cos : Unary<GradFrom::kX> {  // cosine_decay; std::cos of the element type (cosf for float32)
+  static constexpr const char* kFormula = "cos(X)";
+  template <typename C> explicit Cos(const C&) {}
+  template <typename T> T Fwd(T x) const { return std::cos(x); }
+  template <typename T> T Grad(T x, T g) const { return -g * std::sin(x); }
+  template <typename T> T GradGrad(T x, T g, T dd) const { return -dd * g * std::cos(x); }
+};
 struct Sign : Unary<GradFrom::kZero> {  // L1 weight decay
   static constexpr const char* kFormula = "sign(X) (-1, 0 or 1)";
   template <typename C> explicit Sign(const C&) {}
@@ -293,13 +305,6 @@ struct Sin : Unary<GradFrom::kX> {
   template <typename T> T Grad(T x, T g) const { return g * std::cos(x); }
   template <typename T> T GradGrad(T x, T g, T dd) const { return -dd * g * std::sin(x); }
 };
-struct Cos : Unary<GradFrom::kX> {
-  static constexpr const char* kFormula = "cos(X)";
-  template <typename C> explicit Cos(const C&) {}
-  template <typename T> T Fwd(T x) const { return std::cos(x); }
-  template <typename T> T Grad(T x, T g) const { return -g * std::sin(x); }
-  template <typename T> T GradGrad(T x, T g, T dd) const { return -dd * g * std::cos(x); }
-};
 // Fluid 1.8's pow also takes the exponent from a FactorTensor input; here it is the `factor` attribute only
 // (the layer refuses a Variable factor).
 struct Pow : Unary<GradFrom::kX> {
@@ -312,11 +317,6 @@ struct Pow : Unary<GradFrom::kX> {
   template <typename T> T GradGrad(T x, T g, T dd) const {
     return dd * g * T(factor) * (T(factor) - T(1)) * std::pow(x, T(factor) - T(2));
   }
-};
-struct Ceil : Unary<GradFrom::kZero> {
-  static constexpr const char* kFormula = "ceil(X)";
-  template <typename C> explicit Ceil(const C&) {}
-  template <typename T> T Fwd(T x) const { return std::ceil(x); }
 };
 // Fluid rounds halves away from zero (std::round).
 struct Round : Unary<GradFrom::kZero> {
@@ -425,6 +425,8 @@ FL_UNARY_OP(log, Log)
 FL_UNARY_OP(sqrt, Sqrt)
 FL_UNARY_OP(square, Square)
 FL_UNARY_OP(floor, Floor)
+FL_UNARY_OP(ceil, Ceil)
+FL_UNARY_OP(cos, Cos)
 FL_UNARY_OP(sign, Sign)
 FL_UNARY_OP(leaky_relu, LeakyRelu)
 FL_UNARY_OP(relu6, Relu6)
@@ -440,9 +442,7 @@ FL_UNARY_OP(softsign, Softsign)
 FL_UNARY_OP(rsqrt, Rsqrt)
 FL_UNARY_OP(reciprocal, Reciprocal)
 FL_UNARY_OP(sin, Sin)
-FL_UNARY_OP(cos, Cos)
 FL_UNARY_OP(pow, Pow)
-FL_UNARY_OP(ceil, Ceil)
 FL_UNARY_OP(round, Round)
 
 }  // namespace fl

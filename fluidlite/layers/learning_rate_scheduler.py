@@ -1,15 +1,22 @@
 """Learning-rate schedules as ops (Fluid 1.x). Each reads the int64 [1] counter ``@LR_DECAY_COUNTER@``
-that an ``increment`` op placed first in the main program advances every run (the first run sees 0),
-so the schedule costs a handful of tiny ops per step and needs no Python between steps."""
+that an ``increment`` op placed first in the main program advances every run (the first run sees 0;
+noam_decay's 1), so the schedule costs a handful of tiny ops per step and needs no Python between steps.
+
+Each schedule is written with Variable arithmetic as Fluid 1.8 writes it, so it emits Fluid's op sequence
+(``step / n`` a scale op by 1/n, ``rate ** x`` an elementwise_pow, ``lr * x`` a scale op) and its float32
+values are those of Fluid's kernels, bit for bit (tests/test_lr_decay.py replays each sequence in numpy
+float32). Where Fluid uses a ``Switch`` (conditional blocks, which fluidlite does not have), the same value
+is selected arithmetically; each such place says how, and why the value is identical."""
 import math
 
-from ..framework import default_main_program
+from .. import unique_name
+from ..framework import Variable, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
 from . import nn, ops, tensor
 
 __all__ = ["autoincreased_step_counter", "exponential_decay", "natural_exp_decay", "inverse_time_decay",
-           "piecewise_decay"]
+           "piecewise_decay", "polynomial_decay", "cosine_decay", "noam_decay", "linear_lr_warmup"]
 
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
 
@@ -35,47 +42,138 @@ def _decay_step_counter(begin=0):
     return tensor.cast(counter, "float32")
 
 
-def _div_steps(step, decay_steps, staircase):
-    div = nn.scale(step, scale=1.0 / float(decay_steps))
-    if staircase:
-        div = ops.floor(div)
-    return div
+def _result_var(name, dtype):
+    """The persistable [1] result variable Fluid names `name`; a second schedule of the same kind in the
+    program gets name_N instead of silently sharing the first one's (Fluid would share it)."""
+    if name in default_main_program().global_block().vars:
+        name = unique_name.generate(name)
+    return tensor.create_global_var(shape=[1], value=0.0, dtype=dtype, persistable=True, name=name)
+
+
+def _staircase(div_res, staircase):
+    return ops.floor(div_res) if staircase else div_res
+
+
+def _select(mask, when_true, when_false):
+    """mask * when_true + (1 - mask) * when_false for a 0/1 float mask: exactly one of the two values (x * 1 and
+    x + 0 are exact), the arithmetic form of a Switch with two branches (finite values only: 0 * inf is nan)."""
+    return nn.elementwise_add(nn.elementwise_mul(mask, when_true), nn.elementwise_mul(1.0 - mask, when_false))
 
 
 def exponential_decay(learning_rate, decay_steps, decay_rate, staircase=False):
-    """lr * decay_rate ^ (step / decay_steps)  (floor of the exponent when staircase)."""
+    """learning_rate * decay_rate ^ (step / decay_steps) (the exponent floored when staircase): an
+    elementwise_pow, as Fluid computes it (not exp(x * ln(rate)), which rounds differently)."""
     with default_main_program()._lr_schedule_guard():
-        div = _div_steps(_decay_step_counter(), decay_steps, staircase)
-        return nn.scale(ops.exp(nn.scale(div, scale=math.log(decay_rate))), scale=float(learning_rate))
+        div_res = _staircase(_decay_step_counter() / decay_steps, staircase)
+        return learning_rate * (decay_rate ** div_res)
 
 
 def natural_exp_decay(learning_rate, decay_steps, decay_rate, staircase=False):
-    """lr * exp(-decay_rate * step / decay_steps)."""
+    """learning_rate * exp(-decay_rate * step / decay_steps) (step / decay_steps floored when staircase)."""
     with default_main_program()._lr_schedule_guard():
-        div = _div_steps(_decay_step_counter(), decay_steps, staircase)
-        return nn.scale(ops.exp(nn.scale(div, scale=-float(decay_rate))), scale=float(learning_rate))
+        div_res = _staircase(_decay_step_counter() / decay_steps, staircase)
+        return learning_rate * ops.exp(-1 * decay_rate * div_res)
 
 
 def inverse_time_decay(learning_rate, decay_steps, decay_rate, staircase=False):
-    """lr / (1 + decay_rate * step / decay_steps)."""
+    """learning_rate / (1 + decay_rate * step / decay_steps) (step / decay_steps floored when staircase)."""
     with default_main_program()._lr_schedule_guard():
-        div = _div_steps(_decay_step_counter(), decay_steps, staircase)
-        denom = nn.scale(div, scale=float(decay_rate), bias=1.0)
-        lr = tensor.fill_constant(shape=[1], dtype="float32", value=float(learning_rate))
-        return nn.elementwise_div(lr, denom)
+        div_res = _staircase(_decay_step_counter() / decay_steps, staircase)
+        return learning_rate / (1 + decay_rate * div_res)
+
+
+def polynomial_decay(learning_rate, decay_steps, end_learning_rate=0.0001, power=1.0, cycle=False):
+    """(learning_rate - end_learning_rate) * (1 - step / decay_steps) ^ power + end_learning_rate, with step
+    capped at decay_steps; with cycle, decay_steps is instead multiplied by ceil(step / decay_steps) (1 at
+    step 0), so the decay restarts every decay_steps steps.
+
+    Fluid sets the multiplier to 1 at step 0 with a Switch; here it is max(ceil(step / decay_steps), 1), the
+    same value (ceil is 0 only at step 0)."""
+    with default_main_program()._lr_schedule_guard():
+        global_step = _decay_step_counter()
+        if cycle:
+            div_res = ops.ceil(global_step / decay_steps)
+            one_var = tensor.fill_constant(shape=[1], dtype="float32", value=1.0)
+            div_res = nn.elementwise_max(div_res, one_var)
+            decay_steps = decay_steps * div_res
+        else:
+            decay_steps_var = tensor.fill_constant(shape=[1], dtype="float32", value=float(decay_steps))
+            global_step = nn.elementwise_min(global_step, decay_steps_var)
+        return (learning_rate - end_learning_rate) * ((1 - global_step / decay_steps) ** power) + end_learning_rate
 
 
 def piecewise_decay(boundaries, values):
-    """values[i] while boundaries[i-1] <= step < boundaries[i]: values[0] plus a step function per boundary,
-    lr = values[0] + sum_i (values[i+1] - values[i]) * (step >= boundaries[i])."""
-    if len(values) != len(boundaries) + 1:
-        raise ValueError("piecewise_decay: len(values) must be len(boundaries) + 1, got %d and %d"
-                         % (len(values), len(boundaries)))
+    """values[i] while boundaries[i-1] <= step < boundaries[i] (values[0] before boundaries[0], values[-1] from
+    boundaries[-1] on).
+
+    The result is the persistable [1] variable ``learning_rate``, as in Fluid, which fills it from a Switch;
+    here each value is multiplied by the 0/1 indicator of its interval and the products summed into it:
+    exactly one indicator is 1, so the result is the float32 value itself (a running sum of differences
+    would not be)."""
+    if len(values) - len(boundaries) != 1:
+        raise ValueError("piecewise_decay: len(values) - len(boundaries) should be 1, got len(values) %d and "
+                         "len(boundaries) %d" % (len(values), len(boundaries)))
+    if any(b >= c for b, c in zip(boundaries[:-1], boundaries[1:])):
+        raise ValueError("piecewise_decay: boundaries must be increasing, got %s" % (list(boundaries),))
     with default_main_program()._lr_schedule_guard():
         step = _decay_step_counter()
-        terms = [tensor.fill_constant(shape=[1], dtype="float32", value=float(values[0]))]
-        for b, lo, hi in zip(boundaries, values[:-1], values[1:]):
-            bound = tensor.fill_constant(shape=[1], dtype="float32", value=float(b))
-            reached = tensor.cast(nn.greater_equal(step, bound), "float32")
-            terms.append(nn.scale(reached, scale=float(hi - lo)))
-        return tensor.sums(terms)
+        reached = [tensor.cast(nn.greater_equal(step, tensor.fill_constant(shape=[1], dtype="float32",
+                                                                           value=float(b))), "float32")
+                   for b in boundaries]
+        # indicator of interval i: (step >= boundaries[i-1]) - (step >= boundaries[i]), from 1 and to 0 at the ends
+        lower = [None] + reached
+        upper = reached + [None]
+        terms = []
+        for v, lo, hi in zip(values, lower, upper):
+            if lo is None:
+                ind = 1.0 - hi
+            elif hi is None:
+                ind = lo
+            else:
+                ind = nn.elementwise_sub(lo, hi)
+            terms.append(nn.scale(ind, scale=float(v)))
+        lr = _result_var("learning_rate", "float32")
+        return tensor.sums(terms, out=lr)
+
+
+def cosine_decay(learning_rate, step_each_epoch, epochs):
+    """learning_rate * 0.5 * (cos(epoch * pi / epochs) + 1), epoch = floor(step / step_each_epoch)."""
+    if not isinstance(learning_rate, (float, Variable)):
+        raise TypeError("The type of 'learning_rate' in cosine_decay must be (float, Variable), but received %s."
+                        % type(learning_rate))
+    with default_main_program()._lr_schedule_guard():
+        cur_epoch = ops.floor(_decay_step_counter() / step_each_epoch)
+        return learning_rate * 0.5 * (ops.cos(cur_epoch * math.pi / epochs) + 1)
+
+
+def noam_decay(d_model, warmup_steps, learning_rate=1.0):
+    """learning_rate * d_model^-0.5 * min(step^-0.5, warmup_steps^-1.5 * step), the Transformer's schedule; its
+    step counter begins at 1 (when it is the first schedule of the program to create @LR_DECAY_COUNTER@)."""
+    with default_main_program()._lr_schedule_guard():
+        global_step = _decay_step_counter(1)
+        a = global_step ** -0.5
+        b = (warmup_steps ** -1.5) * global_step
+        return learning_rate * (d_model ** -0.5) * nn.elementwise_min(a, b)
+
+
+def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr):
+    """start_lr + (end_lr - start_lr) * step / warmup_steps while step < warmup_steps, then learning_rate (a
+    float, or a Variable such as another schedule's output). The result is the persistable [1] variable
+    ``learning_rate_warmup``, of learning_rate's dtype (float32 for a float).
+
+    Fluid assigns one of the two values to it from a Switch; here the 0/1 mask step < warmup_steps selects it
+    (mask * warm + (1 - mask) * learning_rate: exactly the selected value while both are finite)."""
+    dtype = learning_rate.dtype if isinstance(learning_rate, Variable) else "float32"
+    linear_step = float(end_lr) - float(start_lr)
+    with default_main_program()._lr_schedule_guard():
+        lr = _result_var("learning_rate_warmup", dtype)
+        global_step = _decay_step_counter()
+        warm = start_lr + linear_step * (global_step / float(warmup_steps))
+        if not isinstance(learning_rate, Variable):
+            learning_rate = tensor.fill_constant(shape=[1], dtype=dtype, value=float(learning_rate))
+        limit = tensor.fill_constant(shape=[1], dtype="float32", value=float(warmup_steps))
+        mask = tensor.cast(nn.less_than(global_step, limit), "float32")
+        if learning_rate.dtype != mask.dtype:  # a float64 learning_rate: the warm-up part is cast to it
+            warm, mask = tensor.cast(warm, learning_rate.dtype), tensor.cast(mask, learning_rate.dtype)
+        tensor.assign(_select(mask, warm, learning_rate), lr)
+    return lr

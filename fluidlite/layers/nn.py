@@ -76,6 +76,8 @@ elementwise_mul = generate_layer_fn("elementwise_mul", inputs=("x", "y"), act=Tr
 elementwise_div = generate_layer_fn("elementwise_div", inputs=("x", "y"), act=True)
 elementwise_max = generate_layer_fn("elementwise_max", inputs=("x", "y"), act=True)
 elementwise_min = generate_layer_fn("elementwise_min", inputs=("x", "y"), act=True)
+elementwise_pow = generate_layer_fn("elementwise_pow", inputs=("x", "y"), act=True)
+__all__ += ["elementwise_pow"]
 
 
 def _reduce_dims(args):

@@ -4,7 +4,8 @@ Fluid layer lives in nn.py (elu, selu, swish, hard_swish, hard_sigmoid, pow) are
 from .layer_function_generator import generate_layer_fn
 
 _UNARY = ["abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "floor", "sign", "leaky_relu", "relu6",
-          "clip", "gelu", "softplus", "softsign", "rsqrt", "reciprocal", "sin", "cos", "ceil", "round"]
+          "clip", "gelu", "softplus", "softsign", "rsqrt", "reciprocal", "sin", "round"]
+_UNARY += ["ceil", "cos"]  # learning_rate_scheduler: polynomial_decay(cycle=True), cosine_decay
 
 __all__ = list(_UNARY)
 

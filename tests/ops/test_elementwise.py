@@ -1,4 +1,4 @@
-"""elementwise_{add,sub,mul,div,max,min}: forward on many broadcast layouts and dtypes, gradients by
+"""elementwise_{add,sub,mul,div,max,min,pow}: forward on many broadcast layouts and dtypes, gradients by
 central differences, Fluid's tie rule for max/min, and build/run-time errors."""
 import numpy as np
 import pytest
@@ -15,6 +15,7 @@ NP_OPS = {
     "elementwise_div": lambda x, y: x / y if x.dtype.kind == "f" else np.trunc(x / y).astype(x.dtype),
     "elementwise_max": np.maximum,
     "elementwise_min": np.minimum,
+    "elementwise_pow": np.power,
 }
 INT_OPS = ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_max", "elementwise_min"]
 
@@ -47,6 +48,9 @@ def _inputs(op, xs, ys, dtype):
         return x, y
     x = rng.uniform(-1, 1, size=xs).astype(dtype)
     y = rng.uniform(-1, 1, size=ys).astype(dtype)
+    if op == "elementwise_pow":  # a positive base: real results and a defined dY = dOut * ln(X) * Out
+        x = 0.5 + np.abs(x) * 1.5
+        y = y * 2
     if op == "elementwise_div":  # keep away from 0
         y = (np.sign(y) + (y == 0)) * (0.5 + np.abs(y))
     if op in ("elementwise_max", "elementwise_min"):  # no near-ties: x on a 0.1 grid, y offset by 0.05
@@ -86,6 +90,24 @@ def test_zero_size_output(op):
     x = np.zeros((0, 3), "float32")
     y = np.ones(3, "float32")
     OpTest(op, {"X": x, "Y": y}, {"Out": NP_OPS[op](x, y)}).check_output()
+
+
+def test_pow_integers_round_to_nearest():
+    x = np.array([3, -2, 2, 7, 10, 0, -3], dtype=np.int64)
+    y = np.array([4, 3, -1, 0, 15, 5, 3], dtype=np.int64)
+    want = np.array([81, -8, 0, 1, 10 ** 15, 0, -27], dtype=np.int64)  # 2 ** -1 = 0.5 rounds (to even) to 0
+    OpTest("elementwise_pow", {"X": x, "Y": y}, {"Out": want}).check_output()
+    OpTest("elementwise_pow", {"X": x[:4].astype(np.int32), "Y": y[:4].astype(np.int32)},
+           {"Out": want[:4].astype(np.int32)}).check_output()
+
+
+def test_pow_gradient_formulas():
+    x = np.array([[0.5, 2.0, 3.0]])
+    y = np.array([2.0, -1.0, 0.5])
+    out, dx, dy = _grads("elementwise_pow", x, y)
+    np.testing.assert_allclose(out, x ** y)
+    np.testing.assert_allclose(dx, y * x ** (y - 1) / 3, rtol=1e-12)
+    np.testing.assert_allclose(dy, (np.log(x) * x ** y).reshape(-1) / 3, rtol=1e-12)
 
 
 def test_int_div_truncates_and_handles_min_over_minus_one():
@@ -252,13 +274,13 @@ def test_operator_overloads_use_elementwise_ops():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x, y = _data("x", [2, 3]), _data("y", [3])
-        outs = [x + y, x - y, x * y, x / y]
+        outs = [x + y, x - y, x * y, x / y, x ** y]
     assert [op.type for op in main.global_block().ops] == [
-        "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div"]
+        "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_pow"]
     xv = rng.uniform(1, 2, (2, 3)).astype("float32")
     yv = rng.uniform(1, 2, (3,)).astype("float32")
     got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "y": yv}, fetch_list=outs)
-    for g, want in zip(got, [xv + yv, xv - yv, xv * yv, xv / yv]):
+    for g, want in zip(got, [xv + yv, xv - yv, xv * yv, xv / yv, xv ** yv]):
         np.testing.assert_allclose(g, want, rtol=1e-6)
 
 

@@ -40,6 +40,8 @@ UNARY = {
     "square": (np.square, lambda s: rng.uniform(-2, 2, s), "X", {}),
     "floor": (np.floor, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
     "sign": (np.sign, _away_from_zero, None, {}),
+    "ceil": (np.ceil, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
+    "cos": (np.cos, lambda s: rng.uniform(-4, 4, s), "X", {}),
     "leaky_relu": (lambda x, alpha: np.where(x >= 0, x, np.float32(alpha) * x), _away_from_zero, "X", {"alpha": 0.3}),
     "relu6": (lambda x, threshold: np.clip(x, 0, threshold), lambda s: away_from(rng.uniform(-1, 2, s), [0.0, 1.5]),
               "Out", {"threshold": 1.5}),
@@ -82,9 +84,7 @@ UNARY.update({
     "rsqrt": (lambda x: 1 / np.sqrt(x), lambda s: rng.uniform(0.3, 3, s), "Out", {}),
     "reciprocal": (lambda x: 1 / x, lambda s: _away_from_zero(s) * 2, "Out", {}),
     "sin": (np.sin, lambda s: rng.uniform(-3, 3, s), "X", {}),
-    "cos": (np.cos, lambda s: rng.uniform(-3, 3, s), "X", {}),
     "pow": (lambda x, factor: x ** factor, lambda s: rng.uniform(0.2, 3, s), "X", {"factor": 2.5}),
-    "ceil": (np.ceil, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.0, 5.0)), None, {}),
     "round": (np.round, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.5, 5.0)), None, {}),
 })
 ACTS = {op: row for op, row in UNARY.items() if not row[3] and row[2]}  # no attributes, a gradient of their own
