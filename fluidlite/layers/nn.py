@@ -377,17 +377,39 @@ selu = generate_layer_fn("selu", inputs=("x",), attrs=(), prepare=_selu_attrs,
 
 
 def _pow_factor(args):
-    if isinstance(args["factor"], Variable):
-        raise TypeError("pow: factor as a Variable (Fluid's FactorTensor input) is not supported; pass a float "
-                        "(got Variable %s)" % args["factor"].name)
-    if not isinstance(args["factor"], (int, float)):
-        raise TypeError("pow: factor must be a float, got %s" % type(args["factor"]).__name__)
+    if not isinstance(args["factor"], (int, float)) or isinstance(args["factor"], bool):
+        raise TypeError("pow: factor must be a float or a 1-element float32 Variable, got %s"
+                        % type(args["factor"]).__name__)
     return {"factor": float(args["factor"])}
 
 
-pow = generate_layer_fn("pow", inputs=("x",), prepare=_pow_factor)
-pow.__doc__ += ("\n\nfactor must be a number: Fluid 1.8 also accepts a 1-element float32 Variable (its FactorTensor "
-                "input), which fluidlite does not (TypeError).")
+_pow_op = generate_layer_fn("pow", inputs=("x",), prepare=_pow_factor)
+
+
+def pow(x, factor=1.0, name=None):
+    if isinstance(factor, Variable):
+        # Fluid 1.8 feeds a Variable factor to the pow op as its FactorTensor input (no gradient flows to it);
+        # here it is elementwise_pow(x, factor) with factor broadcast, the same values and the same X@GRAD.
+        _check_var("pow", "x", x)
+        if factor.dtype != VarType.FP32:
+            raise TypeError("pow: a Variable factor must be float32 (Fluid's FactorTensor), got %s %s"
+                            % (factor.name, factor.dtype))
+        if len(factor.shape) != 1 or factor.shape[0] not in (1, -1):
+            raise ValueError("pow: a Variable factor must have shape [1] (Fluid's FactorTensor), got %s with shape %s"
+                             % (factor.name, list(factor.shape)))
+        factor.stop_gradient = True
+        if x.dtype != factor.dtype:
+            from .tensor import cast
+            factor = cast(factor, x.dtype)
+            factor.stop_gradient = True
+        return elementwise_pow(x, factor, name=name)
+    return _pow_op(x, factor, name)
+
+
+pow.__signature__ = _pow_op.__signature__
+pow.__doc__ = _pow_op.__doc__ + (
+    "\n\nfactor may also be a float32 Variable of shape [1] (Fluid's FactorTensor input): the layer then appends "
+    "elementwise_pow(x, factor) instead of pow (same values and X@GRAD; no gradient flows to factor).")
 
 
 def prelu(x, mode, param_attr=None, name=None):

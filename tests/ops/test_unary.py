@@ -392,14 +392,37 @@ def test_round_halves_go_away_from_zero():
     OpTest("round", {"X": x}, {"Out": np.array([-3, -2, -1, 1, 2, 3, 0], np.float32)}).check_output(atol=0, rtol=0)
 
 
-def test_pow_factor_variable_is_refused():
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_factor_variable(dtype):
+    # Fluid's FactorTensor: the exponent comes from a float32 [1] Variable and gets no gradient
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[4], dtype=dtype, append_batch_size=False)
+        x.stop_gradient = False
+        f = fluid.layers.data("f", shape=[1], dtype="float32", append_batch_size=False)
+        out = fluid.layers.pow(x, factor=f)
+        dx, = fluid.gradients([fluid.layers.reduce_sum(out)], [x])
+    assert f.stop_gradient and out.dtype == x.dtype
+    assert "pow" not in [o.type for o in main.global_block().ops]
+    xv = np.array([0.5, 1.0, 2.0, 3.0], dtype)
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "f": np.array([2.5], "float32")},
+                                               fetch_list=[out, dx])
+    np.testing.assert_allclose(got[0], xv ** 2.5, rtol=1e-6)
+    np.testing.assert_allclose(got[1], 2.5 * xv ** 1.5, rtol=1e-6)
+
+
+def test_pow_factor_errors():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         x = fluid.layers.data("xp", shape=[3], dtype="float32")
-        f = fluid.layers.fill_constant([1], "float32", 2.0)
-        with pytest.raises(TypeError, match=r"pow: factor as a Variable \(Fluid's FactorTensor input\) is not "
-                                            r"supported; pass a float \(got Variable fill_constant"):
-            fluid.layers.pow(x, factor=f)
-        with pytest.raises(TypeError, match="pow: factor must be a float, got str"):
+        f64 = fluid.layers.fill_constant([1], "float64", 2.0)
+        f2 = fluid.layers.fill_constant([2], "float32", 2.0)
+        with pytest.raises(TypeError, match=r"pow: a Variable factor must be float32 \(Fluid's FactorTensor\), got "
+                                            r"fill_constant\S* "):
+            fluid.layers.pow(x, factor=f64)
+        with pytest.raises(ValueError, match=r"pow: a Variable factor must have shape \[1\] \(Fluid's FactorTensor\), "
+                                             r"got fill_constant\S* with shape \[2\]"):
+            fluid.layers.pow(x, factor=f2)
+        with pytest.raises(TypeError, match="pow: factor must be a float or a 1-element float32 Variable, got str"):
             fluid.layers.pow(x, factor="2")
 
 
