@@ -1,6 +1,6 @@
-// reduce_sum, reduce_mean, reduce_max: Out = X reduced over `dim` (or every axis with reduce_all), and mean
-// (Out = the mean of every element, shape [1]: the usual last step of a loss). They share the signature,
-// shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
+// reduce_sum, reduce_mean, reduce_max, reduce_prod and the bool reduce_all / reduce_any: Out = X reduced over
+// `dim` (or every axis with reduce_all), and mean (Out = the mean of every element, shape [1]: the usual last step
+// of a loss). They share the signature, shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
 #include "helpers/reduce.h"
 #include "grad_op_maker.h"
 
@@ -132,6 +132,55 @@ FL_REGISTER_OP(reduce_max, op) {
           ForEachReduced(l, [x, y, g, d](int64_t i, int64_t o) { g[i] = x[i] == y[o] ? d[o] : T(0); });
         });
       });
+}
+
+// reduce_prod_grad: X@GRAD[i] = Out@GRAD * (product of the other elements of X[i]'s group), computed without
+// dividing by zero: per group, the count of zeros and the product of the non-zero elements.
+FL_REGISTER_OP(reduce_prod, op) {
+  DeclareReduce(op, "Out = product of X over dim.");
+  op.CPUKernel<float, double, int32_t, int64_t>(ReduceKernel<ProdReducer, false>{});
+  op.GradOp({"X", "Out@GRAD"})
+      .Doc("X@GRAD = Out@GRAD * the product of the other elements reduced with X (exact with zeros in X).")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* x = ctx.Input("X").data<T>();
+        ReduceGradMap<T>(ctx, [x](const ReduceLayout& l, T* g, const T* d) {
+          std::vector<T> nonzero(l.out_numel, T(1));
+          std::vector<int64_t> zeros(l.out_numel, 0);
+          ForEachReduced(l, [&](int64_t i, int64_t o) {
+            if (x[i] == T(0)) ++zeros[o];
+            else nonzero[o] *= x[i];
+          });
+          ForEachReduced(l, [&](int64_t i, int64_t o) {
+            if (zeros[o] == 0) g[i] = d[o] * nonzero[o] / x[i];
+            else if (zeros[o] == 1 && x[i] == T(0)) g[i] = d[o] * nonzero[o];
+            else g[i] = T(0);
+          });
+        });
+      });
+}
+
+namespace {
+
+void DeclareBoolReduce(OpBuilder& op, const char* doc) {
+  DeclareReduce(op, doc);
+  op.NoGradient().SetInferShape([](InferShapeContext& ctx) {
+    FL_ENFORCE(ctx.InputDType("X") == DType::BOOL, ctx.Type(), ": ", ctx.Describe("X"), " must be bool, got ",
+               DTypeName(ctx.InputDType("X")));
+    ReduceInferShape(ctx);
+  });
+}
+
+}  // namespace
+
+FL_REGISTER_OP(reduce_all, op) {
+  DeclareBoolReduce(op, "Out = logical AND of X (bool) over dim.");
+  op.CPUKernel<bool>(ReduceKernel<AndReducer, false>{});
+}
+
+FL_REGISTER_OP(reduce_any, op) {
+  DeclareBoolReduce(op, "Out = logical OR of X (bool) over dim.");
+  op.CPUKernel<bool>(ReduceKernel<OrReducer, false>{});
 }
 
 FL_REGISTER_OP(mean, op) {

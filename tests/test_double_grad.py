@@ -91,15 +91,29 @@ UNARY = {
     "leaky_relu": (lambda x: L.square(L.leaky_relu(x, alpha=0.3)), -1.5),
     "relu6": (lambda x: L.square(L.relu6(x, threshold=1.0)), 0.2),
     "clip": (lambda x: L.square(L.clip(x, min=-1.0, max=0.8)), -1.5),
+    "gelu": (L.gelu, -1.5),
+    "elu": (lambda x: L.elu(x, alpha=1.5), -1.5),
+    "selu": (L.selu, -1.5),
+    "swish": (lambda x: L.swish(x, beta=1.5), -1.5),
+    "hard_swish": (L.hard_swish, -1.5),
+    "hard_sigmoid": (lambda x: L.square(L.hard_sigmoid(x)), -1.5),
+    "softplus": (L.softplus, -1.5),
+    "softsign": (L.softsign, -1.5),
+    "rsqrt": (L.rsqrt, 0.5),
+    "reciprocal": (L.reciprocal, 0.5),
+    "sin": (L.sin, -1.5),
     "cos": (L.cos, -1.5),
+    "pow": (lambda x: L.pow(x, factor=2.5), 0.5),
 }
+SECOND_DERIVATIVE = ("sigmoid", "tanh", "exp", "log", "sqrt", "square", "gelu", "elu", "selu", "swish", "hard_swish",
+                     "softplus", "softsign", "rsqrt", "reciprocal", "sin", "cos", "pow")
 
 
 @pytest.mark.parametrize("op", sorted(UNARY))
 def test_activation(op):
     build, low = UNARY[op]
     main = _check_double_grad(build, [(2, 3)], low=low, high=1.5 if op != "relu6" else 0.9)
-    if op in ("sigmoid", "tanh", "exp", "log", "sqrt", "square", "cos"):  # a second derivative of their own
+    if op in SECOND_DERIVATIVE:  # a second derivative of their own
         assert op + "_grad_grad" in {o.type for o in main.global_block().ops}
     _record(main, op + "_grad")
 

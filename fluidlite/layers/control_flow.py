@@ -192,3 +192,21 @@ class StaticRNN:
 
 
 del core
+
+
+__all__ += ["is_empty"]
+
+
+def is_empty(x, cond=None):
+    """A bool Variable of shape [1]: True if x has no elements. `cond`, if given, is the bool Variable written."""
+    if not isinstance(x, Variable):
+        raise TypeError("is_empty: 'x' must be a Variable, got %s" % type(x).__name__)
+    helper = LayerHelper("is_empty")
+    if cond is None:
+        cond = helper.create_variable_for_type_inference(dtype="bool", stop_gradient=True)
+    elif not isinstance(cond, Variable) or cond.dtype != VarType.BOOL:
+        raise TypeError("is_empty: cond must be a bool Variable, got %s"
+                        % (cond.dtype if isinstance(cond, Variable) else type(cond).__name__))
+    cond.stop_gradient = True
+    helper.append_op(type="is_empty", inputs={"X": [x]}, outputs={"Out": [cond]})
+    return cond

@@ -352,3 +352,119 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
     helper.append_op(type="lstm_unit", inputs={"X": [fc_out], "C_prev": [cell_t_prev]}, outputs={"C": [c], "H": [h]},
                      attrs={"forget_bias": float(forget_bias)})
     return h, c
+
+
+# ------------------------------------------------------------------ activations, prelu, maxout, logical, reductions
+# (issue 14 "acts": rows of kernels/unary.cc whose Fluid layer lives in nn.py, and the ops beside them)
+
+__all__ += ["elu", "selu", "swish", "hard_swish", "hard_sigmoid", "pow", "prelu", "maxout", "clip_by_norm",
+            "logical_and", "logical_or", "logical_xor", "logical_not", "reduce_prod", "reduce_all", "reduce_any"]
+
+elu = generate_layer_fn("elu", inputs=("x",))
+swish = generate_layer_fn("swish", inputs=("x",))
+hard_swish = generate_layer_fn("hard_swish", inputs=("x",))
+hard_sigmoid = generate_layer_fn("hard_sigmoid", inputs=("x",))
+
+
+def _selu_attrs(args):
+    # Fluid: scale / alpha None leave the op's defaults (the SELU paper's constants)
+    return {k: float(args[k]) for k in ("scale", "alpha") if args[k] is not None}
+
+
+selu = generate_layer_fn("selu", inputs=("x",), attrs=(), prepare=_selu_attrs,
+                         extra=[("scale", None, "output scale (None: 1.0507009873554805)"),
+                                ("alpha", None, "scale of the negative part (None: 1.6732632423543772)")])
+
+
+def _pow_factor(args):
+    if not isinstance(args["factor"], (int, float)) or isinstance(args["factor"], bool):
+        raise TypeError("pow: factor must be a float or a 1-element float32 Variable, got %s"
+                        % type(args["factor"]).__name__)
+    return {"factor": float(args["factor"])}
+
+
+_pow_op = generate_layer_fn("pow", inputs=("x",), prepare=_pow_factor)
+
+
+def pow(x, factor=1.0, name=None):
+    if isinstance(factor, Variable):
+        # Fluid 1.8 feeds a Variable factor to the pow op as its FactorTensor input (no gradient flows to it);
+        # here it is elementwise_pow(x, factor) with factor broadcast, the same values and the same X@GRAD.
+        _check_var("pow", "x", x)
+        if factor.dtype != VarType.FP32:
+            raise TypeError("pow: a Variable factor must be float32 (Fluid's FactorTensor), got %s %s"
+                            % (factor.name, factor.dtype))
+        if len(factor.shape) != 1 or factor.shape[0] not in (1, -1):
+            raise ValueError("pow: a Variable factor must have shape [1] (Fluid's FactorTensor), got %s with shape %s"
+                             % (factor.name, list(factor.shape)))
+        factor.stop_gradient = True
+        if x.dtype != factor.dtype:
+            from .tensor import cast
+            factor = cast(factor, x.dtype)
+            factor.stop_gradient = True
+        return elementwise_pow(x, factor, name=name)
+    return _pow_op(x, factor, name)
+
+
+pow.__signature__ = _pow_op.__signature__
+pow.__doc__ = _pow_op.__doc__ + (
+    "\n\nfactor may also be a float32 Variable of shape [1] (Fluid's FactorTensor input): the layer then appends "
+    "elementwise_pow(x, factor) instead of pow (same values and X@GRAD; no gradient flows to factor).")
+
+
+def prelu(x, mode, param_attr=None, name=None):
+    """Parametric ReLU: out = x if x > 0 else alpha * x, with a learnable alpha (initialised to 0.25) shared by
+    `mode`: 'all' (one alpha, shape [1]), 'channel' (one per channel, shape [1, C, 1, 1]) or 'element' (one per
+    element of a sample, shape [1] + x.shape[1:]). The parameter is named like Fluid's (prelu_N.w_0)."""
+    from ..initializer import Constant
+    _check_var("prelu", "x", x)
+    if mode not in ("all", "channel", "element"):
+        raise ValueError("prelu: mode should be one of all, channel, element, got %r" % (mode,))
+    if mode != "all":
+        if len(x.shape) < 2:
+            raise ValueError("prelu: mode %r needs x of rank >= 2, got %s with shape %s"
+                             % (mode, x.name, list(x.shape)))
+        per = list(x.shape[1:2]) if mode == "channel" else list(x.shape[1:])
+        if any(d < 0 for d in per):
+            raise ValueError("prelu: mode %r needs x's dims after the batch dim known, got %s with shape %s"
+                             % (mode, x.name, list(x.shape)))
+    alpha_shape = [1]
+    if mode == "channel":
+        alpha_shape = [1, x.shape[1]] + [1] * max(len(x.shape) - 2, 0)
+    elif mode == "element":
+        alpha_shape = [1] + list(x.shape[1:])
+    helper = LayerHelper("prelu", param_attr=param_attr, name=name)
+    alpha = helper.create_parameter(attr=helper.param_attr, shape=alpha_shape, dtype=x.dtype, is_bias=False,
+                                    default_initializer=Constant(0.25))
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="prelu", inputs={"X": [x], "Alpha": [alpha]}, outputs={"Out": [out]}, attrs={"mode": mode})
+    return out
+
+
+def maxout(x, groups, name=None, axis=1):
+    """Maxout: out[:, c] = max over k < groups of x[:, c * groups + k] along `axis` (1 for NCHW, -1 or 3 for
+    NHWC); x.shape[axis] must be divisible by groups."""
+    _check_var("maxout", "x", x)
+    if axis not in (1, -1, 3):
+        raise ValueError("maxout: axis must be 1, -1 or 3 (Fluid 1.8), got %r" % (axis,))
+    return _simple("maxout", {"X": [x]}, {"groups": int(groups), "axis": int(axis)}, name=name)
+
+
+def clip_by_norm(x, max_norm, name=None):
+    """out = x * max_norm / norm(x) if the L2 norm of all of x exceeds max_norm, else x. No gradient (Fluid's)."""
+    _check_var("clip_by_norm", "x", x)
+    return _simple("clip_by_norm", {"X": [x]}, {"max_norm": float(max_norm)}, name=name)
+
+
+def _logical(op_type, binary):
+    return generate_layer_fn(op_type, inputs=("x", "y") if binary else ("x",), stop_gradient=True, out_arg="out")
+
+
+logical_and = _logical("logical_and", True)
+logical_or = _logical("logical_or", True)
+logical_xor = _logical("logical_xor", True)
+logical_not = _logical("logical_not", False)
+
+reduce_prod = _reduce("reduce_prod")
+reduce_all = _reduce("reduce_all")
+reduce_any = _reduce("reduce_any")

@@ -140,3 +140,33 @@ def gaussian_random(shape, mean=0.0, std=1.0, seed=0, dtype="float32"):
 
 
 del default_main_program
+
+
+# ------------------------------------------------------------------ whole-tensor predicates (one bool, shape [1])
+
+__all__ += ["isfinite", "has_inf", "has_nan"]
+
+
+def _predicate(op_type, layer, x):
+    if not isinstance(x, Variable):
+        raise TypeError("%s: 'x' must be a Variable, got %s" % (layer, type(x).__name__))
+    helper = LayerHelper(op_type)
+    out = helper.create_variable_for_type_inference(dtype="bool", stop_gradient=True)
+    helper.append_op(type=op_type, inputs={"X": [x]}, outputs={"Out": [out]})
+    out.stop_gradient = True
+    return out
+
+
+def isfinite(x):
+    """A bool Variable of shape [1]: True if every element of x is finite (no inf, no NaN)."""
+    return _predicate("isfinite", "isfinite", x)
+
+
+def has_inf(x):
+    """A bool Variable of shape [1]: True if some element of x is +inf or -inf (op isinf)."""
+    return _predicate("isinf", "has_inf", x)
+
+
+def has_nan(x):
+    """A bool Variable of shape [1]: True if some element of x is NaN (op isnan)."""
+    return _predicate("isnan", "has_nan", x)

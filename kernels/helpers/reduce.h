@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "op_context.h"
@@ -30,6 +32,21 @@ struct MaxReducer {
     else return std::numeric_limits<T>::lowest();
   }
   template <typename T> static T Combine(T a, T b) { return a > b ? a : b; }
+};
+
+struct ProdReducer {
+  template <typename T> static T Init() { return T(1); }
+  template <typename T> static T Combine(T a, T b) { return a * b; }
+};
+
+// Logical reducers for bool tensors (reduce_all, reduce_any).
+struct AndReducer {
+  template <typename T> static T Init() { return T(true); }
+  template <typename T> static T Combine(T a, T b) { return a && b; }
+};
+struct OrReducer {
+  template <typename T> static T Init() { return T(false); }
+  template <typename T> static T Combine(T a, T b) { return a || b; }
 };
 
 // ------------------------------------------------------------------ axes
@@ -168,8 +185,8 @@ void Reduce(const T* x, const ReduceLayout& l, T* out) {
     return;
   }
   // Passes run from the innermost reduced run outwards; all but the last go to a scratch buffer.
-  std::vector<T> scratch;
-  if (count > 1) scratch.resize(l.numel / l.size[last]);
+  std::unique_ptr<T[]> scratch;  // not a std::vector: vector<bool> has no data()
+  if (count > 1) scratch.reset(new T[l.numel / l.size[last]]);
   const T* src = x;
   int64_t inner = 1;
   int done = 0;
@@ -180,7 +197,7 @@ void Reduce(const T* x, const ReduceLayout& l, T* out) {
     }
     int64_t outer = 1;
     for (int j = 0; j < k; ++j) outer *= l.size[j];
-    T* dst = ++done == count ? out : scratch.data();
+    T* dst = ++done == count ? out : scratch.get();
     ReduceRuns<Rd, T>(outer, l.size[k], inner, [src](int64_t i) { return src[i]; }, dst);
     src = dst;
   }
@@ -197,7 +214,9 @@ void ReduceTensor(const ExecutionContext& ctx, const std::vector<bool>& mask, bo
              " results of reducing ", in, " ", x.dims());
   T* op = o->mutable_data<T>(ctx.place());
   Reduce<Rd>(x.data<T>(), l, op);
-  if (mean) {
+  if constexpr (std::is_same_v<T, bool>) {
+    FL_ENFORCE(!mean, ctx.Type(), ": no mean of bool");
+  } else if (mean) {
     const T scale = T(1) / static_cast<T>(l.reduce_count);
     for (int64_t i = 0; i < l.out_numel; ++i) op[i] *= scale;
   }

@@ -195,3 +195,85 @@ def test_reduce_repeated_dim_is_not_every_axis():
     rs, ra = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x2": x}, fetch_list=[s, a])
     np.testing.assert_allclose(rs, x.sum(0), rtol=1e-6)
     np.testing.assert_allclose(ra, [x.sum()], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ reduce_prod, reduce_all, reduce_any
+
+@pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", CASES[:16])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_reduce_prod_forward(shape, dim, keep_dim, reduce_all, dtype):
+    rng = np.random.RandomState(2)
+    x = (rng.uniform(0.6, 1.4, shape) * rng.choice([-1, 1], shape)).astype(dtype) if dtype != "int64" \
+        else rng.randint(-3, 4, shape).astype(dtype)
+    axes = tuple(range(x.ndim)) if reduce_all else tuple(d % x.ndim for d in dim)
+    want = np.asarray(np.prod(x, axis=axes, keepdims=keep_dim), dtype=dtype)
+    want = want.reshape(want.shape if want.ndim else (1,))
+    OpTest("reduce_prod", {"X": x}, {"Out": want}, {"dim": dim, "keep_dim": keep_dim, "reduce_all": reduce_all}
+           ).check_output(atol=0 if dtype == "int64" else 1e-6, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 4), [1]), ((2, 3, 4), [0, 2]), ((5,), [0]), ((2, 3, 4), [1])])
+def test_reduce_prod_grad(shape, dim):
+    rng = np.random.RandomState(3)
+    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape)
+    OpTest("reduce_prod", {"X": x}, {"Out": np.zeros(1)}, {"dim": dim}).check_grad(["X"], "Out")
+
+
+def test_reduce_prod_grad_is_exact_with_zeros():
+    # one zero in a row: its gradient is the product of the others, the rest get 0; two zeros: all 0
+    x = np.array([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [1.5, -2.0, 4.0]])
+    OpTest("reduce_prod", {"X": x}, {"Out": np.zeros(1)}, {"dim": [1]}).check_grad(["X"], "Out")
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = fluid.layers.data("x", shape=[3, 3], dtype="float64", append_batch_size=False)
+        xv.stop_gradient = False
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.reduce_prod(xv, dim=1))], [xv])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": x}, fetch_list=[dx])
+    np.testing.assert_array_equal(got, [[0, 6, 0], [0, 0, 0], [-8, 6, -3]])
+
+
+BOOL_CASES = [((7,), [0], False, False), ((3, 4), [1], True, False), ((2, 3, 4), [0, 2], False, False),
+              ((2, 3, 4), [-1], False, False), ((2, 3, 4), [0], False, True), ((4, 1000), [1], False, False)]
+
+
+@pytest.mark.parametrize("op_type,ref", [("reduce_all", np.all), ("reduce_any", np.any)])
+@pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", BOOL_CASES)
+@pytest.mark.parametrize("p", [0.1, 0.9])
+def test_reduce_all_any_forward(op_type, ref, shape, dim, keep_dim, reduce_all, p):
+    x = np.random.RandomState(4).uniform(0, 1, shape) < p
+    axes = tuple(range(x.ndim)) if reduce_all else tuple(d % x.ndim for d in dim)
+    want = np.asarray(ref(x, axis=axes, keepdims=keep_dim))
+    want = want.reshape(want.shape if want.ndim else (1,))
+    OpTest(op_type, {"X": x}, {"Out": want}, {"dim": dim, "keep_dim": keep_dim, "reduce_all": reduce_all}
+           ).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op_type", ["reduce_all", "reduce_any"])
+def test_reduce_all_any_need_bool_and_have_no_gradient(op_type):
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("xb", shape=[3], dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"%s: X 'xb' \[-1, 3\] must be bool, got float32"
+                           % op_type):
+            getattr(fluid.layers, op_type)(x)
+    assert fluid.core.op_proto(op_type)["grad"] == "no_gradient"
+
+
+def test_reduce_prod_all_any_layers():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[2, 3], dtype="float32", append_batch_size=False)
+        b = fluid.layers.data("b", shape=[2, 3], dtype="bool", append_batch_size=False)
+        p_all, p1 = fluid.layers.reduce_prod(x), fluid.layers.reduce_prod(x, dim=-1, keep_dim=True)
+        a_all, a0 = fluid.layers.reduce_all(b), fluid.layers.reduce_all(b, dim=0)
+        y_all, y1 = fluid.layers.reduce_any(b), fluid.layers.reduce_any(b, dim=[1], keep_dim=True)
+    assert a0.dtype == fluid.core.VarDesc.VarType.BOOL and tuple(y1.shape) == (2, 1) and tuple(p1.shape) == (2, 1)
+    xv = np.array([[1, 2, 3], [-1, 0.5, 4]], "float32")
+    bv = np.array([[True, False, True], [True, True, True]])
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "b": bv},
+                                               fetch_list=[p_all, p1, a_all, a0, y_all, y1])
+    np.testing.assert_allclose(got[0], [-12.0])
+    np.testing.assert_allclose(got[1], [[6.0], [-2.0]])
+    np.testing.assert_array_equal(got[2], [False])
+    np.testing.assert_array_equal(got[3], [True, False, True])
+    np.testing.assert_array_equal(got[4], [True])
+    np.testing.assert_array_equal(got[5], [[True], [True]])

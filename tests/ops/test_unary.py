@@ -2,6 +2,7 @@
 forward value against numpy, its gradient by central differences, the forward variable its grad op reads, its
 layer and the no-kernel error for integer inputs; then the rows' special cases (saturation, kinks, bounds)."""
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -47,6 +48,45 @@ UNARY = {
     "clip": (lambda x, min, max: np.clip(x, np.float32(min), np.float32(max)),
              lambda s: away_from(rng.uniform(-2, 2, s), [-0.5, 0.75]), "X", {"min": -0.5, "max": 0.75}),
 }
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _gelu(x, approximate=False):
+    if approximate:
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
+
+
+def _elu(x, alpha):
+    return np.where(x > 0, x, alpha * np.expm1(x))
+
+
+def _hard_swish(x, threshold, scale, offset):
+    return x * np.clip(x + offset, 0, threshold) / scale
+
+
+# Fluid 1.8's activations (issue 14). Attributes are exact in float32 so float64 references match.
+UNARY.update({
+    "gelu": (_gelu, lambda s: rng.uniform(-3, 3, s), "X", {"approximate": False}),
+    "elu": (_elu, lambda s: away_from(rng.uniform(-3, 3, s), [0.0]), "X", {"alpha": 1.5}),
+    "selu": (lambda x, scale, alpha: scale * _elu(x, alpha), lambda s: away_from(rng.uniform(-3, 3, s), [0.0]), "X",
+             {"scale": 1.25, "alpha": 1.5}),
+    "swish": (lambda x, beta: x / (1 + np.exp(-beta * x)), lambda s: rng.uniform(-4, 4, s), "X", {"beta": 1.5}),
+    "hard_swish": (_hard_swish, lambda s: away_from(rng.uniform(-5, 5, s), [-3.0, 3.0]), "X",
+                   {"threshold": 6.0, "scale": 6.0, "offset": 3.0}),
+    "hard_sigmoid": (lambda x, slope, offset: np.clip(slope * x + offset, 0, 1),
+                     lambda s: away_from(rng.uniform(-4, 4, s), [-2.0, 2.0]), "Out", {"slope": 0.25, "offset": 0.5}),
+    "softplus": (lambda x: np.logaddexp(0, x), lambda s: rng.uniform(-5, 5, s), "X", {}),
+    "softsign": (lambda x: x / (1 + np.abs(x)), lambda s: rng.uniform(-3, 3, s), "X", {}),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), lambda s: rng.uniform(0.3, 3, s), "Out", {}),
+    "reciprocal": (lambda x: 1 / x, lambda s: _away_from_zero(s) * 2, "Out", {}),
+    "sin": (np.sin, lambda s: rng.uniform(-3, 3, s), "X", {}),
+    "pow": (lambda x, factor: x ** factor, lambda s: rng.uniform(0.2, 3, s), "X", {"factor": 2.5}),
+    "round": (np.round, lambda s: away_from(rng.uniform(-4, 4, s), np.arange(-4.5, 5.0)), None, {}),
+})
 ACTS = {op: row for op, row in UNARY.items() if not row[3] and row[2]}  # no attributes, a gradient of their own
 SHAPES = [(13, 17), (2, 3, 4), (1,), (4, 1, 5)]
 
@@ -291,3 +331,103 @@ def test_piecewise_integer_input_has_no_kernel(op):
     attrs = {"min": 0.0, "max": 1.0} if op == "clip" else {}
     with pytest.raises(fluid.core.EnforceNotMet, match=r"op %s does not have a kernel for data_type\[int64_t\]" % op):
         OpTest(op, {"X": x}, {"Out": x}, attrs).check_output()
+
+
+# ------------------------------------------------------------------ Fluid 1.8's activations: special cases
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_tanh_form(dtype):
+    x = rng.uniform(-4, 4, (5, 7)).astype(dtype)
+    OpTest("gelu", {"X": x}, {"Out": _gelu(x, True).astype(dtype)}, {"approximate": True}).check_output(rtol=1e-6)
+    OpTest("gelu", {"X": x.astype("float64")}, {"Out": np.zeros(1)}, {"approximate": True}).check_grad(["X"], "Out")
+    # the two forms differ (by up to ~1e-3 around |x| = 2): the attribute is honoured
+    assert np.abs(_gelu(x.astype("float64"), True) - _gelu(x.astype("float64"))).max() > 1e-4
+
+
+def test_gelu_layer_default_is_the_erf_form():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[4], dtype="float64", append_batch_size=False)
+        exact, approx = fluid.layers.gelu(x), fluid.layers.gelu(x, approximate=True)
+    xv = np.array([-2.5, -0.7, 0.3, 2.0])
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[exact, approx])
+    np.testing.assert_allclose(got[0], _gelu(xv), rtol=1e-13)
+    np.testing.assert_allclose(got[1], _gelu(xv, True), rtol=1e-13)
+
+
+def test_selu_layer_none_keeps_the_op_defaults():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[4], dtype="float64", append_batch_size=False)
+        a = fluid.layers.selu(x)
+        b = fluid.layers.selu(x, scale=2.0, alpha=0.5)
+    op_a, op_b = [o for o in main.global_block().ops if o.type == "selu"]
+    assert op_a.attr("scale") == pytest.approx(1.0507009873554805) and op_a.attr("alpha") == pytest.approx(1.6732632)
+    assert op_b.attr("scale") == 2.0 and op_b.attr("alpha") == 0.5
+    xv = np.array([-2.0, -0.5, 0.5, 3.0])
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv}, fetch_list=[a, b])
+    scale, alpha = np.float32(1.0507009873554805), np.float32(1.6732632423543772)
+    np.testing.assert_allclose(got[0], scale * _elu(xv, alpha), rtol=1e-12)
+    np.testing.assert_allclose(got[1], 2.0 * _elu(xv, 0.5), rtol=1e-12)
+
+
+def test_elu_swish_hard_swish_hard_sigmoid_layer_defaults():
+    sig = {op: {k: p.default for k, p in inspect.signature(getattr(fluid.layers, op)).parameters.items()}
+           for op in ["elu", "swish", "hard_swish", "hard_sigmoid", "pow", "gelu"]}
+    assert sig["elu"] == {"x": inspect.Parameter.empty, "alpha": 1.0, "name": None}
+    assert sig["swish"]["beta"] == 1.0
+    assert [sig["hard_swish"][k] for k in ("threshold", "scale", "offset")] == [6.0, 6.0, 3.0]
+    assert [sig["hard_sigmoid"][k] for k in ("slope", "offset")] == [0.2, 0.5]
+    assert sig["pow"]["factor"] == 1.0 and sig["gelu"]["approximate"] is False
+
+
+def test_softplus_does_not_overflow():
+    x = np.array([-100.0, -30.0, 0.0, 30.0, 100.0], dtype=np.float32)
+    OpTest("softplus", {"X": x}, {"Out": np.logaddexp(0, x.astype(np.float64)).astype(np.float32)}).check_output(
+        atol=0, rtol=1e-6)
+
+
+def test_round_halves_go_away_from_zero():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49], dtype=np.float32)
+    OpTest("round", {"X": x}, {"Out": np.array([-3, -2, -1, 1, 2, 3, 0], np.float32)}).check_output(atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_factor_variable(dtype):
+    # Fluid's FactorTensor: the exponent comes from a float32 [1] Variable and gets no gradient
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[4], dtype=dtype, append_batch_size=False)
+        x.stop_gradient = False
+        f = fluid.layers.data("f", shape=[1], dtype="float32", append_batch_size=False)
+        out = fluid.layers.pow(x, factor=f)
+        dx, = fluid.gradients([fluid.layers.reduce_sum(out)], [x])
+    assert f.stop_gradient and out.dtype == x.dtype
+    assert "pow" not in [o.type for o in main.global_block().ops]
+    xv = np.array([0.5, 1.0, 2.0, 3.0], dtype)
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": xv, "f": np.array([2.5], "float32")},
+                                               fetch_list=[out, dx])
+    np.testing.assert_allclose(got[0], xv ** 2.5, rtol=1e-6)
+    np.testing.assert_allclose(got[1], 2.5 * xv ** 1.5, rtol=1e-6)
+
+
+def test_pow_factor_errors():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("xp", shape=[3], dtype="float32")
+        f64 = fluid.layers.fill_constant([1], "float64", 2.0)
+        f2 = fluid.layers.fill_constant([2], "float32", 2.0)
+        with pytest.raises(TypeError, match=r"pow: a Variable factor must be float32 \(Fluid's FactorTensor\), got "
+                                            r"fill_constant\S* "):
+            fluid.layers.pow(x, factor=f64)
+        with pytest.raises(ValueError, match=r"pow: a Variable factor must have shape \[1\] \(Fluid's FactorTensor\), "
+                                             r"got fill_constant\S* with shape \[2\]"):
+            fluid.layers.pow(x, factor=f2)
+        with pytest.raises(TypeError, match="pow: factor must be a float or a 1-element float32 Variable, got str"):
+            fluid.layers.pow(x, factor="2")
+
+
+def test_hard_swish_zero_scale_fails_at_build_time():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("xh", shape=[3], dtype="float32")
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"hard_swish: scale must not be 0 for X 'xh' \[-1, 3\]"):
+            fluid.layers.hard_swish(x, scale=0.0)
