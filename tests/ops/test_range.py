@@ -6,12 +6,13 @@ import fluidlite as fluid
 from op_test import OpTest, declare, run
 
 
-@pytest.mark.parametrize("start,end,step", [(0, 5, 1), (1, 10, 3), (10, 1, -2), (3, 3, 1), (-2.5, 1.0, 0.7),
-                                            (1.0, 0.0, -0.25)])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
-def test_range_forward(start, end, step, dtype):
-    if np.dtype(dtype).kind == "i" and any(float(v) != int(v) for v in (start, end, step)):
-        pytest.skip("fractional bounds for an integer range")
+INT_RANGES = [(0, 5, 1), (1, 10, 3), (10, 1, -2), (3, 3, 1), (-4, 7, 5)]
+FLOAT_RANGES = INT_RANGES + [(-2.5, 1.0, 0.7), (1.0, 0.0, -0.25)]
+
+
+@pytest.mark.parametrize("dtype,start,end,step", [(d,) + r for d in ("int32", "int64") for r in INT_RANGES]
+                         + [(d,) + r for d in ("float32", "float64") for r in FLOAT_RANGES])
+def test_range_forward(dtype, start, end, step):
     a = [np.array([v], dtype) for v in (start, end, step)]
     want = np.arange(a[0][0], a[1][0], a[2][0], dtype=dtype)
     OpTest("range", {"Start": a[0], "End": a[1], "Step": a[2]}, {"Out": want}).check_output()
