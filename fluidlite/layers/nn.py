@@ -355,7 +355,7 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 # ------------------------------------------------------------------ index and shape layers (Fluid 1.8 nn.py)
 
 __all__ += ["where", "gather_nd", "scatter", "scatter_nd_add", "scatter_nd", "expand", "expand_as", "shape",
-            "size", "unique"]
+            "size", "unique", "unique_with_counts"]
 
 
 def _index_layer(layer, op_type, inputs, out_dtype, attrs=None, name=None, stop_gradient=False):
@@ -464,18 +464,28 @@ def size(input):
     return _index_layer("size", "size", {"Input": [input]}, VarType.INT64, stop_gradient=True)
 
 
+def _unique(layer, x, dtype, with_counts):
+    from ..framework import convert_np_dtype_to_dtype_ as to_dtype
+    _check_var(layer, "x", x)
+    index_dtype = to_dtype(dtype)
+    if index_dtype not in (VarType.INT32, VarType.INT64):
+        raise TypeError("%s: dtype must be int32 or int64, got %s" % (layer, dtype))
+    helper = LayerHelper(layer)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    outputs = {"Out": [out]}
+    for slot in ("Index", "Count") if with_counts else ("Index",):
+        outputs[slot] = [helper.create_variable_for_type_inference(dtype=index_dtype, stop_gradient=True)]
+    helper.append_op(type=layer, inputs={"X": [x]}, outputs=outputs, attrs={"dtype": int(index_dtype)})
+    out.stop_gradient = True
+    return (out,) + tuple(outputs[s][0] for s in outputs if s != "Out")
+
+
 def unique(x, dtype="int32"):
     """(out, index): the distinct values of the 1-D ``x`` in order of first appearance, and for each entry of x
     the position of its value in out (``dtype`` int32 or int64), so ``out[index] == x``."""
-    from ..framework import convert_np_dtype_to_dtype_ as to_dtype
-    _check_var("unique", "x", x)
-    index_dtype = to_dtype(dtype)
-    if index_dtype not in (VarType.INT32, VarType.INT64):
-        raise TypeError("unique: dtype must be int32 or int64, got %s" % (dtype,))
-    helper = LayerHelper("unique")
-    out = helper.create_variable_for_type_inference(dtype=x.dtype)
-    index = helper.create_variable_for_type_inference(dtype=index_dtype, stop_gradient=True)
-    helper.append_op(type="unique", inputs={"X": [x]}, outputs={"Out": [out], "Index": [index]},
-                     attrs={"dtype": int(index_dtype)})
-    out.stop_gradient = True
-    return out, index
+    return _unique("unique", x, dtype, False)
+
+
+def unique_with_counts(x, dtype="int32"):
+    """(out, index, count): as ``unique``, and how many entries of ``x`` each value of out has (``dtype``)."""
+    return _unique("unique_with_counts", x, dtype, True)

@@ -140,7 +140,8 @@ def gaussian_random(shape, mean=0.0, std=1.0, seed=0, dtype="float32"):
 
 # ------------------------------------------------------------------ index and creation layers (Fluid 1.8 tensor.py)
 
-__all__ += ["ones_like", "argmax", "argmin", "argsort", "range", "linspace", "fill_constant_batch_size_like"]
+__all__ += ["ones_like", "full_like", "argmax", "argmin", "argsort", "range", "linspace",
+            "fill_constant_batch_size_like"]
 
 
 def _check_var(layer, name, v):
@@ -167,6 +168,20 @@ def ones_like(x, out=None):
         out = helper.create_variable_for_type_inference(dtype=x.dtype)
     helper.append_op(type="fill_any_like", inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"value": 1.0})
     out.stop_gradient = True
+    return out
+
+
+def full_like(input, fill_value, out=None, dtype=None, device=None, stop_gradient=True, name=None):
+    """``fill_value`` with ``input``'s shape, in ``dtype`` (default: input's), via op fill_any_like; into ``out``
+    if given. ``device`` is accepted and ignored (the value is computed where the program runs)."""
+    _check_var("full_like", "input", input)
+    dtype = input.dtype if dtype is None else convert_np_dtype_to_dtype_(dtype)
+    helper = LayerHelper("full_like", name=name)
+    if out is None:
+        out = helper.create_variable_for_type_inference(dtype=dtype)
+    helper.append_op(type="fill_any_like", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"value": float(fill_value), "dtype": int(dtype)})
+    out.stop_gradient = bool(stop_gradient)
     return out
 
 

@@ -248,3 +248,18 @@ def test_ones_like_zeros_like_layers():
     np.testing.assert_array_equal(got[2], np.ones(2, "int32"))
     assert got[2].dtype == np.int32
     np.testing.assert_array_equal(got[3], np.ones((4, 3)))
+
+
+def test_full_like_layer():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[2], dtype="float32")
+        same = fluid.layers.full_like(x, 2.5)
+        ints = fluid.layers.full_like(x, 7, dtype="int64")
+        assert same.dtype == core.VarDesc.VarType.FP32 and ints.dtype == core.VarDesc.VarType.INT64
+        with pytest.raises(TypeError, match="full_like: 'input' must be a Variable, got float"):
+            fluid.layers.full_like(1.0, 2)
+    a, b = run(main, feed={"x": np.zeros((3, 2), "float32")}, fetch_list=[same, ints])
+    np.testing.assert_array_equal(a, np.full((3, 2), 2.5, "float32"))
+    np.testing.assert_array_equal(b, np.full((3, 2), 7, "int64"))
+    assert b.dtype == np.int64

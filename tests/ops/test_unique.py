@@ -53,3 +53,29 @@ def test_unique_errors():
         block.append_op(type="unique", inputs={"X": [v]}, outputs={"Out": [declare(block, "o", None)],
                                                                    "Index": [declare(block, "i", None, "int32")]},
                         attrs={"dtype": 5})
+
+
+@pytest.mark.parametrize("values", [[2, 3, 3, 1, 5, 3], [7], [0.5, -1.0, 0.5, 2.0, 0.5]])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_unique_with_counts_forward(values, dtype, index_dtype):
+    x = np.array(values).astype(dtype)
+    out, index = np_unique_first_seen(x)
+    count = np.array([(x == v).sum() for v in out])
+    vt = {"int32": 2, "int64": 3}[index_dtype]
+    OpTest("unique_with_counts", {"X": x}, {"Out": out, "Index": index.astype(index_dtype),
+                                            "Count": count.astype(index_dtype)}, {"dtype": vt}).check_output()
+
+
+def test_unique_with_counts_layer():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[5], dtype="float32", append_batch_size=False)
+        out, index, count = fluid.layers.unique_with_counts(x, dtype="int64")
+        assert count.dtype == fluid.core.VarDesc.VarType.INT64 and count.shape == (-1,)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"unique_with_counts: X 'm' \[2, 2\] must be 1-D"):
+            fluid.layers.unique_with_counts(fluid.layers.data("m", shape=[2, 2], append_batch_size=False))
+    o, i, c = run(main, {"x": np.array([3, 1, 3, 3, 2], "float32")}, [out, index, count])
+    np.testing.assert_array_equal(o, [3, 1, 2])
+    np.testing.assert_array_equal(i, [0, 1, 0, 0, 2])
+    np.testing.assert_array_equal(c, [3, 1, 1])
