@@ -115,6 +115,9 @@ FL_REGISTER_OP(gather, op) {
       .Input("X", "the tensor to gather rows from, rank >= 1")
       .Input("Index", "int32 or int64 row indices, [N] or [N, 1], each in [0, X.dims[0])")
       .Output("Out", "[N] + X.dims[1:]")
+      .Attr<bool>("overwrite", true,
+                  "accepted for Fluid 1.8 programs and ignored: X@GRAD always sums Out@GRAD over repeated indices "
+                  "(the derivative); Fluid's overwrite=True keeps one of them")
       .NonDifferentiable({"Index"})
       .KernelDTypeFrom("X")
       .SetInferShape([](InferShapeContext& ctx) {

@@ -272,11 +272,14 @@ def slice(input, axes, starts, ends):
                                                   "ends": [int(e) for e in ends]})
 
 
-def gather(input, index):
-    """The rows of ``input`` (along dim 0) named by the int32/int64 ``index`` [N] (or [N, 1])."""
+def gather(input, index, overwrite=True):
+    """The rows of ``input`` (along dim 0) named by the int32/int64 ``index`` [N] (or [N, 1]).
+
+    ``overwrite`` (Fluid 1.8) is accepted and ignored: the gradient always sums over repeated indices, which is
+    the derivative; Fluid's default ``overwrite=True`` keeps the gradient of only one of them."""
     _check_var("gather", "input", input)
     _check_var("gather", "index", index)
-    return _simple("gather", {"X": [input], "Index": [index]})
+    return _simple("gather", {"X": [input], "Index": [index]}, {"overwrite": bool(overwrite)})
 
 
 def stack(x, axis=0):

@@ -153,3 +153,19 @@ def test_gather_nd_errors():
     with pytest.raises(fluid.core.EnforceNotMet, match=r"gather_nd: Index 'idx' has value -1 at position 0 "
                                                        r"\(coordinate 0\), out of range \[0, 4\)"):
         exe.run(main, feed=dict(feed, idx=np.array([[-1, 0], [1, 2]], "int32")), fetch_list=[out])
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_gather_overwrite_is_accepted_and_the_gradient_still_sums(overwrite):
+    """Fluid 1.8's gather has attr overwrite (its grad keeps one of repeated indices when True); here the gradient
+    is always the derivative, summed over repeats (documented on the attribute and the layer)."""
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[3, 2], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        idx = fluid.layers.data("idx", shape=[3], dtype="int64", append_batch_size=False)
+        out = fluid.layers.gather(x, idx, overwrite=overwrite)
+        assert main.global_block().ops[-1].attr("overwrite") == overwrite
+        gx, = fluid.gradients([fluid.layers.reduce_sum(out)], [x])
+    g, = run(main, {"x": rand(3, 2), "idx": np.array([1, 1, 2], "int64")}, [gx])
+    np.testing.assert_array_equal(g, [[0, 0], [2, 2], [1, 1]])
