@@ -73,7 +73,7 @@ struct ArgKernel {
         best[o * v.inner + i] = b;
       }
     Tensor* out = ctx.Output("Out");
-    if (out->dtype() == DType::INT32 || ArgIndexDType(ctx.Attr<int32_t>("dtype")) == DType::INT32) {
+    if (ArgIndexDType(ctx.Attr<int32_t>("dtype")) == DType::INT32) {
       int32_t* d = out->mutable_data<int32_t>(ctx.place());
       for (size_t j = 0; j < best.size(); ++j) d[j] = static_cast<int32_t>(best[j]);
     } else {

@@ -33,6 +33,7 @@ def test_arg_min_max_flatten_dtype_and_nan(op_type, np_fn):
     x = rand(3, 4)
     OpTest(op_type, {"X": x}, {"Out": np.array([np_fn(x)], "int32")},
            {"axis": 0, "flatten": True, "dtype": 2}).check_output()
+    OpTest(op_type, {"X": x}, {"Out": np_fn(x, axis=1).astype("int64")}, {"axis": 1, "dtype": 3}).check_output()
     x[1, 2] = np.nan
     x[2, 0] = np.nan
     OpTest(op_type, {"X": x}, {"Out": np_fn(x, axis=1)}, {"axis": 1}).check_output()
