@@ -274,11 +274,14 @@ def slice(input, axes, starts, ends):
                                                   "ends": [int(e) for e in ends]})
 
 
-def gather(input, index):
-    """The rows of ``input`` (along dim 0) named by the int32/int64 ``index`` [N] (or [N, 1])."""
+def gather(input, index, overwrite=True):
+    """The rows of ``input`` (along dim 0) named by the int32/int64 ``index`` [N] (or [N, 1]).
+
+    ``overwrite`` (Fluid 1.8) is accepted and ignored: the gradient always sums over repeated indices, which is
+    the derivative; Fluid's default ``overwrite=True`` keeps the gradient of only one of them."""
     _check_var("gather", "input", input)
     _check_var("gather", "index", index)
-    return _simple("gather", {"X": [input], "Index": [index]})
+    return _simple("gather", {"X": [input], "Index": [index]}, {"overwrite": bool(overwrite)})
 
 
 def stack(x, axis=0):
@@ -468,3 +471,140 @@ logical_not = _logical("logical_not", False)
 reduce_prod = _reduce("reduce_prod")
 reduce_all = _reduce("reduce_all")
 reduce_any = _reduce("reduce_any")
+# ------------------------------------------------------------------ index and shape layers (Fluid 1.8 nn.py)
+
+__all__ += ["where", "gather_nd", "scatter", "scatter_nd_add", "scatter_nd", "expand", "expand_as", "shape",
+            "size", "unique", "unique_with_counts"]
+
+
+def _index_layer(layer, op_type, inputs, out_dtype, attrs=None, name=None, stop_gradient=False):
+    helper = LayerHelper(layer, name=name)
+    out = helper.create_variable_for_type_inference(dtype=out_dtype)
+    helper.append_op(type=op_type, inputs=inputs, outputs={"Out": [out]}, attrs=attrs or {})
+    if stop_gradient:
+        out.stop_gradient = True
+    return out
+
+
+def where(condition):
+    """The int64 coordinates [N, rank] of the true entries of ``condition`` (op where_index), in memory order.
+
+    ``gather_nd(x, where(mask))`` is the masked-select of Fluid 1.x. N is known only at run time."""
+    _check_var("where", "condition", condition)
+    return _index_layer("where_index", "where_index", {"Condition": [condition]}, VarType.INT64,
+                        stop_gradient=True)
+
+
+def gather_nd(input, index, name=None):
+    """``input[index[..., 0], index[..., 1], ...]``: ``index`` [.., k] (int32/int64) holds k-tuples into the
+    first k dims of ``input``; the result is ``index.shape[:-1] + input.shape[k:]``. Out-of-range tuples raise."""
+    _check_var("gather_nd", "input", input)
+    _check_var("gather_nd", "index", index)
+    return _index_layer("gather_nd", "gather_nd", {"X": [input], "Index": [index]}, input.dtype, name=name)
+
+
+def scatter(input, index, updates, name=None, overwrite=True):
+    """A copy of ``input`` with rows ``index[i]`` (dim 0) set to ``updates[i]`` (``overwrite``: the last of
+    repeated indices wins) or to the sum of the updates naming them (``overwrite=False``)."""
+    for arg, v in (("input", input), ("index", index), ("updates", updates)):
+        _check_var("scatter", arg, v)
+    return _index_layer("scatter", "scatter", {"X": [input], "Ids": [index], "Updates": [updates]}, input.dtype,
+                        {"overwrite": bool(overwrite)}, name)
+
+
+def scatter_nd_add(ref, index, updates, name=None):
+    """A copy of ``ref`` with ``updates[i]`` added at the k-tuple ``index[i]`` ([.., k], int32/int64); repeated
+    tuples accumulate. ``updates`` is ``index.shape[:-1] + ref.shape[k:]``."""
+    for arg, v in (("ref", ref), ("index", index), ("updates", updates)):
+        _check_var("scatter_nd_add", arg, v)
+    if ref.dtype != updates.dtype:
+        raise TypeError("scatter_nd_add: ref %s (%s) and updates %s (%s) must have one dtype"
+                        % (ref.name, ref.dtype, updates.name, updates.dtype))
+    return _index_layer("scatter_nd_add", "scatter_nd_add", {"X": [ref], "Index": [index], "Updates": [updates]},
+                        ref.dtype, name=name)
+
+
+def scatter_nd(index, updates, shape, name=None):
+    """``scatter_nd_add(zeros(shape), index, updates)``: a ``shape`` tensor of zeros with the updates added."""
+    from .tensor import fill_constant
+    _check_var("scatter_nd", "updates", updates)
+    return scatter_nd_add(fill_constant(shape, updates.dtype, 0.0), index, updates, name)
+
+
+def expand(x, expand_times, name=None):
+    """``x`` tiled ``expand_times[i]`` times along each dim i (rank 1 to 6). ``expand_times`` is a list of ints
+    (and, as in Fluid, 1-element int32 Variables, read at run time) or a 1-D int32 Variable."""
+    _check_var("expand", "x", x)
+    if x.dtype == VarType.BOOL and not x.stop_gradient:
+        raise ValueError("expand: x %s of dtype bool must have stop_gradient=True" % x.name)
+    helper = LayerHelper("expand", name=name)
+    inputs, attrs = {"X": [x]}, {}
+    if isinstance(expand_times, Variable):
+        expand_times.stop_gradient = True
+        inputs["ExpandTimes"] = [expand_times]
+    elif isinstance(expand_times, (list, tuple)):
+        if len(expand_times) != len(x.shape):
+            raise ValueError("expand: expand_times %s must have one count per dim of x %s %s"
+                             % (list(expand_times), x.name, list(x.shape)))
+        if any(isinstance(t, Variable) for t in expand_times):
+            from .tensor import fill_constant
+            tensors = []
+            for t in expand_times:
+                if isinstance(t, Variable):
+                    t.stop_gradient = True
+                    tensors.append(t)
+                else:
+                    tensors.append(fill_constant([1], "int32", int(t)))
+            inputs["expand_times_tensor"] = tensors
+        attrs["expand_times"] = [-1 if isinstance(t, Variable) else int(t) for t in expand_times]
+    else:
+        raise TypeError("expand: expand_times must be a list, tuple or Variable, got %s" % type(expand_times).__name__)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="expand", inputs=inputs, outputs={"Out": [out]}, attrs=attrs)
+    return out
+
+
+def expand_as(x, target_tensor, name=None):
+    """``x`` tiled to ``target_tensor``'s shape (each of its dims a multiple of x's)."""
+    _check_var("expand_as", "x", x)
+    _check_var("expand_as", "target_tensor", target_tensor)
+    return _index_layer("expand_as", "expand_as", {"X": [x], "target_tensor": [target_tensor]}, x.dtype, name=name)
+
+
+def shape(input):
+    """The dims of ``input`` as an int32 [rank] tensor (read at run time: -1 dims are filled in)."""
+    _check_var("shape", "input", input)
+    return _index_layer("shape", "shape", {"Input": [input]}, VarType.INT32, stop_gradient=True)
+
+
+def size(input):
+    """The number of elements of ``input`` as an int64 [1] tensor."""
+    _check_var("size", "input", input)
+    return _index_layer("size", "size", {"Input": [input]}, VarType.INT64, stop_gradient=True)
+
+
+def _unique(layer, x, dtype, with_counts):
+    from ..framework import convert_np_dtype_to_dtype_ as to_dtype
+    _check_var(layer, "x", x)
+    index_dtype = to_dtype(dtype)
+    if index_dtype not in (VarType.INT32, VarType.INT64):
+        raise TypeError("%s: dtype must be int32 or int64, got %s" % (layer, dtype))
+    helper = LayerHelper(layer)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    outputs = {"Out": [out]}
+    for slot in ("Index", "Count") if with_counts else ("Index",):
+        outputs[slot] = [helper.create_variable_for_type_inference(dtype=index_dtype, stop_gradient=True)]
+    helper.append_op(type=layer, inputs={"X": [x]}, outputs=outputs, attrs={"dtype": int(index_dtype)})
+    out.stop_gradient = True
+    return (out,) + tuple(outputs[s][0] for s in outputs if s != "Out")
+
+
+def unique(x, dtype="int32"):
+    """(out, index): the distinct values of the 1-D ``x`` in order of first appearance, and for each entry of x
+    the position of its value in out (``dtype`` int32 or int64), so ``out[index] == x``."""
+    return _unique("unique", x, dtype, False)
+
+
+def unique_with_counts(x, dtype="int32"):
+    """(out, index, count): as ``unique``, and how many entries of ``x`` each value of out has (``dtype``)."""
+    return _unique("unique_with_counts", x, dtype, True)

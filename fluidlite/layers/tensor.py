@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import unique_name
-from ..framework import Variable, convert_np_dtype_to_dtype_, default_main_program
+from ..framework import Variable, VarType, convert_np_dtype_to_dtype_, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
 
@@ -116,9 +116,6 @@ def fill_zeros_like(x):
     return out
 
 
-zeros_like = fill_zeros_like
-
-
 def uniform_random(shape, dtype="float32", min=-1.0, max=1.0, seed=0):
     helper = LayerHelper("uniform_random")
     dtype = convert_np_dtype_to_dtype_(dtype)
@@ -136,6 +133,150 @@ def gaussian_random(shape, mean=0.0, std=1.0, seed=0, dtype="float32"):
     helper.append_op(type="gaussian_random", outputs={"Out": out},
                      attrs={"shape": [int(s) for s in shape], "dtype": int(dtype), "mean": float(mean),
                             "std": float(std), "seed": seed})
+    return out
+
+
+
+
+# ------------------------------------------------------------------ index and creation layers (Fluid 1.8 tensor.py)
+
+__all__ += ["ones_like", "full_like", "argmax", "argmin", "argsort", "range", "linspace",
+            "fill_constant_batch_size_like"]
+
+
+def _check_var(layer, name, v):
+    if not isinstance(v, Variable):
+        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
+
+
+def zeros_like(x, out=None):
+    """Zeros with ``x``'s shape and dtype (op fill_zeros_like), into ``out`` if given."""
+    _check_var("zeros_like", "x", x)
+    helper = LayerHelper("zeros_like")
+    if out is None:
+        out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="fill_zeros_like", inputs={"X": [x]}, outputs={"Out": [out]})
+    out.stop_gradient = True
+    return out
+
+
+def ones_like(x, out=None):
+    """Ones with ``x``'s shape and dtype (op fill_any_like, value 1), into ``out`` if given."""
+    _check_var("ones_like", "x", x)
+    helper = LayerHelper("ones_like")
+    if out is None:
+        out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="fill_any_like", inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"value": 1.0})
+    out.stop_gradient = True
+    return out
+
+
+def full_like(input, fill_value, out=None, dtype=None, device=None, stop_gradient=True, name=None):
+    """``fill_value`` with ``input``'s shape, in ``dtype`` (default: input's), via op fill_any_like; into ``out``
+    if given. ``device`` is accepted and ignored (the value is computed where the program runs)."""
+    _check_var("full_like", "input", input)
+    dtype = input.dtype if dtype is None else convert_np_dtype_to_dtype_(dtype)
+    helper = LayerHelper("full_like", name=name)
+    if out is None:
+        out = helper.create_variable_for_type_inference(dtype=dtype)
+    helper.append_op(type="fill_any_like", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"value": float(fill_value), "dtype": int(dtype)})
+    out.stop_gradient = bool(stop_gradient)
+    return out
+
+
+def _arg_min_max(op_type, layer, x, axis):
+    _check_var(layer, "x", x)
+    helper = LayerHelper(op_type)
+    out = helper.create_variable_for_type_inference(VarType.INT64)
+    helper.append_op(type=op_type, inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"axis": int(axis)})
+    out.stop_gradient = True
+    return out
+
+
+def argmax(x, axis=0):
+    """The int64 index of the largest entry of ``x`` along ``axis`` (that axis removed; the first on ties)."""
+    return _arg_min_max("arg_max", "argmax", x, axis)
+
+
+def argmin(x, axis=0):
+    """The int64 index of the smallest entry of ``x`` along ``axis`` (that axis removed; the first on ties)."""
+    return _arg_min_max("arg_min", "argmin", x, axis)
+
+
+def argsort(input, axis=-1, descending=False, name=None):
+    """(out, ids): ``input`` sorted along ``axis`` (a stable sort; NaN as the largest) and the int64 positions
+    its entries came from. The gradient flows to ``input`` through ``out``."""
+    _check_var("argsort", "input", input)
+    helper = LayerHelper("argsort", name=name)
+    out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    ids = helper.create_variable_for_type_inference(VarType.INT64, stop_gradient=True)
+    helper.append_op(type="argsort", inputs={"X": [input]}, outputs={"Out": [out], "Indices": [ids]},
+                     attrs={"axis": int(axis), "descending": bool(descending)})
+    return out, ids
+
+
+def _scalar_input(layer, arg, v, dtype):
+    """A number as a [1] fill_constant of `dtype`; a Variable cast to `dtype` when it differs."""
+    if isinstance(v, Variable):
+        return v if v.dtype == dtype else cast(v, dtype)
+    if not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError("%s: %s must be a number or a Variable, got %s" % (layer, arg, type(v).__name__))
+    return fill_constant([1], dtype, v)
+
+
+def range(start, end, step, dtype):
+    """``[start, start + step, ...)`` up to ``end`` excluded (numpy's arange), each of start, end and step a
+    number or a 1-element Variable; ``dtype`` float32, float64, int32 or int64."""
+    dtype = convert_np_dtype_to_dtype_(dtype)
+    if dtype not in (VarType.FP32, VarType.FP64, VarType.INT32, VarType.INT64):
+        raise TypeError("range: dtype must be float32, float64, int32 or int64, got %s" % dtype)
+    start, end, step = (_scalar_input("range", a, v, dtype) for a, v in (("start", start), ("end", end),
+                                                                        ("step", step)))
+    helper = LayerHelper("range")
+    out = helper.create_variable_for_type_inference(dtype=dtype)
+    helper.append_op(type="range", inputs={"Start": [start], "End": [end], "Step": [step]}, outputs={"Out": [out]})
+    out.stop_gradient = True
+    return out
+
+
+def linspace(start, stop, num, dtype):
+    """``num`` evenly spaced values from ``start`` to ``stop``, both included; start/stop numbers or 1-element
+    Variables, ``num`` an int or a 1-element int32 Variable; ``dtype`` float32 or float64."""
+    dtype = convert_np_dtype_to_dtype_(dtype)
+    if dtype not in (VarType.FP32, VarType.FP64):
+        raise TypeError("linspace: dtype must be float32 or float64, got %s" % dtype)
+    start = _scalar_input("linspace", "start", start, dtype)
+    stop = _scalar_input("linspace", "stop", stop, dtype)
+    if isinstance(num, Variable):
+        if num.dtype not in (VarType.INT32, VarType.INT64):
+            raise TypeError("linspace: num %s must be int32 or int64, got %s" % (num.name, num.dtype))
+    elif isinstance(num, (int, np.integer)):
+        if num < 1:
+            raise ValueError("linspace: num must be >= 1, got %d" % num)
+        num = fill_constant([1], "int32", int(num))
+    else:
+        raise TypeError("linspace: num must be an int or a Variable, got %s" % type(num).__name__)
+    helper = LayerHelper("linspace")
+    out = helper.create_variable_for_type_inference(dtype=dtype)
+    helper.append_op(type="linspace", inputs={"Start": [start], "Stop": [stop], "Num": [num]},
+                     outputs={"Out": [out]})
+    out.stop_gradient = True
+    return out
+
+
+def fill_constant_batch_size_like(input, shape, dtype, value, input_dim_idx=0, output_dim_idx=0, force_cpu=False):
+    """A ``shape`` tensor of ``value`` whose dim ``output_dim_idx`` is ``input``'s dim ``input_dim_idx`` at run
+    time (the batch size of a feed)."""
+    _check_var("fill_constant_batch_size_like", "input", input)
+    dtype = convert_np_dtype_to_dtype_(dtype)
+    helper = LayerHelper("fill_constant_batch_size_like")
+    out = helper.create_variable_for_type_inference(dtype=dtype)
+    helper.append_op(type="fill_constant_batch_size_like", inputs={"Input": [input]}, outputs={"Out": [out]},
+                     attrs={"shape": [int(s) for s in shape], "dtype": int(dtype), "value": float(value),
+                            "input_dim_idx": int(input_dim_idx), "output_dim_idx": int(output_dim_idx),
+                            "force_cpu": bool(force_cpu)})
+    out.stop_gradient = True
     return out
 
 

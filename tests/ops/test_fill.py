@@ -205,3 +205,61 @@ def test_bool_dtype_has_no_kernel():
     main, out = _program("bool", shape=[-1, 2], value=1.0)
     with pytest.raises(core.EnforceNotMet, match="fill_constant_batch_size_like.*kernel.*bool"):
         fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.zeros((2, 3))}, fetch_list=[out])
+
+
+# ------------------------------------------------------------------ layers: fill_constant_batch_size_like, *_like
+
+def test_fill_constant_batch_size_like_layer():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[3], dtype="float64")  # [-1, 3]
+        boot = fluid.layers.fill_constant_batch_size_like(x, shape=[-1, 4], dtype="int64", value=7)
+        col = fluid.layers.fill_constant_batch_size_like(x, [2, -1, 1], "float32", 0.5, input_dim_idx=1,
+                                                         output_dim_idx=1)
+        assert boot.shape == (-1, 4) and boot.dtype == core.VarDesc.VarType.INT64 and boot.stop_gradient
+        assert col.shape == (2, 3, 1)
+        with pytest.raises(core.EnforceNotMet, match=r"fill_constant_batch_size_like: input_dim_idx 5 is out of "
+                                                     r"range for Input 'x' \[-1, 3\]"):
+            fluid.layers.fill_constant_batch_size_like(x, [-1, 4], "float32", 0.0, input_dim_idx=5)
+        with pytest.raises(TypeError, match="fill_constant_batch_size_like: 'input' must be a Variable, got list"):
+            fluid.layers.fill_constant_batch_size_like([1, 2], [-1, 4], "float32", 0.0)
+    a, b = run(main, feed={"x": np.zeros((5, 3))}, fetch_list=[boot, col])
+    np.testing.assert_array_equal(a, np.full((5, 4), 7, "int64"))
+    np.testing.assert_array_equal(b, np.full((2, 3, 1), 0.5, "float32"))
+
+
+def test_ones_like_zeros_like_layers():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[3], dtype="float64")
+        i = fluid.layers.data("i", shape=[2], dtype="int32", append_batch_size=False)
+        ones, zeros, ones_i = fluid.layers.ones_like(x), fluid.layers.zeros_like(x), fluid.layers.ones_like(i)
+        target = fluid.layers.create_tensor("float64")
+        same = fluid.layers.ones_like(x, out=target)
+        assert same is target and ones.dtype == x.dtype and ones.stop_gradient and zeros.stop_gradient
+        with pytest.raises(TypeError, match="ones_like: 'x' must be a Variable, got ndarray"):
+            fluid.layers.ones_like(np.zeros(3))
+        with pytest.raises(TypeError, match="zeros_like: 'x' must be a Variable, got int"):
+            fluid.layers.zeros_like(3)
+    got = run(main, feed={"x": np.full((4, 3), 9.0), "i": np.array([5, 6], "int32")},
+              fetch_list=[ones, zeros, ones_i, target])
+    np.testing.assert_array_equal(got[0], np.ones((4, 3)))
+    np.testing.assert_array_equal(got[1], np.zeros((4, 3)))
+    np.testing.assert_array_equal(got[2], np.ones(2, "int32"))
+    assert got[2].dtype == np.int32
+    np.testing.assert_array_equal(got[3], np.ones((4, 3)))
+
+
+def test_full_like_layer():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data("x", shape=[2], dtype="float32")
+        same = fluid.layers.full_like(x, 2.5)
+        ints = fluid.layers.full_like(x, 7, dtype="int64")
+        assert same.dtype == core.VarDesc.VarType.FP32 and ints.dtype == core.VarDesc.VarType.INT64
+        with pytest.raises(TypeError, match="full_like: 'input' must be a Variable, got float"):
+            fluid.layers.full_like(1.0, 2)
+    a, b = run(main, feed={"x": np.zeros((3, 2), "float32")}, fetch_list=[same, ints])
+    np.testing.assert_array_equal(a, np.full((3, 2), 2.5, "float32"))
+    np.testing.assert_array_equal(b, np.full((3, 2), 7, "int64"))
+    assert b.dtype == np.int64
