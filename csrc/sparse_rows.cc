@@ -1,0 +1,79 @@
+#include "sparse_rows.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+
+namespace fl {
+
+namespace {
+
+template <typename T>
+void MergeTyped(const SelectedRows& in, int64_t width, SelectedRows* out) {
+  const int64_t n = static_cast<int64_t>(in.rows.size());
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return in.rows[a] < in.rows[b]; });
+  int64_t distinct = 0;
+  for (int64_t k = 0; k < n; ++k) distinct += k == 0 || in.rows[order[k]] != in.rows[order[k - 1]];
+  DDim vd = in.value.dims();
+  vd[0] = distinct;
+  T* dst = out->value.mutable_data<T>(vd, in.value.place());
+  const T* src = n ? in.value.data<T>() : nullptr;
+  out->rows.clear();
+  out->rows.reserve(distinct);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t i = order[k];
+    const T* s = src + i * width;
+    if (out->rows.empty() || out->rows.back() != in.rows[i]) {
+      out->rows.push_back(in.rows[i]);
+      std::memcpy(dst + (out->rows.size() - 1) * width, s, width * sizeof(T));
+    } else {
+      T* d = dst + (out->rows.size() - 1) * width;
+      for (int64_t j = 0; j < width; ++j) d[j] += s[j];
+    }
+  }
+}
+
+std::mutex& TableMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::unordered_map<std::string, bool>& Table() {
+  static std::unordered_map<std::string, bool> t;
+  return t;
+}
+
+}  // namespace
+
+SelectedRows MergeAdd(const SelectedRows& in, const std::string& what) {
+  SelectedRows out;
+  out.height = in.height;
+  const DDim& d = in.value.dims();
+  FL_ENFORCE(d.size() >= 1 && d[0] == static_cast<int64_t>(in.rows.size()), what, ": SelectedRows has ", in.rows.size(),
+             " rows but its value is ", d);
+  int64_t width = 1;
+  for (int i = 1; i < d.size(); ++i) width *= d[i];
+  switch (in.value.dtype()) {
+    case DType::FP32: MergeTyped<float>(in, width, &out); break;
+    case DType::FP64: MergeTyped<double>(in, width, &out); break;
+    default:
+      FL_THROW(what, ": cannot merge SelectedRows rows of ", DTypeName(in.value.dtype()), " (float32/float64 only)");
+  }
+  return out;
+}
+
+void RegisterSelectedRowsValueOp(const std::string& type, bool merge_first) {
+  std::lock_guard<std::mutex> lock(TableMutex());
+  Table()[type] = merge_first;
+}
+
+const bool* FindSelectedRowsValueOp(const std::string& type) {
+  std::lock_guard<std::mutex> lock(TableMutex());
+  auto it = Table().find(type);
+  return it == Table().end() ? nullptr : &it->second;
+}
+
+}  // namespace fl
