@@ -1,5 +1,7 @@
 """Sparse gradients (SelectedRows): lookup_table(is_sparse=True) gradients against numpy, their aggregation by
 `sum`, and sparse optimizer updates against the dense ones (or numpy where Fluid's sparse semantics differ)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -354,3 +356,41 @@ def test_clip_on_sparse_grad_equals_dense(clip):
     assert main.global_block().var(sgd.input("Grad")[0]).type == SR
     assert not np.allclose(out[True]["w"], w0)
 
+
+
+GLOG_SCRIPT = r"""
+import re
+
+import numpy as np
+import fluidlite as fluid
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+    emb = fluid.layers.embedding(ids, size=[10, 4], is_sparse=True, param_attr=fluid.ParamAttr(name="w"))
+    fluid.optimizer.SGD(learning_rate=0.1).minimize(fluid.layers.mean(emb))
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+exe.run(main, feed={"ids": np.array([[1], [3], [1]], "int64")})
+"""
+
+
+def test_glog_and_profiler_show_selected_rows_by_value_dims():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, GLOG_v="4")
+    p = subprocess.run([sys.executable, "-c", GLOG_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    # Fluid's DebugStringEx prints a SelectedRows by its value's dims, without LoD
+    assert re.search(r"Op\(sgd\), inputs:\{Grad\[w@GRAD:float\[3, 4\]\(\)\], LearningRate", p.stderr), p.stderr
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = L.data(name="ids", shape=[1], dtype="int64")
+        emb = L.embedding(ids, size=[10, 4], is_sparse=True)
+        fluid.optimizer.SGD(learning_rate=0.1).minimize(L.mean(emb))
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    with fluid.profiler.profiler("CPU", profile_path=None, print_report=False):
+        exe.run(main, feed={"ids": np.array([[1], [3]], "int64")})
+    sgd = next(e for e in fluid.profiler.events() if e["name"] == "sgd")
+    assert sgd["args"] == '"inputs":"Param[10, 4], LearningRate[1], Grad[2, 4]","outputs":"ParamOut[10, 4]"'

@@ -24,11 +24,11 @@ def _program(vocab=10, dim=3):
 def test_merge_and_get_tensor_match_numpy():
     main, startup = _program()
     block = main.global_block()
-    merged = block.create_var(name="merged", dtype="float32", shape=[10, 3], type=SR)
-    block.append_op(type="merge_selected_rows", inputs={"X": block.var("w@GRAD")}, outputs={"Out": merged})
-    values = block.create_var(name="values", dtype="float32", shape=[-1, 3])
-    block.append_op(type="get_tensor_from_selected_rows", inputs={"X": merged}, outputs={"Out": values})
-    assert values.shape == (-1, 3)
+    with fluid.program_guard(main, startup):
+        merged = fluid.layers.merge_selected_rows(block.var("w@GRAD"), name="merged")
+        values = fluid.layers.get_tensor_from_selected_rows(merged, name="values")
+    assert merged.type == SR and values.type == core.VarDesc.VarType.LOD_TENSOR
+    assert values.shape == (-1, 3) and merged.shape == (10, 3)
     merged.persistable = values.persistable = True
     ids = np.array([[4], [1], [4], [7], [1], [4]], "int64")
     c = np.random.RandomState(0).randn(6, 3).astype("float32")
@@ -36,11 +36,11 @@ def test_merge_and_get_tensor_match_numpy():
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup, scope=scope)
     exe.run(main, feed={"ids": ids, "c": c}, scope=scope)
-    sr = scope.find_var("merged").get_selected_rows()
+    sr = scope.find_var(merged.name).get_selected_rows()
     assert list(sr.rows()) == [1, 4, 7] and sr.height() == 10
     want = np.stack([c[[1, 4]].sum(0), c[[0, 2, 5]].sum(0), c[3]])
     np.testing.assert_allclose(np.array(sr.get_tensor()), want, rtol=1e-6)
-    np.testing.assert_allclose(np.array(scope.find_var("values").get_tensor()), want, rtol=1e-6)
+    np.testing.assert_allclose(np.array(scope.find_var(values.name).get_tensor()), want, rtol=1e-6)
     record_checked("output", "merge_selected_rows", "get_tensor_from_selected_rows")
 
 
@@ -53,3 +53,12 @@ def test_dense_input_is_an_error(op_type):
         main.global_block().append_op(type=op_type, inputs={"X": x}, outputs={"Out": out})
     with pytest.raises(Exception, match=op_type + r": input X 'x' must hold a SelectedRows, but holds LoDTensor"):
         fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.ones((2, 3), "float32")}, scope=fluid.Scope())
+
+
+@pytest.mark.parametrize("layer", ["merge_selected_rows", "get_tensor_from_selected_rows"])
+def test_layers_reject_a_dense_variable_at_build_time(layer):
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        with pytest.raises(TypeError, match=layer + r": x 'x' must be a SelectedRows variable .*got "
+                                                    r"VarType.LOD_TENSOR"):
+            getattr(fluid.layers, layer)(x)
