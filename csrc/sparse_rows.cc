@@ -65,6 +65,31 @@ SelectedRows MergeAdd(const SelectedRows& in, const std::string& what) {
   return out;
 }
 
+void AddSelectedRowsTo(const SelectedRows& sr, Tensor* out, const std::string& what) {
+  const DDim full = sr.CompleteDims();
+  FL_ENFORCE(out->dims() == full && out->dtype() == sr.value.dtype(), what, ": SelectedRows (height ", sr.height,
+             ", value ", sr.value.dims(), ", ", DTypeName(sr.value.dtype()), ") does not match the dense tensor ",
+             out->dims(), " (", DTypeName(out->dtype()), ")");
+  const int64_t n = static_cast<int64_t>(sr.rows.size());
+  if (n == 0) return;
+  const int64_t width = sr.value.numel() / n;
+  for (int64_t i = 0; i < n; ++i)
+    FL_ENFORCE(sr.rows[i] >= 0 && sr.rows[i] < sr.height, what, ": SelectedRows row ", sr.rows[i],
+               " is out of range [0, ", sr.height, ")");
+  auto add = [&](auto* dst, const auto* src) {
+    for (int64_t i = 0; i < n; ++i) {
+      auto* d = dst + sr.rows[i] * width;
+      const auto* s = src + i * width;
+      for (int64_t j = 0; j < width; ++j) d[j] += s[j];
+    }
+  };
+  switch (sr.value.dtype()) {
+    case DType::FP32: add(static_cast<float*>(out->raw_mutable()), sr.value.data<float>()); break;
+    case DType::FP64: add(static_cast<double*>(out->raw_mutable()), sr.value.data<double>()); break;
+    default: FL_THROW(what, ": cannot add SelectedRows of ", DTypeName(sr.value.dtype()), " (float32/float64 only)");
+  }
+}
+
 void RegisterSelectedRowsValueOp(const std::string& type, bool merge_first) {
   std::lock_guard<std::mutex> lock(TableMutex());
   Table()[type] = merge_first;

@@ -394,3 +394,37 @@ def test_glog_and_profiler_show_selected_rows_by_value_dims():
         exe.run(main, feed={"ids": np.array([[1], [3]], "int64")})
     sgd = next(e for e in fluid.profiler.events() if e["name"] == "sgd")
     assert sgd["args"] == '"inputs":"Param[10, 4], LearningRate[1], Grad[2, 4]","outputs":"ParamOut[10, 4]"'
+
+
+@pytest.mark.parametrize("fluid_mode", [False, True])
+def test_sparse_lookup_inside_static_rnn_equals_dense(fluid_mode):
+    # the step scopes' SelectedRows gradients are added into the table's (dense) outer gradient
+    rng = np.random.RandomState(11)
+    words = rng.randint(0, VOCAB, size=(4, 5, 1)).astype("int64")
+    words[1, 0, 0] = words[0, 0, 0]
+    w0 = rng.randn(VOCAB, DIM).astype("float32")
+    got = {}
+    old = core.get_recurrent_fluid_mode()
+    core.set_recurrent_fluid_mode(fluid_mode)
+    try:
+        for sparse in (False, True):
+            main, startup = fluid.Program(), fluid.Program()
+            with fluid.program_guard(main, startup), fluid.unique_name.guard():
+                x = L.data(name="words", shape=[4, -1, 1], dtype="int64", append_batch_size=False)
+                h0 = L.data(name="h0", shape=[DIM], dtype="float32")
+                rnn = L.StaticRNN()
+                with rnn.step():
+                    x_t = rnn.step_input(x)
+                    e = L.embedding(x_t, size=[VOCAB, DIM], is_sparse=sparse, param_attr=fluid.ParamAttr(name="w"))
+                    h_prev = rnn.memory(init=h0)
+                    h = L.tanh(L.elementwise_add(h_prev, e))
+                    rnn.update_memory(h_prev, h)
+                    rnn.step_output(h)
+                loss = L.reduce_sum(L.square(rnn()))
+                fluid.optimizer.SGD(learning_rate=0.1).minimize(loss)
+            feed = {"words": words, "h0": np.zeros((5, DIM), "float32")}
+            got[sparse] = np.array(_run(main, startup, [feed] * 2, w0).find_var("w").get_tensor())
+    finally:
+        core.set_recurrent_fluid_mode(old)
+    assert not np.allclose(got[True], w0)
+    np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-6)
