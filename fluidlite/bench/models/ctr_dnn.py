@@ -30,26 +30,26 @@ TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 L = fluid.layers
 
 
-def network(ids, label, vocab=VOCAB, is_sparse=IS_SPARSE):
+def network(ids, label, vocab=VOCAB, is_sparse=IS_SPARSE, hidden=HIDDEN):
     """ids: int64 [batch, SLOTS, 1]; label: int64 [batch, 1]. Returns (logits, mean loss).
 
     Parameters: embedding_0.w_0 [vocab, EMB_DIM], fc_0..fc_2 (HIDDEN, relu), fc_3 [400, 2]."""
     emb = L.embedding(input=ids, size=[vocab, EMB_DIM], is_sparse=is_sparse)  # [batch, SLOTS, EMB_DIM]
     h = L.reshape(emb, [-1, SLOTS * EMB_DIM])
-    for size in HIDDEN:
+    for size in hidden:
         h = L.fc(input=h, size=size, act="relu")
     logits = L.fc(input=h, size=NUM_CLASSES)
     loss = L.mean(L.softmax_with_cross_entropy(logits, label))
     return logits, loss
 
 
-def build(batch_size, seed, vocab=VOCAB, is_sparse=IS_SPARSE, lazy_mode=True, optimizer=None):
+def build(batch_size, seed, vocab=VOCAB, is_sparse=IS_SPARSE, lazy_mode=True, optimizer=None, hidden=HIDDEN):
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         ids = L.data(name="ids", shape=[SLOTS, 1], dtype="int64")
         label = L.data(name="label", shape=[1], dtype="int64")
-        _, loss = network(ids, label, vocab=vocab, is_sparse=is_sparse)
+        _, loss = network(ids, label, vocab=vocab, is_sparse=is_sparse, hidden=hidden)
         if (optimizer or OPTIMIZER) == "sgd":
             fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(loss)
         else:
