@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-#include <numeric>
 #include <unordered_map>
+#include <utility>
 
 namespace fl {
 
@@ -13,11 +13,12 @@ namespace {
 template <typename T>
 void MergeTyped(const SelectedRows& in, int64_t width, SelectedRows* out) {
   const int64_t n = static_cast<int64_t>(in.rows.size());
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return in.rows[a] < in.rows[b]; });
+  // (row, position) pairs sorted: rows ascending, repeats in their original order (a deterministic sum).
+  std::vector<std::pair<int64_t, int64_t>> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = {in.rows[i], i};
+  std::sort(order.begin(), order.end());
   int64_t distinct = 0;
-  for (int64_t k = 0; k < n; ++k) distinct += k == 0 || in.rows[order[k]] != in.rows[order[k - 1]];
+  for (int64_t k = 0; k < n; ++k) distinct += k == 0 || order[k].first != order[k - 1].first;
   DDim vd = in.value.dims();
   vd[0] = distinct;
   T* dst = out->value.mutable_data<T>(vd, in.value.place());
@@ -25,7 +26,7 @@ void MergeTyped(const SelectedRows& in, int64_t width, SelectedRows* out) {
   out->rows.clear();
   out->rows.reserve(distinct);
   for (int64_t k = 0; k < n; ++k) {
-    const int64_t i = order[k];
+    const int64_t i = order[k].second;
     const T* s = src + i * width;
     if (out->rows.empty() || out->rows.back() != in.rows[i]) {
       out->rows.push_back(in.rows[i]);

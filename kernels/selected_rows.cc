@@ -3,7 +3,7 @@
 //   get_tensor_from_selected_rows:  Out = X's value tensor [len(rows), ...] (dense), rows dropped.
 // Gradient clipping uses them (fluidlite/clip.py), as Fluid's does. This file also lists the ops that accept a
 // SelectedRows X by computing on its value (the executor's rule, csrc/sparse_rows.h): scale and
-// elementwise_mul (linear: rows kept as they are) and clip (merged first, as Fluid's clip kernel does).
+// elementwise_mul (linear: rows kept as they are), clip and clip_by_norm (merged first, as Fluid's kernels do).
 #include <cstring>
 
 #include "op_context.h"
@@ -24,6 +24,7 @@ const bool kValueOps = [] {
   RegisterSelectedRowsValueOp("scale", false);
   RegisterSelectedRowsValueOp("elementwise_mul", false);
   RegisterSelectedRowsValueOp("clip", true);
+  RegisterSelectedRowsValueOp("clip_by_norm", true);  // the norm of the merged rows is the dense gradient's
   return true;
 }();
 
