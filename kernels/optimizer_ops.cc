@@ -53,6 +53,9 @@ T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in) {
   return o->mutable_data<T>(ctx.place());
 }
 
+// How many rows ahead a sparse update prefetches the parameter and accumulator rows it will touch.
+constexpr size_t kPrefetchRows = 8;
+
 // A sparse update's output: its input's values (copied unless ParamOut is Param, in place), so that only the
 // rows the update touches need writing.
 template <typename T>
@@ -225,7 +228,16 @@ FL_REGISTER_OP(adam, op) {
             }
           };
           if (ctx.Attr<bool>("lazy_mode")) {  // only the rows in the gradient
-            for (size_t k = 0; k < mg.rows.size(); ++k) update(mg.rows[k], mg.values.data() + k * w);
+            const size_t nr = mg.rows.size();
+            for (size_t k = 0; k < nr; ++k) {
+              if (k + kPrefetchRows < nr) {  // rows are scattered over the table: fetch ahead what they touch
+                const int64_t o = mg.rows[k + kPrefetchRows] * w;
+                __builtin_prefetch(p + o, 1);
+                __builtin_prefetch(m1 + o, 1);
+                __builtin_prefetch(m2 + o, 1);
+              }
+              update(mg.rows[k], mg.values.data() + k * w);
+            }
           } else {  // Fluid: every row's moments decay and every row moves
             ForEveryRow<T>(h, mg, update);
           }
@@ -274,6 +286,10 @@ FL_REGISTER_OP(adagrad, op) {
           T* m = SparseOutput<T>(ctx, "MomentOut", "Moment");
           const int64_t w = mg.width;
           for (size_t k = 0; k < mg.rows.size(); ++k) {
+            if (k + kPrefetchRows < mg.rows.size()) {
+              __builtin_prefetch(p + mg.rows[k + kPrefetchRows] * w, 1);
+              __builtin_prefetch(m + mg.rows[k + kPrefetchRows] * w, 1);
+            }
             const T* g = mg.values.data() + k * w;
             for (int64_t j = 0, o = mg.rows[k] * w; j < w; ++j, ++o) {
               m[o] += g[j] * g[j];

@@ -57,7 +57,9 @@ template <typename T>
 void AddRowsTo(const SelectedRows& sr, T scale, T* dst) {
   const int64_t w = RowWidth(sr);
   const T* v = sr.rows.empty() ? nullptr : sr.value.data<T>();
+  constexpr size_t kAhead = 8;  // rows are scattered over dst: prefetch the ones a few iterations ahead
   for (size_t i = 0; i < sr.rows.size(); ++i) {
+    if (i + kAhead < sr.rows.size()) __builtin_prefetch(dst + sr.rows[i + kAhead] * w, 1);
     T* d = dst + sr.rows[i] * w;
     const T* s = v + i * w;
     for (int64_t j = 0; j < w; ++j) d[j] += scale * s[j];
