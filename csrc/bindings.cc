@@ -517,8 +517,31 @@ PYBIND11_MODULE(_core, m) {
                t.place().ToString() + ")";
       });
 
+  // Fluid's SelectedRows (a sparse gradient): rows of a [height, ...] tensor, value [len(rows), ...].
+  py::class_<SelectedRows>(m, "SelectedRows")
+      .def(py::init<>())
+      .def(py::init([](std::vector<int64_t> rows, int64_t height) {
+             SelectedRows sr;
+             sr.rows = std::move(rows);
+             sr.height = height;
+             return sr;
+           }),
+           py::arg("rows"), py::arg("height"))
+      .def("rows", [](const SelectedRows& sr) { return sr.rows; })
+      .def("set_rows", [](SelectedRows& sr, std::vector<int64_t> rows) { sr.rows = std::move(rows); })
+      .def("height", [](const SelectedRows& sr) { return sr.height; })
+      .def("set_height", [](SelectedRows& sr, int64_t h) { sr.height = h; })
+      .def(
+          "get_tensor", [](SelectedRows& sr) -> Tensor& { return sr.value; },
+          py::return_value_policy::reference_internal, "the value tensor [len(rows), ...]")
+      .def("__repr__", [](const SelectedRows& sr) {
+        return Str("SelectedRows(height ", sr.height, ", ", sr.rows.size(), " rows, value ",
+                   DTypeName(sr.value.dtype()), " ", sr.value.dims(), ")");
+      });
+
   py::class_<Variable, std::shared_ptr<Variable>>(m, "Variable")
       .def("get_tensor", &Variable::GetMutableTensor, py::return_value_policy::reference_internal)
+      .def("get_selected_rows", &Variable::GetMutableSelectedRows, py::return_value_policy::reference_internal)
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);
 

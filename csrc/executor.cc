@@ -91,7 +91,7 @@ void CheckOutputsFinite(const PreparedOp& op) {
   for (size_t s = 0; s < info.outputs.size(); ++s) {
     const auto& vars = op.outputs()[s];
     for (size_t j = 0; j < vars.size(); ++j) {
-      const Tensor* t = vars[j] ? vars[j]->GetTensor() : nullptr;
+      const Tensor* t = TensorOrValue(vars[j]);  // a SelectedRows: its value
       if (!t || !t->IsInitialized() || !t->place().is_cpu()) continue;
       int64_t bad;
       switch (t->dtype()) {

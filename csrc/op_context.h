@@ -135,7 +135,10 @@ class ExecutionContext {
   int OutputSize(const char* slot) const { return static_cast<int>(OutVars(slot).size()); }
   // The tensor of an input; throws (naming op, slot and variable) if it was never written.
   const Tensor& Input(const char* slot, int i = 0) const;
-  const Tensor* InputOrNull(const char* slot, int i = 0) const;  // null if absent or uninitialized
+  // null if absent or uninitialized; throws if it holds a SelectedRows (read those with InputRowsOrNull).
+  const Tensor* InputOrNull(const char* slot, int i = 0) const;
+  // The SelectedRows of an input (a sparse gradient), or null if it holds anything else or nothing.
+  const SelectedRows* InputRowsOrNull(const char* slot, int i = 0) const;
   std::vector<const Tensor*> MultiInput(const char* slot) const;
   Tensor* Output(const char* slot, int i = 0) const;
   Tensor* OutputOrNull(const char* slot, int i = 0) const;  // null if the slot is absent

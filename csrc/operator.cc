@@ -5,6 +5,7 @@
 #include "op_context.h"
 #include "profiler.h"
 #include "scope.h"
+#include "sparse_rows.h"
 
 namespace fl {
 
@@ -216,7 +217,7 @@ class RuntimeInferShapeContext : public InferShapeContext {
   bool HasInputAt(const char* slot, int i) const override {
     const auto& vars = In(slot);
     if (i < 0 || i >= static_cast<int>(vars.size()) || !vars[i]) return false;
-    const Tensor* t = vars[i]->GetTensor();
+    const Tensor* t = TensorOrValue(vars[i]);
     return t && t->IsInitialized();
   }
   bool HasOutputAt(const char* slot, int i) const override {
@@ -233,18 +234,27 @@ class RuntimeInferShapeContext : public InferShapeContext {
   }
   int InputSize(const char* slot) const override { return static_cast<int>(In(slot).size()); }
   int OutputSize(const char* slot) const override { return static_cast<int>(Out(slot).size()); }
-  DDim InputDim(const char* slot, int i) const override { return InTensor(slot, i).dims(); }
-  DType InputDType(const char* slot, int i) const override { return InTensor(slot, i).dtype(); }
+  DDim InputDim(const char* slot, int i) const override {
+    // A SelectedRows input has the dims of the dense tensor it stands for (Fluid's GetCompleteDims).
+    if (const SelectedRows* sr = InRows(slot, i)) return sr->CompleteDims();
+    return InTensor(slot, i).dims();
+  }
+  DType InputDType(const char* slot, int i) const override {
+    if (const SelectedRows* sr = InRows(slot, i)) return sr->value.dtype();
+    return InTensor(slot, i).dtype();
+  }
   const std::string& InputName(const char* slot, int i) const override { return op_.desc_->Input(slot).at(i); }
   const std::string& OutputName(const char* slot, int i) const override { return op_.desc_->Output(slot).at(i); }
   void SetOutputDim(const char* slot, const DDim& dims, int i) override {
     Variable* v = Out(slot).at(i);
-    if (v) v->GetMutableTensor()->Resize(dims);
+    if (v && !v->IsSelectedRows()) v->GetMutableTensor()->Resize(dims);  // a sparse kernel shapes its own
   }
   void SetOutputDType(const char*, DType, int) override {}  // the kernel's mutable_data<T> sets it
   void ShareLoD(const char* in, const char* out, int i, int j) override {
     Variable* v = Out(out).at(j);
-    if (v) v->GetMutableTensor()->set_lod(InTensor(in, i).lod());
+    if (!v || v->IsSelectedRows()) return;
+    if (InRows(in, i)) v->GetMutableTensor()->set_lod({});
+    else v->GetMutableTensor()->set_lod(InTensor(in, i).lod());
   }
   const Attribute& GetAttr(const std::string& name) const override {
     ExecutionContext ctx(op_, Place::CPU());
@@ -261,6 +271,12 @@ class RuntimeInferShapeContext : public InferShapeContext {
     static const std::vector<Variable*> kNone;
     int i = op_.info_->OutputIndex(slot);
     return i < 0 ? kNone : op_.outs_[i];
+  }
+  const SelectedRows* InRows(const char* slot, int i) const {
+    const auto& vars = In(slot);
+    if (i < 0 || i >= static_cast<int>(vars.size()) || !vars[i]) return nullptr;
+    const SelectedRows* sr = vars[i]->GetSelectedRows();
+    return sr && sr->value.IsInitialized() ? sr : nullptr;
   }
   const Tensor& InTensor(const char* slot, int i) const {
     const auto& vars = In(slot);
@@ -294,9 +310,13 @@ void AppendArgs(std::string& s, const std::vector<SlotSpec>& specs, const VarNam
       if (j) s += ", ";
       const std::string& n = names[k].second[j];
       Variable* v = (idx >= 0 && j < vars[idx].size()) ? vars[idx][j] : nullptr;
-      const Tensor* t = v ? v->GetTensor() : nullptr;
+      const Tensor* t = TensorOrValue(v);
       if (!t) {
         s += n + "[uninited]";
+        continue;
+      }
+      if (v->IsSelectedRows()) {  // Fluid prints a SelectedRows by its value's dims, without LoD
+        s += n + ":" + (t->IsInitialized() ? DTypeCppName(t->dtype()) : "") + t->dims().ToString() + "()";
         continue;
       }
       s += n + ":" + (t->IsInitialized() ? DTypeCppName(t->dtype()) : "") + t->dims().ToString() + "(" +
@@ -309,8 +329,10 @@ void AppendArgs(std::string& s, const std::vector<SlotSpec>& specs, const VarNam
 DType DefaultKernelDType(const PreparedOp& op, const OpInfo& info) {
   ExecutionContext ctx(op, Place::CPU());
   auto first_tensor = [&ctx](const std::string& slot) -> const Tensor* {
-    for (int i = 0; i < ctx.InputSize(slot.c_str()); ++i)
+    for (int i = 0; i < ctx.InputSize(slot.c_str()); ++i) {
+      if (const SelectedRows* sr = ctx.InputRowsOrNull(slot.c_str(), i)) return &sr->value;
       if (const Tensor* t = ctx.InputOrNull(slot.c_str(), i)) return t;
+    }
     return nullptr;
   };
   // The preferred slot (a grad op's Out@GRAD) when it holds a tensor, else the first input that does.
@@ -341,7 +363,7 @@ const char* PreparedOp::ProfileArgs() {
     for (const auto* side : {&ins_, &outs_})
       for (const auto& slot : *side)
         for (Variable* v : slot) {
-          const Tensor* t = v ? v->GetTensor() : nullptr;
+          const Tensor* t = TensorOrValue(v);
           if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor)) {
             same = false;
           }
@@ -357,7 +379,7 @@ const char* PreparedOp::ProfileArgs() {
     std::string& out = parts[side_index++];
     for (size_t s = 0; s < side->size(); ++s)
       for (Variable* v : (*side)[s]) {
-        const Tensor* t = v ? v->GetTensor() : nullptr;
+        const Tensor* t = TensorOrValue(v);
         DDim d = t ? t->dims() : kNoTensor;
         profiled_dims_.push_back(d);
         if (!t) continue;
@@ -373,7 +395,7 @@ bool PreparedOp::InputDimsChanged(const std::vector<DDim>& dims) const {
   size_t k = 0;
   for (const auto& slot : ins_)
     for (Variable* v : slot) {
-      const Tensor* t = v ? v->GetTensor() : nullptr;
+      const Tensor* t = TensorOrValue(v);
       const DDim& d = t && t->IsInitialized() ? t->dims() : kNoTensor;
       if (k >= dims.size() || !(d == dims[k])) return true;
       ++k;
@@ -385,12 +407,43 @@ void PreparedOp::RecordInputDims(std::vector<DDim>& dims) const {
   dims.clear();
   for (const auto& slot : ins_)
     for (Variable* v : slot) {
-      const Tensor* t = v ? v->GetTensor() : nullptr;
+      const Tensor* t = TensorOrValue(v);
       dims.push_back(t && t->IsInitialized() ? t->dims() : kNoTensor);
     }
 }
 
 void PreparedOp::Run(const Place& place) {
+  // An op that computes on a SelectedRows X's value (sparse_rows.h): its kernel runs on the value (merged
+  // first where the op needs it) and Out becomes SelectedRows with X's rows and height.
+  if (!ins_.empty() && ins_[0].size() == 1 && ins_[0][0] && ins_[0][0]->IsSelectedRows() && !outs_.empty() &&
+      outs_[0].size() == 1 && outs_[0][0]) {
+    if (const bool* merge = FindSelectedRowsValueOp(info_->type)) {
+      Variable* xv = ins_[0][0];
+      Variable* ov = outs_[0][0];
+      const std::string what = Str("op ", info_->type, ": input ", info_->inputs[0].name, " '",
+                                   desc_->Input(info_->inputs[0].name).at(0), "'");
+      SelectedRows in = *merge ? MergeAdd(*xv->GetSelectedRows(), what) : *xv->GetSelectedRows();
+      Variable value_in, value_out;
+      *value_in.GetMutableTensor() = in.value;
+      ins_[0][0] = &value_in;
+      outs_[0][0] = &value_out;
+      try {
+        Run(place);
+      } catch (...) {
+        ins_[0][0] = xv;
+        outs_[0][0] = ov;
+        throw;
+      }
+      ins_[0][0] = xv;
+      outs_[0][0] = ov;
+      SelectedRows out;
+      out.rows = std::move(in.rows);
+      out.height = in.height;
+      out.value = *value_out.GetTensor();
+      *ov->GetMutableSelectedRows() = std::move(out);
+      return;
+    }
+  }
   ExecutionContext ctx(*this, place);
   if (info_->run) {
     info_->run(ctx);
@@ -480,8 +533,19 @@ const std::string& ExecutionContext::OutputName(const char* slot, int i) const {
 const Tensor* ExecutionContext::InputOrNull(const char* slot, int i) const {
   const auto& vars = InVars(slot);
   if (i >= static_cast<int>(vars.size()) || !vars[i]) return nullptr;
+  // Only ops that handle sparse gradients read SelectedRows (InputRowsOrNull, first): any other op gets an error.
+  FL_ENFORCE(!vars[i]->IsSelectedRows(), "op ", op_.info_->type, ": input ", slot, " variable '",
+             op_.desc_->Input(slot).at(i), "' holds a SelectedRows (a sparse gradient), but ", op_.info_->type,
+             " reads a dense LoDTensor there");
   const Tensor* t = vars[i]->GetTensor();
   return t && t->IsInitialized() ? t : nullptr;
+}
+
+const SelectedRows* ExecutionContext::InputRowsOrNull(const char* slot, int i) const {
+  const auto& vars = InVars(slot);
+  if (i >= static_cast<int>(vars.size()) || !vars[i]) return nullptr;
+  const SelectedRows* sr = vars[i]->GetSelectedRows();
+  return sr && sr->value.IsInitialized() ? sr : nullptr;
 }
 
 const Tensor& ExecutionContext::Input(const char* slot, int i) const {

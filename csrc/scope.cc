@@ -44,6 +44,7 @@ const char* Variable::KindName() const {
     case 1: return "LoDTensor";
     case 2: return "tensor list";
     case 3: return "step scopes";
+    case 4: return "SelectedRows";
   }
   return "?";
 }

@@ -27,6 +27,21 @@ class Scope;
 using TensorList = std::vector<Tensor>;  // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
 using StepScopes = std::vector<Scope*>;  // STEP_SCOPES (owned by the scope that created them)
 
+// SELECTED_ROWS (Fluid's sparse gradient): some rows of a [height, ...] tensor. value[i] is row rows[i];
+// rows may repeat (a lookup's grad lists each id as seen), and repeated rows add up.
+struct SelectedRows {
+  std::vector<int64_t> rows;
+  int64_t height = 0;
+  Tensor value;  // [rows.size(), ...]
+  // The dense tensor's dims: [height] + value's dims after the first.
+  DDim CompleteDims() const {
+    DDim d = value.dims();
+    if (d.size() == 0) return DDim{height};
+    d[0] = height;
+    return d;
+  }
+};
+
 // Shared by its scope and by Python handles (`scope.var(...)`): erasing the variable or dropping its
 // scope only detaches it, so a handle kept in Python stays valid instead of dangling.
 class Variable : public std::enable_shared_from_this<Variable> {
@@ -35,6 +50,7 @@ class Variable : public std::enable_shared_from_this<Variable> {
   bool IsTensor() const { return std::holds_alternative<Tensor>(value_); }
   bool IsTensorList() const { return std::holds_alternative<TensorList>(value_); }
   bool IsStepScopes() const { return std::holds_alternative<StepScopes>(value_); }
+  bool IsSelectedRows() const { return std::holds_alternative<SelectedRows>(value_); }
 
   // Get-or-create accessors: a fresh variable becomes the requested kind; a variable of another kind
   // is an error (names are reused across kinds only by mistake).
@@ -42,6 +58,18 @@ class Variable : public std::enable_shared_from_this<Variable> {
   TensorList* GetMutableTensorList() { return GetMutable<TensorList>("tensor list"); }
   StepScopes* GetMutableStepScopes() { return GetMutable<StepScopes>("step scopes"); }
   const Tensor* GetTensor() const { return std::get_if<Tensor>(&value_); }
+  // A fresh variable, or one holding a tensor without memory (shape inference resized it), becomes
+  // SelectedRows: a sparse grad op's output is declared with its dense dims at build time.
+  SelectedRows* GetMutableSelectedRows() {
+    if (const Tensor* t = std::get_if<Tensor>(&value_); t && !t->IsInitialized()) value_ = SelectedRows();
+    return GetMutable<SelectedRows>("SelectedRows");
+  }
+  const SelectedRows* GetSelectedRows() const { return std::get_if<SelectedRows>(&value_); }
+  // A sparse op writing a dense result where an earlier run left SelectedRows: the variable becomes a tensor.
+  Tensor* ResetToTensor() {
+    if (!std::holds_alternative<Tensor>(value_)) value_ = Tensor();
+    return std::get_if<Tensor>(&value_);
+  }
   const char* KindName() const;
 
  private:
@@ -52,8 +80,15 @@ class Variable : public std::enable_shared_from_this<Variable> {
     FL_ENFORCE(p != nullptr, "variable holds a ", KindName(), ", not a ", what);
     return p;
   }
-  std::variant<std::monostate, Tensor, TensorList, StepScopes> value_;
+  std::variant<std::monostate, Tensor, TensorList, StepScopes, SelectedRows> value_;
 };
+
+// The tensor a variable holds, or the value of its SelectedRows (debug strings, profiler, nan/inf checks).
+inline const Tensor* TensorOrValue(const Variable* v) {
+  if (!v) return nullptr;
+  if (const SelectedRows* sr = v->GetSelectedRows()) return &sr->value;
+  return v->GetTensor();
+}
 
 class Scope {
  public:

@@ -7,6 +7,7 @@
 #include "executor.h"
 #include "logging.h"
 #include "profiler.h"
+#include "sparse_rows.h"
 #include "sum_into.h"
 
 namespace fl {
@@ -62,8 +63,13 @@ void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::st
                         const Place& place, Tensor* out) {
   RecordEvent ev("sum", "Operator");
   std::vector<const Tensor*> parts;
+  std::vector<const SelectedRows*> sparse;  // a sparse lookup's gradient inside the step block
   for (int64_t t = 0; t < seq_len; ++t) {
     Variable* v = scopes[t]->FindLocalVar(grad_name);
+    if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr) {
+      if (sr->value.IsInitialized()) sparse.push_back(sr);
+      continue;
+    }
     const Tensor* g = v ? v->GetTensor() : nullptr;
     if (g && g->IsInitialized() && g->numel() > 0) {
       FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
@@ -74,23 +80,24 @@ void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::st
   out->Resize(param.dims());
   if (parts.empty()) {
     FillZerosLike(param, place, out);
-    return;
-  }
-  void* dst = out->mutable_data(place, parts[0]->dtype());
-  if (parts.size() == 1) {
+  } else if (parts.size() == 1) {
+    void* dst = out->mutable_data(place, parts[0]->dtype());
     MemCopy(place, dst, parts[0]->place(), parts[0]->raw_data(), parts[0]->nbytes());
-    return;
+  } else {
+    void* dst = out->mutable_data(place, parts[0]->dtype());
+    VisitDType(parts[0]->dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T>) {
+        std::vector<const T*> ptrs;
+        for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
+        SumInto<T>(ptrs, static_cast<T*>(dst), param.numel());
+      } else {
+        FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(parts[0]->dtype()));
+      }
+    });
   }
-  VisitDType(parts[0]->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) {
-      std::vector<const T*> ptrs;
-      for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
-      SumInto<T>(ptrs, static_cast<T*>(dst), param.numel());
-    } else {
-      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(parts[0]->dtype()));
-    }
-  });
+  // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
+  for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, out, "recurrent_grad: gradient '" + grad_name + "'");
 }
 
 // Fluid mode: adds step t's gradient `g` into the outer gradient (a copy at the first step walked, the last).
@@ -223,6 +230,12 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
       for (size_t p = 0; p < param_names.size(); ++p) {
         Tensor* outer = io.parameter_grads[p];
         Variable* v = s.FindLocalVar(GradName(param_names[p]));
+        if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr; sr && outer) {  // a sparse lookup's
+          RecordEvent sum_ev("sum", "Operator");
+          if (t == seq_len - 1) FillZerosLike(Required(io.parameters[p], "parameter", param_names[p]), place, outer);
+          AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + GradName(param_names[p]) + "'");
+          continue;
+        }
         const Tensor* g = v ? v->GetTensor() : nullptr;
         if (!outer || !g || !g->IsInitialized()) continue;
         AddStepParamGrad(*g, t == seq_len - 1, place, outer);

@@ -324,9 +324,33 @@ def _materialise(block, d):
         for k, v in d.attrs.items():
             desc.set_attr(k, v)
     desc.set_attr("op_role", int(block.program._op_role))
+    _mark_sparse_gradients(block, desc)
     new = block.desc.insert_desc(block.desc.op_size(), desc)
     block.desc.infer_shape(new)
     block._wrap_op(new)  # not needed for correctness (Block.ops is a view); saves wrapping it later
+
+
+_SPARSE_GRAD_OPS = ("lookup_table_grad", "lookup_table_v2_grad")
+
+
+def _mark_sparse_gradients(block, desc):
+    """Declare SelectedRows gradients as Fluid does: W@GRAD of a sparse lookup (is_sparse=True), and the
+    ``sum`` aggregating several of them (the sum of SelectedRows and a dense gradient is dense)."""
+    t = desc.type()
+    if t in _SPARSE_GRAD_OPS and desc.has_attr("is_sparse") and desc.attr("is_sparse"):
+        outs = [n for n in desc.output("W@GRAD") if n != EMPTY] if "W@GRAD" in desc.output_names() else []
+    elif t == "sum":
+        ins = [block.desc.find_var_recursive(n) for n in desc.input("X")]
+        sparse = int(core.VarDesc.VarType.SELECTED_ROWS)
+        if not ins or not all(v is not None and v.type() == sparse for v in ins):
+            return
+        outs = desc.output("Out")
+    else:
+        return
+    for n in outs:
+        v = block.desc.find_var_recursive(n)
+        if v is not None:
+            v.set_type(int(core.VarDesc.VarType.SELECTED_ROWS))
 
 
 def _seed_gradient(block, target, target_gradient=None, renames=None):

@@ -19,10 +19,23 @@ def _append_per_grad(params_grads, block, op_type, inputs, attrs):
         if g is None:
             out.append((p, g))
             continue
-        clipped = block.create_var(dtype=g.dtype, shape=g.shape)
+        # A SelectedRows gradient stays sparse: the op computes on its (merged, for clip) value (Fluid's kernels).
+        clipped = block.create_var(dtype=g.dtype, shape=g.shape, type=g.type)
         block.append_op(type=op_type, inputs=dict({"X": g}, **inputs), outputs={"Out": clipped}, attrs=attrs)
         out.append((p, clipped))
     return out
+
+
+def _merged_values(g, block):
+    """g, or for a SelectedRows gradient the value of its merged rows (Fluid: merge_selected_rows, then
+    get_tensor_from_selected_rows): the rows a sparse gradient repeats count once in a norm."""
+    if g.type != framework.VarType.SELECTED_ROWS:
+        return g
+    merged = block.create_var(dtype=g.dtype, shape=g.shape, type=g.type)
+    block.append_op(type="merge_selected_rows", inputs={"X": g}, outputs={"Out": merged})
+    values = block.create_var(dtype=g.dtype, shape=[-1] + list(g.shape[1:]))
+    block.append_op(type="get_tensor_from_selected_rows", inputs={"X": merged}, outputs={"Out": values})
+    return values
 
 
 class GradientClipByGlobalNorm(BaseGradientClipAttr):
@@ -35,7 +48,7 @@ class GradientClipByGlobalNorm(BaseGradientClipAttr):
         grads = [g for _, g in params_grads if g is not None]
         if not grads:
             return params_grads
-        squares = [layers.reduce_sum(layers.square(g)) for g in grads]
+        squares = [layers.reduce_sum(layers.square(_merged_values(g, block))) for g in grads]
         global_norm = layers.sqrt(squares[0] if len(squares) == 1 else layers.sums(squares))
         clip = layers.fill_constant(shape=[1], dtype=global_norm.dtype, value=self.clip_norm)
         scale = layers.elementwise_div(clip, layers.elementwise_max(global_norm, clip))

@@ -7,8 +7,8 @@ __all__ = ["embedding", "one_hot"]
 
 def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None, param_attr=None,
               dtype="float32"):
-    """Rows of a [vocab, width] table for int64 ids of any shape; padding_idx as in layers.embedding. The
-    gradient is always dense (is_sparse and is_distributed are recorded on the op, not acted on)."""
+    """Rows of a [vocab, width] table for int64 ids of any shape; padding_idx and is_sparse (a SelectedRows
+    gradient) as in layers.embedding; is_distributed is recorded on the op, not acted on."""
     return _lookup("lookup_table_v2", "fluid.embedding", input, size, is_sparse, is_distributed, padding_idx,
                    param_attr, dtype)
 

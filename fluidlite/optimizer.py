@@ -197,8 +197,8 @@ class AdamOptimizer(Optimizer):
 
 
 class AdagradOptimizer(Optimizer):
-    """moment += g^2; p -= lr * g / (sqrt(moment) + epsilon), with Fluid's accumulator name (moment_0), dense
-    gradients only (sparse updates are issue [4/10])."""
+    """moment += g^2; p -= lr * g / (sqrt(moment) + epsilon), with Fluid's accumulator name (moment_0); a sparse
+    (SelectedRows) gradient updates only its rows (docs/sparse.md)."""
 
     type = "adagrad"
     _moment_acc_str = "moment"

@@ -28,6 +28,11 @@ FL_REGISTER_OP(fetch, op) {
       .Output("Out", "the fetch list variable (FETCH_LIST)")
       .Attr<int32_t>("col", 0, "column of the fetch list")
       .SetRun([](const ExecutionContext& ctx) {
+        // Fluid's fetch takes LoDTensors only; a SelectedRows is read through the scope instead.
+        FL_ENFORCE(!ctx.InputVar("X")->IsSelectedRows(), "fetch: variable '", ctx.InputName("X"),
+                   "' holds a SelectedRows (a sparse gradient), which fetch cannot return; read it with "
+                   "scope.find_var('",
+                   ctx.InputName("X"), "').get_selected_rows() (rows(), height(), get_tensor())");
         const Tensor* src = ctx.InputOrNull("X");
         FL_ENFORCE(src != nullptr, "fetch: variable '", ctx.InputName("X"),
                    "' was never computed (no op before the fetch writes it and it was not fed)");

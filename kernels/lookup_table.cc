@@ -1,7 +1,8 @@
 // lookup_table (fluid.layers.embedding): Out[..., :] = W[Ids[..., 0], :]; rows whose id is padding_idx
-// are zeros and get no gradient. The grad is a dense W@GRAD: zeroed once, then the Out@GRAD rows are
-// added into the rows their ids name. lookup_table_v2 (fluid.embedding, Fluid 1.6+) is the same op on
-// ids of any shape: Out = Ids.dims + [width] (no trailing 1). One definition serves both.
+// are zeros and get no gradient. The grad is a dense W@GRAD (zeroed once, then the Out@GRAD rows are
+// added into the rows their ids name), or with is_sparse a SelectedRows of the ids' rows. lookup_table_v2
+// (fluid.embedding, Fluid 1.6+) is the same op on ids of any shape: Out = Ids.dims + [width] (no trailing 1). One
+// definition serves both.
 #include "grad_op_maker.h"
 #include "helpers/rows.h"
 
@@ -44,10 +45,30 @@ const auto kLookup = [](const ExecutionContext& ctx, auto tag) {
   GatherRows(w.data<T>(), width, id, n, skip, out->mutable_data<T>(ctx.place()));
 };
 
+// is_sparse: W@GRAD is SelectedRows {rows = the ids as seen (repeats kept, as Fluid), height = vocab,
+// value = Out@GRAD's rows}; rows of padding ids are zeros. Touches len(ids) rows instead of the whole table.
+template <typename T>
+void SparseLookupGrad(const ExecutionContext& ctx, const Tensor& w, const Tensor& ids, const Tensor& dout,
+                      int64_t skip) {
+  const int64_t n = ids.numel(), width = w.dims()[1];
+  const int64_t* id = ids.data<int64_t>();
+  SelectedRows* sr = ctx.OutputVar("W@GRAD")->GetMutableSelectedRows();
+  sr->height = w.dims()[0];
+  sr->rows.assign(id, id + n);
+  T* v = sr->value.mutable_data<T>(DDim{n, width}, ctx.place());
+  const T* g = dout.data<T>();
+  const size_t bytes = static_cast<size_t>(width) * sizeof(T);
+  for (int64_t i = 0; i < n; ++i) {
+    if (id[i] == skip) std::memset(v + i * width, 0, bytes);
+    else std::memcpy(v + i * width, g + i * width, bytes);
+  }
+}
+
 const auto kLookupGrad = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
-  Tensor* dw = ctx.OutputOrNull("W@GRAD");
-  if (!dw) return;
+  if (!ctx.HasOutput("W@GRAD")) return;
+  const bool sparse = ctx.Attr<bool>("is_sparse");
+  Tensor* dw = sparse ? nullptr : ctx.OutputOrNull("W@GRAD");
   const Tensor& w = ctx.Input("W");
   const Tensor& ids = ctx.Input("Ids");
   const Tensor& dout = ctx.Input("Out@GRAD");
@@ -57,6 +78,7 @@ const auto kLookupGrad = [](const ExecutionContext& ctx, auto tag) {
   const int64_t skip = SkipId(ctx.Attr<int64_t>("padding_idx"));
   const int64_t* id = ids.data<int64_t>();
   CheckRowIndices(id, n, rows, skip, IdsWhat(ctx), Str("W '", ctx.InputName("W"), "' ", w.dims()));
+  if (sparse) return SparseLookupGrad<T>(ctx, w, ids, dout, skip);
   dw->Resize(w.dims());
   T* d = dw->mutable_data<T>(ctx.place());
   std::memset(d, 0, static_cast<size_t>(w.numel()) * sizeof(T));
@@ -74,7 +96,7 @@ void DefineLookup(OpBuilder& op) {
       .Input("Ids", v2 ? "int64 ids of any shape, each in [0, vocab)" : "int64 ids, last dim 1, each in [0, vocab)")
       .Output("Out", v2 ? "Ids' dims + [width]" : "Ids' dims with the trailing 1 replaced by width")
       .NonDifferentiable({"Ids"})
-      .Attr<bool>("is_sparse", false, "Fluid's SelectedRows gradient; fluidlite always computes a dense W@GRAD")
+      .Attr<bool>("is_sparse", false, "W@GRAD is SelectedRows (the rows of the ids seen) instead of a dense table")
       .Attr<bool>("is_distributed", false, "distributed table (accepted for compatibility; no effect)")
       .Attr<int64_t>("padding_idx", -1, "id whose rows output zeros and get no gradient (-1: none)")
       .Attr<bool>("remote_prefetch", false, "prefetch from a parameter server (accepted; no effect)")
@@ -85,7 +107,9 @@ void DefineLookup(OpBuilder& op) {
       })
       .template CPUKernel<float, double>(kLookup);
   op.GradOp({"W", "Ids", "Out@GRAD"})
-      .Doc("Gradient of " + name + ": W@GRAD (dense) = zeros, then W@GRAD[Ids[i]] += Out@GRAD[i] except padding ids.")
+      .Doc("Gradient of " + name +
+           ": W@GRAD (dense) = zeros, then W@GRAD[Ids[i]] += Out@GRAD[i] except padding ids; with is_sparse a "
+           "SelectedRows {rows: Ids, value: Out@GRAD rows (padding ids' zeroed)}.")
       .Grad(LinearGradGrad)
       .CPUKernel<float, double>(kLookupGrad);
 }

@@ -1,12 +1,14 @@
 // sum: Out = X[0] + X[1] + ... + X[n-1]. Backward aggregates gradients with it, so it is one pass
 // over memory: each output block is accumulated in a small stack buffer that stays in L1, reading
 // every input once and writing Out once. Empty or uninitialized inputs are skipped (a gradient nobody
-// produced is zero). When Out is X[0] the result lands in X[0]'s buffer with no extra copy.
+// produced is zero). When Out is X[0] the result lands in X[0]'s buffer with no extra copy. SelectedRows
+// inputs (sparse gradients): all sparse gives SelectedRows (rows concatenated), sparse + dense gives dense.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "grad_op_maker.h"
+#include "helpers/selected_rows.h"
 #include "op_context.h"
 #include "sum_into.h"
 
@@ -38,10 +40,76 @@ void InferSum(InferShapeContext& ctx) {
   ctx.ShareLoD("X", "Out", src);
 }
 
+// Some input is SelectedRows. All of them sparse: Out is SelectedRows with their rows and values
+// concatenated (repeats kept, as Fluid). Any dense: Out is dense, the dense inputs added, then every
+// sparse row added into its row.
+template <typename T>
+void SumWithSelectedRows(const ExecutionContext& ctx) {
+  const int n = ctx.InputSize("X");
+  std::vector<std::pair<int, const SelectedRows*>> sparse;
+  std::vector<std::pair<int, const Tensor*>> dense;
+  for (int i = 0; i < n; ++i) {
+    if (const SelectedRows* sr = ctx.InputRowsOrNull("X", i)) sparse.emplace_back(i, sr);
+    else if (const Tensor* t = ctx.InputOrNull("X", i)) dense.emplace_back(i, t);
+  }
+  const SelectedRows& s0 = *sparse[0].second;
+  const DDim full = s0.CompleteDims();
+  auto describe = [&](int i) { return Str("X[", i, "] '", ctx.InputName("X", i), "'"); };
+  for (auto& [i, sr] : sparse) {
+    FL_ENFORCE(sr->CompleteDims() == full && sr->value.dtype() == s0.value.dtype(), "sum: SelectedRows ", describe(i),
+               " (height ", sr->height, ", value ", sr->value.dims(), ", ", DTypeName(sr->value.dtype()),
+               ") does not match ", describe(sparse[0].first), " (height ", s0.height, ", value ", s0.value.dims(),
+               ", ", DTypeName(s0.value.dtype()), ")");
+    for (size_t k = 0; k < sr->rows.size(); ++k)
+      FL_ENFORCE(sr->rows[k] >= 0 && sr->rows[k] < sr->height, "sum: SelectedRows ", describe(i), " has row ",
+                 sr->rows[k], ", out of range [0, ", sr->height, ")");
+  }
+  Variable* out_var = ctx.OutputVar("Out");
+  if (dense.empty()) {
+    SelectedRows r;  // built aside: Out may be one of the inputs
+    r.height = s0.height;
+    size_t total = 0;
+    for (auto& p : sparse) total += p.second->rows.size();
+    r.rows.reserve(total);
+    DDim vd = s0.value.dims();
+    vd[0] = static_cast<int64_t>(total);
+    T* v = r.value.mutable_data<T>(vd, ctx.place());
+    const int64_t w = RowWidth(s0);
+    for (auto& p : sparse) {
+      const SelectedRows& sr = *p.second;
+      r.rows.insert(r.rows.end(), sr.rows.begin(), sr.rows.end());
+      if (!sr.rows.empty()) std::memcpy(v, sr.value.data<T>(), sr.rows.size() * w * sizeof(T));
+      v += sr.rows.size() * w;
+    }
+    *out_var->GetMutableSelectedRows() = std::move(r);
+    return;
+  }
+  const Tensor& d0 = *dense[0].second;
+  for (auto& [i, t] : dense) {
+    FL_ENFORCE(t->numel() == full.numel() && t->dtype() == s0.value.dtype(), "sum: ", describe(i), " ", t->dims(), " (",
+               DTypeName(t->dtype()), ") does not match the dense dims ", full, " (", DTypeName(s0.value.dtype()),
+               ") of SelectedRows ", describe(sparse[0].first));
+  }
+  Tensor acc;  // built aside: Out may be one of the inputs
+  T* a = acc.mutable_data<T>(d0.dims(), ctx.place());
+  if (dense.size() == 1) {
+    std::memcpy(a, d0.data<T>(), d0.numel() * sizeof(T));
+  } else {
+    std::vector<const T*> ptrs;
+    for (auto& p : dense) ptrs.push_back(p.second->data<T>());
+    SumInto<T>(ptrs, a, d0.numel());
+  }
+  for (auto& p : sparse) AddRowsTo<T>(*p.second, T(1), a);
+  acc.set_lod(d0.lod());
+  *out_var->ResetToTensor() = acc;
+}
+
 }  // namespace
 
 FL_REGISTER_OP(sum, op) {
-  op.Doc("Out = sum of all inputs X (equal numbers of elements); empty or unset inputs are skipped.")
+  op.Doc(
+        "Out = sum of all inputs X (equal numbers of elements); empty or unset inputs are skipped. SelectedRows "
+        "inputs: all SelectedRows gives SelectedRows (rows and values concatenated); with a dense input, dense.")
       .DuplicableInput("X", "tensors to add; all with the same number of elements")
       .Output("Out", "their sum, shaped like the first non-empty input; may be X[0] itself (in place)")
       .Inplace("Out", "X")  // the regularizer's sum(X=[grad, decay], Out=grad); any X[i] (blocks go via a buffer)
@@ -49,6 +117,8 @@ FL_REGISTER_OP(sum, op) {
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const int n = ctx.InputSize("X");
+        for (int i = 0; i < n; ++i)
+          if (ctx.InputRowsOrNull("X", i)) return SumWithSelectedRows<T>(ctx);
         Tensor* out = ctx.Output("Out");
         const Variable* out_var = ctx.OutputVar("Out");
         std::vector<const T*> ptrs;

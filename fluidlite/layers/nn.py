@@ -222,7 +222,9 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     """Looks up rows of a [vocab, width] table (``embedding_N.w_0``) for int64 ids whose last dim is 1.
 
     Ids equal to ``padding_idx`` (negative: counted from vocab; None: no padding) give zero rows and no
-    gradient. The gradient is always a dense tensor (``is_sparse`` is accepted for compatibility).
+    gradient. ``is_sparse=True`` makes the table's gradient SelectedRows (the rows of the ids seen, see
+    docs/sparse.md), so optimizers update only those rows; ``is_distributed`` is accepted and ignored (no
+    parameter server).
     """
     return _lookup("lookup_table", "embedding", input, size, is_sparse, is_distributed, padding_idx, param_attr,
                    dtype)
@@ -608,3 +610,27 @@ def unique(x, dtype="int32"):
 def unique_with_counts(x, dtype="int32"):
     """(out, index, count): as ``unique``, and how many entries of ``x`` each value of out has (``dtype``)."""
     return _unique("unique_with_counts", x, dtype, True)
+def _selected_rows_layer(layer, op_type, x, name, out_type):
+    _check_var(layer, "x", x)
+    if x.type != VarType.SELECTED_ROWS:
+        raise TypeError("%s: x '%s' must be a SelectedRows variable (a sparse gradient, e.g. of embedding with "
+                        "is_sparse=True), got %s" % (layer, x.name, x.type))
+    helper = LayerHelper(op_type, name=name)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    out.desc.set_type(int(out_type))
+    helper.append_op(type=op_type, inputs={"X": [x]}, outputs={"Out": [out]})
+    return out
+
+
+def merge_selected_rows(x, name=None):
+    """SelectedRows x with its repeated rows summed into one, rows ascending (Fluid's MergeAdd)."""
+    return _selected_rows_layer("merge_selected_rows", "merge_selected_rows", x, name, VarType.SELECTED_ROWS)
+
+
+def get_tensor_from_selected_rows(x, name=None):
+    """The value tensor [len(rows), ...] of SelectedRows x, as a dense LoDTensor (the rows are dropped)."""
+    return _selected_rows_layer("get_tensor_from_selected_rows", "get_tensor_from_selected_rows", x, name,
+                                VarType.LOD_TENSOR)
+
+
+__all__ += ["merge_selected_rows", "get_tensor_from_selected_rows"]

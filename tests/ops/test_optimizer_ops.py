@@ -109,3 +109,82 @@ def test_adagrad_moment_shape_error():
         with pytest.raises(Exception, match=r"adagrad: .*Moment.* must have the shape of .*Param"):
             block.append_op(type="adagrad", inputs={"Param": p, "Grad": g, "Moment": m, "LearningRate": lr},
                             outputs={"ParamOut": p, "MomentOut": m})
+
+
+def _run_update_op(op_type, inputs, outputs, attrs, steps=2, seed=0):
+    """Runs `op_type` `steps` times on float64 state from scope: inputs maps slot -> (name, initial array) or
+    (name, None) for the fed Grad; outputs maps slot -> name. Returns ({name: final array}, grads fed)."""
+    rng = np.random.RandomState(seed)
+    main = fluid.Program()
+    block = main.global_block()
+    vars_ = {}
+    for slot, (name, value) in inputs.items():
+        shape = list(value.shape) if value is not None else list(inputs["Param"][1].shape)
+        vars_[slot] = block.create_var(name=name, dtype="float64", shape=shape, persistable=value is not None)
+    block.append_op(type=op_type, inputs={k: [v] for k, v in vars_.items()},
+                    outputs={k: [block.var(n)] for k, n in outputs.items()}, attrs=attrs)
+    scope = fluid.Scope()
+    for name, value in inputs.values():
+        if value is not None:
+            scope.var(name).get_tensor().set(value)
+    exe = fluid.Executor(fluid.CPUPlace())
+    grads = [rng.randn(*inputs["Param"][1].shape) for _ in range(steps)]
+    for g in grads:
+        exe.run(main, feed={inputs["Grad"][0]: g}, scope=scope)
+    return {n: np.array(scope.find_var(n).get_tensor()) for n, v in inputs.values() if v is not None}, grads
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop_steps_match_numpy(centered):
+    rng = np.random.RandomState(1)
+    p0, ms0, mg0, m0 = rng.randn(4, 3), rng.rand(4, 3), 0.1 * rng.randn(4, 3), 0.1 * rng.randn(4, 3)
+    ins = {"Param": ("p", p0), "MeanSquare": ("ms", ms0), "MeanGrad": ("mg", mg0), "Moment": ("m", m0),
+           "LearningRate": ("lr", np.array([0.01])), "Grad": ("g", None)}
+    outs = {"ParamOut": "p", "MeanSquareOut": "ms", "MeanGradOut": "mg", "MomentOut": "m"}
+    got, grads = _run_update_op("rmsprop", ins, outs, {"decay": 0.9, "momentum": 0.5, "epsilon": 1e-6,
+                                                       "centered": centered})
+    p, ms, mg, m = p0, ms0, mg0, m0
+    for g in grads:
+        ms = 0.9 * ms + 0.1 * g * g
+        denom = ms + 1e-6
+        if centered:
+            mg = 0.9 * mg + 0.1 * g
+            denom = denom - mg * mg
+        m = 0.5 * m + 0.01 * g / np.sqrt(denom)
+        p = p - m
+    for name, want in (("p", p), ("ms", ms), ("m", m)) + ((("mg", mg),) if centered else (("mg", mg0),)):
+        np.testing.assert_allclose(got[name], want, rtol=1e-6, atol=1e-6)
+    record_checked("output", "rmsprop")
+
+
+def test_rmsprop_centered_needs_mean_grad():
+    main = fluid.Program()
+    b = main.global_block()
+    v = {n: b.create_var(name=n, dtype="float32", shape=[4, 3], persistable=True) for n in ("p", "ms", "m", "g")}
+    lr = b.create_var(name="lr", dtype="float32", shape=[1], persistable=True)
+    with pytest.raises(Exception, match="rmsprop: centered=True needs MeanGrad and MeanGradOut"):
+        b.append_op(type="rmsprop", inputs={"Param": v["p"], "MeanSquare": v["ms"], "Moment": v["m"],
+                                             "Grad": v["g"], "LearningRate": lr},
+                    outputs={"ParamOut": v["p"], "MeanSquareOut": v["ms"], "MomentOut": v["m"]},
+                    attrs={"centered": True})
+
+
+@pytest.mark.parametrize("l1,l2,lr_power", [(0.0, 0.0, -0.5), (0.5, 0.1, -0.5), (0.05, 0.1, -0.6)])
+def test_ftrl_steps_match_numpy(l1, l2, lr_power):
+    rng = np.random.RandomState(2)
+    p0, sq0, lin0 = rng.randn(4, 3), rng.rand(4, 3) + 0.1, rng.randn(4, 3)
+    ins = {"Param": ("p", p0), "SquaredAccumulator": ("sq", sq0), "LinearAccumulator": ("lin", lin0),
+           "LearningRate": ("lr", np.array([0.1])), "Grad": ("g", None)}
+    outs = {"ParamOut": "p", "SquaredAccumOut": "sq", "LinearAccumOut": "lin"}
+    got, grads = _run_update_op("ftrl", ins, outs, {"l1": l1, "l2": l2, "lr_power": lr_power}, steps=3)
+    p, sq, lin = p0, sq0, lin0
+    for g in grads:
+        new_sq = sq + g * g
+        lin = lin + g - (new_sq ** -lr_power - sq ** -lr_power) / 0.1 * p
+        p = np.where(np.abs(lin) > l1, (l1 * np.sign(lin) - lin) / (new_sq ** -lr_power / 0.1 + 2 * l2), 0.0)
+        sq = new_sq
+    if l1 > 0.3:
+        assert (p == 0).any()  # the L1 shrinkage zeroes some weights
+    for name, want in (("p", p), ("sq", sq), ("lin", lin)):
+        np.testing.assert_allclose(got[name], want, rtol=1e-6, atol=1e-8)
+    record_checked("output", "ftrl")
