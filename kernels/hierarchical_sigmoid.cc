@@ -57,8 +57,8 @@ class Path {
 
 // Throws unless the node is a row of W.
 void CheckNode(const ExecutionContext& ctx, int64_t node, int64_t n, int64_t nodes) {
-  FL_ENFORCE(node >= 0 && node < nodes, ctx.Type(), ": the path of row ", n, " reaches node ", node,
-             ", outside the ", nodes, " rows of W '", ctx.InputName("W"), "'");
+  FL_ENFORCE(node >= 0 && node < nodes, ctx.Type(), ": the path of row ", n, " reaches node ", node, ", outside the ",
+             nodes, " rows of W '", ctx.InputName("W"), "'");
 }
 
 }  // namespace
@@ -73,6 +73,8 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
       .DispensableInput("Bias", "node biases [num_nodes, 1]")
       .Output("Out", "the loss [N, 1]")
       .Output("PreOut", "softplus of the clipped node logits [N, L], kept for the gradient")
+      .DispensableOutput("W_Out", "Fluid's alias of W (parameter-server training): W itself, left unchanged")
+      .Inplace("W_Out", "W")
       .NonDifferentiable({"Label", "PathTable", "PathCode"})
       .RequiredAttr<int32_t>("num_classes", 2, "number of classes (default tree) or of nodes (custom tree)")
       .Min(2)
@@ -80,6 +82,13 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
       .Check([](const OpCheckContext& ctx) {
         FL_ENFORCE((ctx.InputSize("PathTable") > 0) == (ctx.InputSize("PathCode") > 0),
                    "hierarchical_sigmoid: PathTable and PathCode must be given together");
+        if (ctx.OutputSize("W_Out") > 0) {
+          const auto& w = ctx.desc().Input("W");
+          const auto& w_out = ctx.desc().Output("W_Out");
+          FL_ENFORCE(w.size() == 1 && w_out.size() == 1 && w[0] == w_out[0], "hierarchical_sigmoid: W_Out '",
+                     w_out.empty() ? std::string() : w_out[0], "' must be W '", w.empty() ? std::string() : w[0],
+                     "' itself (Fluid's alias of the parameter)");
+        }
       })
       .SetInferShape([](InferShapeContext& ctx) {
         EnforceRank(ctx, "X", 2, -1, " ([N, D])");
@@ -105,9 +114,9 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
                        "hierarchical_sigmoid: ", ctx.Describe(s), " must be int64, got ", DTypeName(ctx.InputDType(s)));
           width = t[1];
         } else {
-          FL_ENFORCE(w[0] < 0 || w[0] >= ctx.Attr<int32_t>("num_classes") - 1, "hierarchical_sigmoid: ",
-                     ctx.Describe("W"), " must have num_classes - 1 = ", ctx.Attr<int32_t>("num_classes") - 1,
-                     " rows for the default tree");
+          FL_ENFORCE(
+              w[0] < 0 || w[0] >= ctx.Attr<int32_t>("num_classes") - 1, "hierarchical_sigmoid: ", ctx.Describe("W"),
+              " must have num_classes - 1 = ", ctx.Attr<int32_t>("num_classes") - 1, " rows for the default tree");
         }
         if (ctx.HasInput("Bias")) {
           const DDim b = ctx.InputDim("Bias");
@@ -117,6 +126,7 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
         }
         ctx.SetOutput("Out", DDim{x[0], 1}, ctx.InputDType("X"));
         ctx.SetOutput("PreOut", DDim{x[0], width}, ctx.InputDType("X"));
+        if (ctx.HasOutput("W_Out")) ctx.SetOutput("W_Out", w, ctx.InputDType("W"));
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
@@ -153,8 +163,9 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
       });
   op.GradOp({"X", "W", "Label", "PathTable", "PathCode", "Bias", "PreOut", "Out@GRAD"})
       .Optional({"PathTable", "PathCode", "Bias"})
-      .Doc("With dp_j = (sigmoid(p_j) - b_j) * Out@GRAD on the path: X@GRAD[n] = sum_j dp_j W[idx_j], "
-           "W@GRAD[idx_j] += dp_j X[n], Bias@GRAD[idx_j] += dp_j.")
+      .Doc(
+          "With dp_j = (sigmoid(p_j) - b_j) * Out@GRAD on the path: X@GRAD[n] = sum_j dp_j W[idx_j], "
+          "W@GRAD[idx_j] += dp_j X[n], Bias@GRAD[idx_j] += dp_j.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& xt = ctx.Input("X");

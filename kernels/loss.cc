@@ -45,8 +45,8 @@ T* GradOut(const ExecutionContext& ctx, const std::string& slot, const Tensor& l
 // Throws unless the gradient input `grad` holds as many values as `like`.
 void EnforceGradNumel(const ExecutionContext& ctx, const char* grad, int64_t want, const char* what) {
   const Tensor& g = ctx.Input(grad);
-  FL_ENFORCE(g.numel() == want, ctx.Type(), ": ", grad, " '", ctx.InputName(grad), "' ", g.dims(), " must hold ",
-             want, " values (", what, ")");
+  FL_ENFORCE(g.numel() == want, ctx.Type(), ": ", grad, " '", ctx.InputName(grad), "' ", g.dims(), " must hold ", want,
+             " values (", what, ")");
 }
 
 }  // namespace
@@ -208,9 +208,8 @@ FL_REGISTER_OP(log_loss, op) {
         using T = typename decltype(tag)::type;
         if (!ctx.OutputOrNull("Predicted@GRAD")) return;
         const T eps = ctx.Attr<float>("epsilon");
-        TernaryMapSameShape<T>(ctx, "Predicted", "Labels", "Loss@GRAD", "Predicted@GRAD", [eps](T p, T l, T g) {
-          return g * (-l / (p + eps) + (T(1) - l) / (T(1) - p + eps));
-        });
+        TernaryMapSameShape<T>(ctx, "Predicted", "Labels", "Loss@GRAD", "Predicted@GRAD",
+                               [eps](T p, T l, T g) { return g * (-l / (p + eps) + (T(1) - l) / (T(1) - p + eps)); });
       });
 }
 
@@ -372,8 +371,9 @@ int64_t BprLabel(const ExecutionContext& ctx, const int64_t* label, int64_t n, i
 }  // namespace
 
 FL_REGISTER_OP(bpr_loss, op) {
-  op.Doc("Y[n] = -sum over j != Label[n] of log(sigmoid(X[n, Label[n]] - X[n, j])) / (C - 1) (Bayesian "
-         "personalized ranking).")
+  op.Doc(
+        "Y[n] = -sum over j != Label[n] of log(sigmoid(X[n, Label[n]] - X[n, j])) / (C - 1) (Bayesian "
+        "personalized ranking).")
       .Input("X", "scores [N, C], C >= 2")
       .Input("Label", "int64 positive class per row [N, 1]")
       .Output("Y", "the loss [N, 1]")
@@ -409,8 +409,9 @@ FL_REGISTER_OP(bpr_loss, op) {
         }
       });
   op.GradOp({"X", "Label", "Y@GRAD"})
-      .Doc("X@GRAD[n, j] = Y@GRAD[n] * sigmoid(X[n, j] - X[n, l]) / (C - 1) for j != l; X@GRAD[n, l] = minus "
-           "their sum.")
+      .Doc(
+          "X@GRAD[n, j] = Y@GRAD[n] * sigmoid(X[n, j] - X[n, l]) / (C - 1) for j != l; X@GRAD[n, l] = minus "
+          "their sum.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const Tensor& xt = ctx.Input("X");
@@ -467,8 +468,7 @@ FL_REGISTER_OP(label_smooth, op) {
         T* out = ctx.Alloc<T>("Out");
         const T* prior = ctx.HasInput("PriorDist") ? ctx.Input("PriorDist").data<T>() : nullptr;
         const T uniform = k ? eps / T(k) : T(0);
-        for (int64_t i = 0; i < xt.numel(); ++i)
-          out[i] = (T(1) - eps) * x[i] + (prior ? eps * prior[i % k] : uniform);
+        for (int64_t i = 0; i < xt.numel(); ++i) out[i] = (T(1) - eps) * x[i] + (prior ? eps * prior[i % k] : uniform);
       })
       .Grad([](GradOpMaker& g) {
         // Linear in X: X@GRAD = (1 - epsilon) * Out@GRAD, a scale op.

@@ -46,12 +46,9 @@ class NceSampler {
   }
   double Probability(int64_t c) const {
     switch (kind_) {
-      case kLogUniform:
-        return std::log((c + 2.0) / (c + 1.0)) / log_range_;
-      case kCustomDist:
-        return ReadProb(*probs_, c);
-      default:
-        return 1.0 / static_cast<double>(classes_);
+      case kLogUniform: return std::log((c + 2.0) / (c + 1.0)) / log_range_;
+      case kCustomDist: return ReadProb(*probs_, c);
+      default: return 1.0 / static_cast<double>(classes_);
     }
   }
   int64_t Sample(std::mt19937& e) const {
@@ -126,8 +123,7 @@ FL_REGISTER_OP(nce, op) {
       .Output("Cost", "the loss per row [N, 1]")
       .Output("SampleLogits", "sigmoid of the sampled logits [N, num_true + num_neg_samples]")
       .Output("SampleLabels", "the sampled classes, labels first, int64 [N, num_true + num_neg_samples]")
-      .NonDifferentiable(
-          {"Label", "SampleWeight", "CustomDistProbs", "CustomDistAlias", "CustomDistAliasProbs"})
+      .NonDifferentiable({"Label", "SampleWeight", "CustomDistProbs", "CustomDistAlias", "CustomDistAliasProbs"})
       .RequiredAttr<int32_t>("num_total_classes", 1, "the number of classes")
       .Min(1)
       .Attr<int32_t>("num_neg_samples", 10, "negative classes sampled per row")
@@ -141,8 +137,8 @@ FL_REGISTER_OP(nce, op) {
       .Check([](const OpCheckContext& ctx) {
         const auto& neg = ctx.Attr<std::vector<int32_t>>("custom_neg_classes");
         const int num_neg = ctx.Attr<int32_t>("num_neg_samples");
-        FL_ENFORCE(neg.empty() || static_cast<int>(neg.size()) == num_neg, "nce: custom_neg_classes has ",
-                   neg.size(), " classes but num_neg_samples is ", num_neg);
+        FL_ENFORCE(neg.empty() || static_cast<int>(neg.size()) == num_neg, "nce: custom_neg_classes has ", neg.size(),
+                   " classes but num_neg_samples is ", num_neg);
         const int classes = ctx.Attr<int32_t>("num_total_classes");
         for (int c : neg)
           FL_ENFORCE(c >= 0 && c < classes, "nce: custom_neg_classes holds ", c, ", out of range [0, ", classes,
@@ -154,15 +150,15 @@ FL_REGISTER_OP(nce, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         EnforceRank(ctx, "Input", 2, -1, " ([N, D])");
         const DDim x = ctx.InputDim("Input"), l = ctx.InputDim("Label"), w = ctx.InputDim("Weight");
-        FL_ENFORCE((l.size() == 1 || l.size() == 2) && (x[0] < 0 || l[0] < 0 || l[0] == x[0]), "nce: ",
-                   ctx.Describe("Label"), " must be [N, num_true] with N the rows of ", ctx.Describe("Input"));
+        FL_ENFORCE((l.size() == 1 || l.size() == 2) && (x[0] < 0 || l[0] < 0 || l[0] == x[0]),
+                   "nce: ", ctx.Describe("Label"), " must be [N, num_true] with N the rows of ", ctx.Describe("Input"));
         const DType lt = ctx.InputDType("Label");
         FL_ENFORCE(lt == DType::INT64 || lt == DType::UNDEFINED, "nce: ", ctx.Describe("Label"), " must be int64, got ",
                    DTypeName(lt));
         const int64_t classes = ctx.Attr<int32_t>("num_total_classes");
         FL_ENFORCE(w.size() == 2 && (w[0] < 0 || w[0] == classes) && (w[1] < 0 || x[1] < 0 || w[1] == x[1]),
-                   "nce: ", ctx.Describe("Weight"), " must be [num_total_classes=", classes, ", D] with D the width of ",
-                   ctx.Describe("Input"));
+                   "nce: ", ctx.Describe("Weight"), " must be [num_total_classes=", classes,
+                   ", D] with D the width of ", ctx.Describe("Input"));
         ctx.EnforceSameDType("Input", "Weight");
         if (ctx.HasInput("Bias")) {
           const DDim b = ctx.InputDim("Bias");
@@ -227,8 +223,9 @@ FL_REGISTER_OP(nce, op) {
   op.GradOp({"Input", "Label", "Weight", "Bias", "SampleWeight", "CustomDistProbs", "CustomDistAlias",
              "CustomDistAliasProbs", "SampleLogits", "SampleLabels", "Cost@GRAD"})
       .Optional({"Bias", "SampleWeight", "CustomDistProbs", "CustomDistAlias", "CustomDistAliasProbs"})
-      .Doc("Gradients of nce for Input, Weight and Bias from the saved samples: d/ds = b (o - 1) / (o + b) for a "
-           "label, o (1 - o) / (o + b) for a negative, times SampleWeight and Cost@GRAD.")
+      .Doc(
+          "Gradients of nce for Input, Weight and Bias from the saved samples: d/ds = b (o - 1) / (o + b) for a "
+          "label, o (1 - o) / (o + b) for a negative, times SampleWeight and Cost@GRAD.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const NceDims d = Dims(ctx);
@@ -236,8 +233,7 @@ FL_REGISTER_OP(nce, op) {
         const Tensor& lt = ctx.Input("SampleLabels");
         const int64_t cols = lt.dims()[1];
         FL_ENFORCE(lt.dims()[0] == d.rows && cols == d.num_true + d.num_neg, "nce_grad: SampleLabels '",
-                   ctx.InputName("SampleLabels"), "' ", lt.dims(), " does not match Input ",
-                   ctx.Input("Input").dims());
+                   ctx.InputName("SampleLabels"), "' ", lt.dims(), " does not match Input ", ctx.Input("Input").dims());
         const Tensor& gt = ctx.Input("Cost@GRAD");
         FL_ENFORCE(gt.numel() == d.rows, "nce_grad: Cost@GRAD '", ctx.InputName("Cost@GRAD"), "' ", gt.dims(),
                    " must hold one value per row");

@@ -44,8 +44,8 @@ FL_REGISTER_OP(cos_sim, op) {
         FL_ENFORCE(x.size() >= 2 && x.size() == y.size(), "cos_sim: ", ctx.Describe("X"), " and ", ctx.Describe("Y"),
                    " must have the same rank, at least 2");
         for (int i = 1; i < x.size(); ++i)
-          FL_ENFORCE(x[i] < 0 || y[i] < 0 || x[i] == y[i], "cos_sim: ", ctx.Describe("X"), " and ",
-                     ctx.Describe("Y"), " must have the same dims after the first (dim ", i, ")");
+          FL_ENFORCE(x[i] < 0 || y[i] < 0 || x[i] == y[i], "cos_sim: ", ctx.Describe("X"), " and ", ctx.Describe("Y"),
+                     " must have the same dims after the first (dim ", i, ")");
         FL_ENFORCE(x[0] < 0 || y[0] < 0 || y[0] == x[0] || y[0] == 1, "cos_sim: ", ctx.Describe("Y"),
                    " must have as many rows as ", ctx.Describe("X"), " or one row");
         ctx.EnforceSameDType("X", "Y");
@@ -71,8 +71,9 @@ FL_REGISTER_OP(cos_sim, op) {
         }
       });
   op.GradOp({"X", "Y", "Out", "XNorm", "YNorm", "Out@GRAD"})
-      .Doc("X@GRAD[n] = Out@GRAD[n] * (Y[n] / (|X[n]| |Y[n]|) - Out[n] * X[n] / |X[n]|^2), and Y@GRAD alike "
-           "(summed over X's rows when Y has one row).")
+      .Doc(
+          "X@GRAD[n] = Out@GRAD[n] * (Y[n] / (|X[n]| |Y[n]|) - Out[n] * X[n] / |X[n]|^2), and Y@GRAD alike "
+          "(summed over X's rows when Y has one row).")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const CosSimRows r = CosRows(ctx);

@@ -129,3 +129,58 @@ def test_hsigmoid_errors():
     with pytest.raises(fluid.core.EnforceNotMet, match=r"hierarchical_sigmoid: Label 'lbl' holds 4 at row 1, out "
                                                        r"of range \[0, 4\) \(num_classes\)"):
         exe.run(main, feed={"x": np.ones((2, 3), "float32"), "lbl": np.array([[0], [4]], "int64")}, fetch_list=[out])
+
+
+def _fluid_style_program(with_w_out):
+    """hsigmoid as Fluid 1.8's layer writes it (W_Out = W, the parameter-server alias), or without W_Out."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        lbl = fluid.layers.data(name="lbl", shape=[1], dtype="int64")
+        w = fluid.layers.create_parameter(shape=[5, 3], dtype="float32", name="hs_w",
+                                          default_initializer=fluid.initializer.Constant(0.1))
+        block = main.global_block()
+        out = block.create_var(name="hs_out", dtype="float32")
+        pre = block.create_var(name="hs_pre", dtype="float32")
+        outputs = {"Out": [out], "PreOut": [pre]}
+        if with_w_out:
+            outputs["W_Out"] = [w]
+        block.append_op(type="hierarchical_sigmoid", inputs={"X": [x], "W": [w], "Label": [lbl]}, outputs=outputs,
+                        attrs={"num_classes": 6, "is_sparse": False, "remote_prefetch": False})
+        loss = fluid.layers.mean(out)
+        fluid.optimizer.SGD(learning_rate=0.5).minimize(loss)
+    return main, startup, loss
+
+
+def test_hsigmoid_w_out_alias_trains_like_without_it():
+    rng = np.random.RandomState(4)
+    feeds = [{"x": rng.randn(8, 3).astype("float32"), "lbl": rng.randint(0, 6, (8, 1)).astype("int64")}
+             for _ in range(5)]
+    results = []
+    for with_w_out in (True, False):
+        main, startup, loss = _fluid_style_program(with_w_out)
+        scope = fluid.Scope()
+        exe = fluid.Executor(fluid.CPUPlace())
+        with fluid.scope_guard(scope):
+            exe.run(startup)
+            losses = [exe.run(main, feed=f, fetch_list=[loss])[0][0] for f in feeds]
+            results.append((losses, np.array(scope.find_var("hs_w").get_tensor())))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6)
+    assert not np.allclose(results[0][1], 0.1)  # W was trained through the alias
+
+
+def test_hsigmoid_w_out_must_be_w():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        lbl = fluid.layers.data(name="lbl", shape=[1], dtype="int64")
+        block = main.global_block()
+        w = block.create_var(name="w", shape=[5, 3], dtype="float32")
+        other = block.create_var(name="other", shape=[5, 3], dtype="float32")
+        outs = {"Out": [block.create_var(name="o", dtype="float32")],
+                "PreOut": [block.create_var(name="p", dtype="float32")], "W_Out": [other]}
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"hierarchical_sigmoid: W_Out 'other' must be W 'w' "
+                                                           r"itself"):
+            block.append_op(type="hierarchical_sigmoid", inputs={"X": [x], "W": [w], "Label": [lbl]}, outputs=outs,
+                            attrs={"num_classes": 6})
