@@ -179,11 +179,13 @@ def l2_normalize(x, axis, epsilon=1e-12, name=None):
 
 def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None):
     """(1 - epsilon) * label + epsilon * prior_dist (uniform 1 / K without one) for one-hot ``label`` [.., K];
-    ``prior_dist`` is [1, K]. ``dtype`` is accepted for Fluid compatibility (Out takes label's dtype)."""
+    ``prior_dist`` is [1, K]. ``dtype`` is accepted for Fluid compatibility (Out takes label's dtype). As in
+    Fluid, ``label`` is marked stop_gradient."""
     _check_var("label_smooth", "label", label, _FLOATS)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError("label_smooth: epsilon must be in [0, 1], got %r" % (epsilon,))
     helper = LayerHelper("label_smooth", name=name)
+    label.stop_gradient = True  # as Fluid's layer: labels take no gradient
     out = helper.create_variable_for_type_inference(dtype=label.dtype)
     inputs = {"X": [label]}
     if prior_dist is not None:
