@@ -23,14 +23,14 @@ def make_corpus(rng, n):
     return np.concatenate([words, nxt[:, None]], axis=1).astype("int64")
 
 
-def build(is_sparse=False):
+def build():
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 90
     with fluid.program_guard(main, startup):
         words = [fluid.layers.data(name=n, shape=[1], dtype="int64")
                  for n in ("firstw", "secondw", "thirdw", "forthw", "nextw")]
         embs = [fluid.layers.embedding(input=w, size=[DICT_SIZE, EMBED_SIZE], dtype="float32",
-                                       is_sparse=is_sparse, param_attr="shared_w") for w in words[:4]]
+                                       param_attr="shared_w") for w in words[:4]]
         concat_embed = fluid.layers.concat(input=embs, axis=1)
         hidden1 = fluid.layers.fc(input=concat_embed, size=HIDDEN_SIZE, act="sigmoid")
         cost = fluid.layers.nce(input=hidden1, label=words[4], num_total_classes=DICT_SIZE, param_attr="nce_w",
