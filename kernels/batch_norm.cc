@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "helpers/moments.h"
 #include "op_context.h"
 #include "thread_pool.h"
 
@@ -36,40 +37,6 @@ ChannelView ViewOf(const DDim& x, bool nhwc) {
   const int r = x.size();
   if (nhwc) return ChannelView{x.Product(0, r - 1), x[r - 1], 1};
   return ChannelView{x[0], x[1], x.Product(2, r)};
-}
-
-// Sums over one contiguous run with d = x - k: s1 += (kGrad ? g : d), s2 += (kGrad ? g : d) * d.
-// Written with GCC vector types: left to itself the vectoriser interleaves lanes across iterations here
-// (hundreds of shuffles, 2x slower).
-template <bool kGrad, typename T>
-inline void RunSums(const T* x, const T* g, int64_t n, T k, double& s1, double& s2) {
-  typedef T V __attribute__((vector_size(32)));
-  constexpr int kW = 32 / sizeof(T);
-  V a1[2] = {}, a2[2] = {};
-  const V kv = V{} + k;
-  const int64_t blocks = n / (2 * kW);
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int u = 0; u < 2; ++u) {
-      const int64_t off = (b * 2 + u) * kW;
-      V xv, gv;
-      std::memcpy(&xv, x + off, sizeof(V));
-      const V d = xv - kv;
-      if constexpr (kGrad) std::memcpy(&gv, g + off, sizeof(V));
-      else gv = d;
-      a1[u] += gv;
-      a2[u] += gv * d;
-    }
-  }
-  double t1 = 0, t2 = 0;
-  for (int64_t i = blocks * 2 * kW; i < n; ++i) {
-    const T d = x[i] - k;
-    const T v = kGrad ? g[i] : d;
-    t1 += v;
-    t2 += v * d;
-  }
-  for (int l = 0; l < kW; ++l) t1 += a1[0][l] + a1[1][l], t2 += a2[0][l] + a2[1][l];
-  s1 += t1;
-  s2 += t2;
 }
 
 // Per-channel sums over the view (see RunSums); k holds one shift per channel.

@@ -1,10 +1,15 @@
-"""Pooling, normalisation and regularisation layers (Fluid 1.x names): pool2d, batch_norm, dropout, flatten."""
-from ..framework import Variable
+"""Pooling, normalisation and regularisation layers (Fluid 1.x names): pool2d, batch_norm, layer_norm, group_norm,
+instance_norm, affine_channel, dropout, flatten."""
+import functools
+import operator
+import warnings
+
+from ..framework import Variable, dtype_to_str
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 
-__all__ = ["pool2d", "batch_norm", "dropout", "flatten"]
+__all__ = ["pool2d", "batch_norm", "layer_norm", "group_norm", "instance_norm", "affine_channel", "dropout", "flatten"]
 
 
 def _pair(value, name, layer):
@@ -123,3 +128,124 @@ def flatten(x, axis=1, name=None):
     helper.append_op(type="flatten2", inputs={"X": x}, outputs={"Out": out, "XShape": x_shape},
                      attrs={"axis": axis})
     return out
+
+
+def _check_float_input(layer, name, v):
+    _check_var(layer, name, v)
+    dtype = dtype_to_str(v.dtype)
+    if dtype not in ("float32", "float64"):
+        raise TypeError("%s: %s %s must be float32 or float64, got %s" % (layer, name, v.name, dtype))
+
+
+def layer_norm(input, scale=True, shift=True, begin_norm_axis=1, epsilon=1e-05, param_attr=None, bias_attr=None,
+               act=None, name=None):
+    """Normalises each slice ``input[i_0, ..., i_{k-1}, :, ...]`` (k = ``begin_norm_axis``) by its own mean and
+    biased variance: ``(x - mean) / sqrt(var + epsilon)``, then scales (``scale``: a parameter of the
+    normalised size, init 1) and shifts (``shift``: bias, init 0). ``epsilon`` must be in [0, 0.001]."""
+    _check_float_input("layer_norm", "input", input)
+    shape = list(input.shape)
+    if not isinstance(begin_norm_axis, int) or not 1 <= begin_norm_axis < len(shape):
+        raise ValueError("layer_norm: begin_norm_axis must be an int in [1, %d) for input %s of shape %s, got %r"
+                         % (len(shape), input.name, shape, begin_norm_axis))
+    normalized = shape[begin_norm_axis:]
+    if any(d < 0 for d in normalized):
+        raise ValueError("layer_norm: the normalised dims %s (from begin_norm_axis %d) of input %s %s must be known"
+                         % (normalized, begin_norm_axis, input.name, shape))
+    helper = LayerHelper("layer_norm", input=input, param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
+    dtype = helper.input_dtype()
+    param_shape = [functools.reduce(operator.mul, normalized, 1)]
+    inputs = {"X": input}
+    if scale:
+        if param_attr is False:
+            raise ValueError("layer_norm: param_attr should not be False when using scale.")
+        inputs["Scale"] = helper.create_parameter(attr=helper.param_attr, shape=param_shape, dtype=dtype,
+                                                  default_initializer=Constant(1.0))
+    elif param_attr:
+        warnings.warn("param_attr is only available with scale is True.", stacklevel=2)
+    if shift:
+        if bias_attr is False:
+            raise ValueError("layer_norm: bias_attr should not be False when using shift.")
+        inputs["Bias"] = helper.create_parameter(attr=helper.bias_attr, shape=param_shape, dtype=dtype, is_bias=True)
+    elif bias_attr:
+        warnings.warn("bias_attr is only available with shift is True.", stacklevel=2)
+    mean = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    variance = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op(type="layer_norm", inputs=inputs, outputs={"Y": out, "Mean": mean, "Variance": variance},
+                     attrs={"epsilon": float(epsilon), "begin_norm_axis": begin_norm_axis})
+    return helper.append_activation(out)
+
+
+def group_norm(input, groups, epsilon=1e-05, param_attr=None, bias_attr=None, act=None, data_layout="NCHW",
+               name=None):
+    """Normalises each sample's channels in ``groups`` groups (mean and biased variance per sample and group).
+    As in Fluid 1.8, the per-channel scale (init 1) and bias (init 0) are created only when ``param_attr`` /
+    ``bias_attr`` is given (truthy); by default the output is not scaled or shifted."""
+    _check_float_input("group_norm", "input", input)
+    shape = list(input.shape)
+    if len(shape) < 2:
+        raise ValueError("group_norm: input %s must have at least 2 dims, got shape %s" % (input.name, shape))
+    if data_layout not in ("NCHW", "NHWC"):
+        raise ValueError("group_norm: data_layout must be 'NCHW' or 'NHWC', got %r" % (data_layout,))
+    channels = shape[1] if data_layout == "NCHW" else shape[-1]
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError("group_norm: groups must be a positive int, got %r" % (groups,))
+    if channels >= 0 and channels % groups != 0:
+        raise ValueError("group_norm: groups %d must divide the %d channels of input %s %s (data_layout %s)"
+                         % (groups, channels, input.name, shape, data_layout))
+    helper = LayerHelper("group_norm", input=input, param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
+    dtype = helper.input_dtype()
+    inputs = {"X": input}
+    if param_attr:
+        inputs["Scale"] = helper.create_parameter(attr=helper.param_attr, shape=[channels], dtype=dtype,
+                                                  default_initializer=Constant(1.0))
+    if bias_attr:
+        inputs["Bias"] = helper.create_parameter(attr=helper.bias_attr, shape=[channels], dtype=dtype, is_bias=True)
+    mean = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    variance = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op(type="group_norm", inputs=inputs, outputs={"Y": out, "Mean": mean, "Variance": variance},
+                     attrs={"epsilon": float(epsilon), "groups": groups, "data_layout": data_layout})
+    return helper.append_activation(out)
+
+
+def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=None):
+    """Normalises each (sample, channel) plane of an NCHW-style input (rank 2 to 5) by its own mean and biased
+    variance, then applies a per-channel scale (init 1) and bias (init 0). ``epsilon`` must be in [0, 0.001]."""
+    _check_float_input("instance_norm", "input", input)
+    shape = list(input.shape)
+    if not 2 <= len(shape) <= 5:
+        raise ValueError("instance_norm: expected 2D or 3D or 4D or 5D input (got %dD input %s, shape %s)"
+                         % (len(shape), input.name, shape))
+    if shape[1] < 0:
+        raise ValueError("instance_norm: the channel dim of input %s %s must be known" % (input.name, shape))
+    helper = LayerHelper("instance_norm", input=input, param_attr=param_attr, bias_attr=bias_attr, name=name)
+    dtype = helper.input_dtype()
+    scale = helper.create_parameter(attr=helper.param_attr, shape=[shape[1]], dtype=dtype,
+                                    default_initializer=Constant(1.0))
+    bias = helper.create_parameter(attr=helper.bias_attr, shape=[shape[1]], dtype=dtype, is_bias=True,
+                                   default_initializer=Constant(0.0))
+    saved_mean = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    saved_variance = helper.create_variable_for_type_inference(dtype=dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op(type="instance_norm", inputs={"X": input, "Scale": scale, "Bias": bias},
+                     outputs={"Y": out, "SavedMean": saved_mean, "SavedVariance": saved_variance},
+                     attrs={"epsilon": float(epsilon)})
+    return out
+
+
+def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
+    """``x * scale + bias`` per channel (axis 1 for NCHW, last for NHWC); ``scale`` and ``bias`` are [C]
+    Variables the caller creates (e.g. with ``create_parameter``), as in Fluid."""
+    _check_float_input("affine_channel", "x", x)
+    for arg, v in (("scale", scale), ("bias", bias)):
+        if v is None:
+            raise ValueError("affine_channel: %s must be given (a [C] Variable) for x %s" % (arg, x.name))
+        _check_var("affine_channel", arg, v)
+    if data_layout not in ("NCHW", "NHWC", "AnyLayout"):
+        raise ValueError("affine_channel: data_layout must be 'NCHW' or 'NHWC', got %r" % (data_layout,))
+    helper = LayerHelper("affine_channel", name=name, act=act)
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="affine_channel", inputs={"X": x, "Scale": scale, "Bias": bias}, outputs={"Out": out},
+                     attrs={"data_layout": data_layout})
+    return helper.append_activation(out)
