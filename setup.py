@@ -54,9 +54,9 @@ if SANITIZE:  # every error is fatal; frame pointers keep the reports' stacks re
     opt = ["-O1", "-g", "-fno-omit-frame-pointer"] + SANITIZERS
 # -fno-trapping-math (clang's default): nothing here reads FP exception flags, and without it GCC will not
 # if-convert float selects, which keeps loops such as the vectorisable exp in helpers/vec_exp.h scalar.
-extra_compile_args = opt + ["-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
+extra_compile_args = opt + ["-MMD", "-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
                             "-Wno-unused-function"] \
-    if os.uname().machine == "x86_64" else opt + ["-fvisibility=hidden", "-fno-trapping-math"]
+    if os.uname().machine == "x86_64" else opt + ["-MMD", "-fvisibility=hidden", "-fno-trapping-math"]
 define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
 # Only csrc/ is on the include path: kernels include csrc headers by name and their helpers relative to
 # their own file ("helpers/x.h"), and csrc/ cannot include a kernels header (tests/test_layering.py).
@@ -117,15 +117,19 @@ class BuildExtWithCuda(build_ext):
 
 
 def needs_recompile(obj, src):
-    """Incremental builds: recompile a source when its object is missing or older than the source or than
-    the newest header (setuptools does not scan includes, so any header change rebuilds every source)."""
-    if not os.path.exists(obj):
+    """Incremental builds: a source recompiles when its object is missing or older than setup.py or than
+    any file in the dependency list gcc wrote beside the object (-MMD: the source and the headers it
+    includes); an object without that list recompiles."""
+    deps_file = os.path.splitext(obj)[0] + ".d"
+    if not os.path.exists(obj) or not os.path.exists(deps_file):
         return True
     built = os.path.getmtime(obj)
-    return built < os.path.getmtime(src) or built < NEWEST_HEADER
+    with open(deps_file) as f:
+        deps = f.read().split(":", 1)[-1].replace("\\\n", " ").split()
+    deps = [d for d in deps if d != "\\"] + [src, os.path.join(HERE, "setup.py")]
+    return any(not os.path.exists(d) or os.path.getmtime(d) > built for d in deps)
 
 
-NEWEST_HEADER = max((os.path.getmtime(os.path.join(HERE, h)) for h in headers + ["setup.py"]), default=0.0)
 ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0, needs_recompile=needs_recompile).install()
 
 ext = Pybind11Extension(
