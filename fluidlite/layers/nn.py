@@ -350,3 +350,23 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
     helper.append_op(type="lstm_unit", inputs={"X": [fc_out], "C_prev": [cell_t_prev]}, outputs={"C": [c], "H": [h]},
                      attrs={"forget_bias": float(forget_bias)})
     return h, c
+
+
+# ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
+__all__ += ["sigmoid_cross_entropy_with_logits"]
+
+
+def _check_float(layer, name, v):
+    _check_var(layer, name, v)
+    if v.dtype not in (VarType.FP32, VarType.FP64):
+        raise TypeError("%s: '%s' %s must be float32 or float64, got %s" % (layer, name, v.name, v.dtype))
+
+
+def sigmoid_cross_entropy_with_logits(x, label, ignore_index=-100, name=None, normalize=False):
+    """Elementwise sigmoid cross entropy of logits `x` against `label` (same shape and dtype, values in [0, 1]):
+    max(x, 0) - x * label + log(1 + exp(-|x|)); 0 where label == ignore_index. With `normalize` each element is
+    divided by the number of labels that are not ignore_index (Fluid 1.8's layer)."""
+    _check_float("sigmoid_cross_entropy_with_logits", "x", x)
+    _check_float("sigmoid_cross_entropy_with_logits", "label", label)
+    return _simple("sigmoid_cross_entropy_with_logits", {"X": [x], "Label": [label]},
+                   {"ignore_index": int(ignore_index), "normalize": bool(normalize)}, name=name)
