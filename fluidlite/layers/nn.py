@@ -353,7 +353,7 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 
 
 # ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
-__all__ += ["sigmoid_cross_entropy_with_logits"]
+__all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like"]
 
 
 def _check_float(layer, name, v):
@@ -370,3 +370,45 @@ def sigmoid_cross_entropy_with_logits(x, label, ignore_index=-100, name=None, no
     _check_float("sigmoid_cross_entropy_with_logits", "label", label)
     return _simple("sigmoid_cross_entropy_with_logits", {"X": [x], "Label": [label]},
                    {"ignore_index": int(ignore_index), "normalize": bool(normalize)}, name=name)
+
+
+def pad(x, paddings, pad_value=0., name=None):
+    """Pads `x` with `pad_value`: `paddings` holds 2 * rank ints, [before_0, after_0, before_1, after_1, ...]."""
+    _check_float("pad", "x", x)
+    paddings = [int(p) for p in paddings]
+    if len(paddings) != 2 * len(x.shape) or min(paddings, default=0) < 0:
+        raise ValueError("pad: paddings must hold 2 * rank = %d values >= 0 for x %s of shape %s, got %s"
+                         % (2 * len(x.shape), x.name, list(x.shape), paddings))
+    return _simple("pad", {"X": [x]}, {"paddings": paddings, "pad_value": float(pad_value)}, name=name)
+
+
+def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_format="NCHW", name=None):
+    """Pads NCHW images by `paddings` [top, bottom, left, right] (a list, or an int32 Variable of 4 values read
+    at run time) in `mode` 'constant' (`pad_value`), 'reflect' (mirrored, edge not repeated) or 'edge'.
+    Only data_format 'NCHW' is supported."""
+    _check_float("pad2d", "input", input)
+    if data_format != "NCHW":
+        raise ValueError("pad2d: data_format must be 'NCHW' (the only layout fluidlite supports), got %r"
+                         % (data_format,))
+    if mode not in ("constant", "reflect", "edge"):
+        raise ValueError("pad2d: mode must be 'constant', 'reflect' or 'edge', got %r" % (mode,))
+    if len(input.shape) != 4:
+        raise ValueError("pad2d: input %s must be 4-D [N, C, H, W], got shape %s" % (input.name, list(input.shape)))
+    inputs = {"X": [input]}
+    attrs = {"mode": mode, "pad_value": float(pad_value), "data_format": data_format}
+    if isinstance(paddings, Variable):
+        inputs["Paddings"] = [paddings]
+    else:
+        paddings = [int(p) for p in paddings]
+        if len(paddings) != 4:
+            raise ValueError("pad2d: paddings must be [top, bottom, left, right], got %s" % (paddings,))
+        attrs["paddings"] = paddings
+    return _simple("pad2d", inputs, attrs, name=name)
+
+
+def pad_constant_like(x, y, pad_value=0., name=None):
+    """Pads `y` at the end of every axis with `pad_value` up to the shape of `x` (same rank, y's dims <= x's)."""
+    _check_var("pad_constant_like", "x", x)
+    _check_float("pad_constant_like", "y", y)
+    return _simple("pad_constant_like", {"X": [x], "Y": [y]}, {"pad_value": float(pad_value)}, name=name,
+                   dtype=y.dtype)
