@@ -78,6 +78,12 @@ if NVCC:
 class BuildExtWithCuda(build_ext):
     """build_ext that first compiles kernels/**/*.cu with nvcc into objects linked into _core."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # Objects are reused across builds (needs_recompile below): keep other flag sets' objects apart.
+        if DEBUG or SANITIZE:
+            self.build_temp += "-sanitize" if SANITIZE else "-debug"
+
     def build_extension(self, ext):
         if NVCC and cu_sources:
             objs = []
@@ -110,7 +116,17 @@ class BuildExtWithCuda(build_ext):
                 print("note: could not copy %s into the checkout (%s)" % (built, e))
 
 
-ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0).install()
+def needs_recompile(obj, src):
+    """Incremental builds: recompile a source when its object is missing or older than the source or than
+    the newest header (setuptools does not scan includes, so any header change rebuilds every source)."""
+    if not os.path.exists(obj):
+        return True
+    built = os.path.getmtime(obj)
+    return built < os.path.getmtime(src) or built < NEWEST_HEADER
+
+
+NEWEST_HEADER = max((os.path.getmtime(os.path.join(HERE, h)) for h in headers + ["setup.py"]), default=0.0)
+ParallelCompile("FLUIDLITE_BUILD_JOBS", default=0, needs_recompile=needs_recompile).install()
 
 ext = Pybind11Extension(
     "fluidlite._core",

@@ -382,7 +382,7 @@ def pad(x, paddings, pad_value=0., name=None):
     return _simple("pad", {"X": [x]}, {"paddings": paddings, "pad_value": float(pad_value)}, name=name)
 
 
-def pad2d(input, paddings=[0, 0, 0, 0], mode="constant", pad_value=0.0, data_format="NCHW", name=None):
+def pad2d(input, paddings=(0, 0, 0, 0), mode="constant", pad_value=0.0, data_format="NCHW", name=None):
     """Pads NCHW images by `paddings` [top, bottom, left, right] (a list, or an int32 Variable of 4 values read
     at run time) in `mode` 'constant' (`pad_value`), 'reflect' (mirrored, edge not repeated) or 'edge'.
     Only data_format 'NCHW' is supported."""
