@@ -353,7 +353,8 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 
 
 # ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
-__all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like"]
+__all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like",
+            "image_resize", "resize_bilinear", "resize_nearest"]
 
 
 def _check_float(layer, name, v):
@@ -412,3 +413,82 @@ def pad_constant_like(x, y, pad_value=0., name=None):
     _check_float("pad_constant_like", "y", y)
     return _simple("pad_constant_like", {"X": [x], "Y": [y]}, {"pad_value": float(pad_value)}, name=name,
                    dtype=y.dtype)
+
+
+def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEAR", actual_shape=None,
+                 align_corners=True, align_mode=1, data_format="NCHW"):
+    """Resizes NCHW images (ops bilinear_interp / nearest_interp, Fluid 1.8) to `out_shape` [H, W] (ints, ints and
+    1-element int32 Variables, or an int32 Variable of 2 values) or by `scale` (a float > 0 or a float32
+    Variable); `actual_shape` (deprecated) overrides the size at run time. `resample`: 'BILINEAR' or 'NEAREST'
+    ('TRILINEAR' and data_format 'NHWC' are not supported)."""
+    methods = {"BILINEAR": "bilinear", "NEAREST": "nearest"}
+    layer = "image_resize"
+    if resample not in methods:
+        raise ValueError("%s: resample must be 'BILINEAR' or 'NEAREST' (fluidlite has no TRILINEAR), got %r"
+                         % (layer, resample))
+    _check_float(layer, "input", input)
+    if len(input.shape) != 4:
+        raise ValueError("%s: input %s must be 4-D [N, C, H, W], got shape %s" % (layer, input.name, list(input.shape)))
+    if data_format != "NCHW":
+        raise ValueError("%s: data_format must be 'NCHW' (the only layout fluidlite supports), got %r"
+                         % (layer, data_format))
+    if not isinstance(align_corners, bool):
+        raise TypeError("%s: align_corners must be a bool, got %r" % (layer, align_corners))
+    if align_mode not in (0, 1):
+        raise ValueError("%s: align_mode must be 0 or 1, got %r" % (layer, align_mode))
+    if out_shape is None and scale is None:
+        raise ValueError("%s: one of out_shape and scale must not be None" % layer)
+    op_type = methods[resample] + "_interp"
+    inputs = {"X": [input]}
+    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "scale": 0.0, "interp_method": methods[resample],
+             "align_corners": align_corners, "align_mode": int(align_mode), "data_layout": data_format}
+    if out_shape is not None:
+        if isinstance(out_shape, Variable):
+            inputs["OutSize"] = [out_shape]
+        elif isinstance(out_shape, (list, tuple)):
+            if len(out_shape) != 2:
+                raise ValueError("%s: out_shape must be [out_h, out_w], got %r" % (layer, out_shape))
+            if any(isinstance(v, Variable) for v in out_shape):
+                helper = LayerHelper(op_type)
+                sizes = []
+                for v in out_shape:
+                    if isinstance(v, Variable):
+                        sizes.append(v)
+                        continue
+                    t = helper.create_variable_for_type_inference("int32")
+                    helper.append_op(type="fill_constant", outputs={"Out": [t]},
+                                     attrs={"shape": [1], "dtype": int(VarType.INT32), "value": float(v)})
+                    sizes.append(t)
+                inputs["SizeTensor"] = sizes
+            else:
+                if any(int(v) <= 0 for v in out_shape):
+                    raise ValueError("%s: out_shape must be positive, got %r" % (layer, out_shape))
+                attrs["out_h"], attrs["out_w"] = int(out_shape[0]), int(out_shape[1])
+        else:
+            raise TypeError("%s: out_shape must be a list, tuple or Variable, got %s"
+                            % (layer, type(out_shape).__name__))
+    else:
+        if isinstance(scale, Variable):
+            inputs["Scale"] = [scale]
+        elif isinstance(scale, (int, float)) and scale > 0:
+            attrs["scale"] = float(scale)
+        else:
+            raise ValueError("%s: scale must be a float > 0 or a Variable, got %r" % (layer, scale))
+    if isinstance(actual_shape, Variable):
+        inputs["OutSize"] = [actual_shape]
+    elif actual_shape is not None:
+        raise TypeError("%s: actual_shape must be a Variable, got %s" % (layer, type(actual_shape).__name__))
+    return _simple(op_type, inputs, attrs, name=name, dtype=input.dtype)
+
+
+def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners=True,
+                    align_mode=1, data_format="NCHW"):
+    """image_resize with resample='BILINEAR' (op bilinear_interp)."""
+    return image_resize(input, out_shape, scale, name, "BILINEAR", actual_shape, align_corners, align_mode,
+                        data_format)
+
+
+def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners=True,
+                   data_format="NCHW"):
+    """image_resize with resample='NEAREST' (op nearest_interp)."""
+    return image_resize(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
