@@ -354,7 +354,7 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 
 # ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
 __all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like",
-            "image_resize", "resize_bilinear", "resize_nearest"]
+            "image_resize", "resize_bilinear", "resize_nearest", "pixel_shuffle", "space_to_depth"]
 
 
 def _check_float(layer, name, v):
@@ -492,3 +492,20 @@ def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=No
                    data_format="NCHW"):
     """image_resize with resample='NEAREST' (op nearest_interp)."""
     return image_resize(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """[N, C * r * r, H, W] -> [N, C, H * r, W * r] with r = `upscale_factor` (sub-pixel convolution's rearrangement)."""
+    _check_var("pixel_shuffle", "x", x)
+    if not isinstance(upscale_factor, int) or upscale_factor < 1:
+        raise TypeError("pixel_shuffle: upscale_factor must be a positive int, got %r" % (upscale_factor,))
+    return _simple("pixel_shuffle", {"X": [x]}, {"upscale_factor": upscale_factor})
+
+
+def space_to_depth(x, blocksize, name=None):
+    """[N, C, H, W] -> [N, C * b * b, H / b, W / b] with b = `blocksize`, in Fluid's element order (Darknet's
+    reorg layer)."""
+    _check_var("space_to_depth", "x", x)
+    if not isinstance(blocksize, int) or blocksize < 1:
+        raise TypeError("space_to_depth: blocksize must be a positive int, got %r" % (blocksize,))
+    return _simple("space_to_depth", {"X": [x]}, {"blocksize": blocksize}, name=name)
