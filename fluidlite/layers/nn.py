@@ -495,7 +495,7 @@ def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=No
 
 
 def pixel_shuffle(x, upscale_factor):
-    """[N, C * r * r, H, W] -> [N, C, H * r, W * r] with r = `upscale_factor` (sub-pixel convolution's rearrangement)."""
+    """[N, C * r * r, H, W] -> [N, C, H * r, W * r] with r = `upscale_factor` (sub-pixel convolution)."""
     _check_var("pixel_shuffle", "x", x)
     if not isinstance(upscale_factor, int) or upscale_factor < 1:
         raise TypeError("pixel_shuffle: upscale_factor must be a positive int, got %r" % (upscale_factor,))
