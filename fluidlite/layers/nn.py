@@ -354,7 +354,8 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 
 # ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
 __all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like",
-            "image_resize", "resize_bilinear", "resize_nearest", "pixel_shuffle", "space_to_depth"]
+            "image_resize", "resize_bilinear", "resize_nearest", "pixel_shuffle", "space_to_depth",
+            "crop"]
 
 
 def _check_float(layer, name, v):
@@ -509,3 +510,23 @@ def space_to_depth(x, blocksize, name=None):
     if not isinstance(blocksize, int) or blocksize < 1:
         raise TypeError("space_to_depth: blocksize must be a positive int, got %r" % (blocksize,))
     return _simple("space_to_depth", {"X": [x]}, {"blocksize": blocksize}, name=name)
+
+
+def crop(x, shape=None, offsets=None, name=None):
+    """The box of `x` starting at `offsets` (a list, an int32 Variable of rank values, or None: zeros) with
+    `shape` (a list, -1 allowed for the batch dim, or a Variable whose shape the box takes)."""
+    _check_var("crop", "x", x)
+    if not isinstance(shape, (list, tuple, Variable)):
+        raise TypeError("crop: shape must be a list, tuple or Variable, got %s" % type(shape).__name__)
+    if offsets is None:
+        offsets = [0] * len(x.shape)
+    inputs, attrs = {"X": [x]}, {}
+    if isinstance(shape, Variable):
+        inputs["Y"] = [shape]
+    else:
+        attrs["shape"] = [int(v) for v in shape]
+    if isinstance(offsets, Variable):
+        inputs["Offsets"] = [offsets]
+    else:
+        attrs["offsets"] = [int(v) for v in offsets]
+    return _simple("crop", inputs, attrs, name=name, dtype=x.dtype)
