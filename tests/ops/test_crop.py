@@ -33,7 +33,8 @@ def test_layer_and_errors():
         assert tuple(a.shape) == (-1, 2, 3) and tuple(b.shape) == (2, 2, 2)
         with pytest.raises(fluid.core.EnforceNotMet, match=r"crop: offset 3 \+ size 3 at dim 2 is outside X 'x'"):
             fluid.layers.crop(x, shape=[-1, 2, 3], offsets=[0, 0, 3])
-        with pytest.raises(fluid.core.EnforceNotMet, match=r"crop: shape has 2 values but X 'x' \[-1, 4, 5\] has rank 3"):
+        with pytest.raises(fluid.core.EnforceNotMet,
+                           match=r"crop: shape has 2 values but X 'x' \[-1, 4, 5\] has rank 3"):
             fluid.layers.crop(x, shape=[2, 2])
         with pytest.raises(TypeError, match="crop: shape must be a list, tuple or Variable"):
             fluid.layers.crop(x, shape=3)
