@@ -355,7 +355,7 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
 # ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
 __all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like",
             "image_resize", "resize_bilinear", "resize_nearest", "pixel_shuffle", "space_to_depth",
-            "crop"]
+            "crop", "unfold"]
 
 
 def _check_float(layer, name, v):
@@ -530,3 +530,27 @@ def crop(x, shape=None, offsets=None, name=None):
     else:
         attrs["offsets"] = [int(v) for v in offsets]
     return _simple("crop", inputs, attrs, name=name, dtype=x.dtype)
+
+
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col (op unfold): NCHW `x` -> [N, C * kh * kw, L], one column per sliding block. `kernel_sizes`,
+    `strides` and `dilations` are ints or [h, w]; `paddings` an int, [h, w] or [top, left, bottom, right]."""
+    _check_float("unfold", "x", x)
+    if len(x.shape) != 4:
+        raise ValueError("unfold: x %s must be 4-D [N, C, H, W], got shape %s" % (x.name, list(x.shape)))
+
+    def pair(arg, v):
+        v = [v, v] if isinstance(v, int) else list(v)
+        if len(v) != 2:
+            raise ValueError("unfold: %s must be an int or a list of 2 ints, got %r" % (arg, v))
+        return [int(e) for e in v]
+
+    if isinstance(paddings, int):
+        paddings = [paddings] * 4
+    elif len(paddings) == 2:
+        paddings = list(paddings) * 2
+    elif len(paddings) != 4:
+        raise ValueError("unfold: paddings must be an int, [h, w] or [top, left, bottom, right], got %r" % (paddings,))
+    attrs = {"kernel_sizes": pair("kernel_sizes", kernel_sizes), "strides": pair("strides", strides),
+             "paddings": [int(p) for p in paddings], "dilations": pair("dilations", dilations)}
+    return _simple("unfold", {"X": [x]}, attrs, name=name, out_slot="Y")
