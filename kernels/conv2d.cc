@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -68,6 +69,9 @@ void ConvInferShape(InferShapeContext& ctx) {
 struct ConvShape {
   ConvGeometry geom;
   int64_t batch, out_channels, groups;
+  // out_h/out_w are what ConvOutSize gives for the geometry (false for conv2d_transpose's asymmetric
+  // padding or enlarged output_size): the direct kernel reads the padded image without bounds checks.
+  bool consistent = true;
 
   int64_t PatchPerGroup() const { return geom.PatchSize() / groups; }
   int64_t OutPerGroup() const { return out_channels / groups; }
@@ -153,7 +157,7 @@ bool UseDirect(const ConvShape& s) {
     const char* env = std::getenv("FLUIDLITE_CONV_DIRECT");
     // Padding M to 16 may waste at most half the work (LeNet's 20 -> 32 is fine; the 1-channel data
     // gradient of a grey image is not).
-    return (!env || std::strcmp(env, "0") != 0) && direct_conv::Supported() && s.groups == 1 &&
+    return (!env || std::strcmp(env, "0") != 0) && direct_conv::Supported() && s.groups == 1 && s.consistent &&
            direct_conv::PaddedChannels(s.out_channels) <= 2 * s.out_channels;
   }
 }
@@ -388,6 +392,7 @@ class PatchConv {
     t.batch = s_.batch;
     t.out_channels = g.channels;
     t.groups = s_.groups;
+    t.consistent = s_.consistent;
     return t;
   }
 
@@ -607,9 +612,211 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
           [](const ExecutionContext& ctx, auto tag) { ConvGradKernel<typename decltype(tag)::type>(ctx); });
 }
 
+// ------------------------------------------------------------------ conv2d_transpose
+// conv2d_transpose of X [N, C, H, W] with Filter [C, M/groups, kh, kw] is the data gradient of a conv2d whose
+// input is the output [N, M, Ho, Wo] and whose filters are the same tensor read as [C out, M/groups in, kh,
+// kw]: Out = conv2d_backward_data(dout = X). So its forward is PatchConv/DepthwiseConv::Backward (dx only),
+// its data gradient is their Forward of dOut, and its filter gradient their filter gradient with the roles of
+// input (dOut) and output gradient (X) swapped.
+
+// The spatial geometry of a transposed convolution after padding_algorithm: pads [top, bottom, left, right],
+// dilations, and the output size (-1 when unknown).
+struct TransposeGeometry {
+  int64_t pad[4];
+  int64_t dilation[2];
+  int64_t out[2];
+  bool consistent;  // symmetric padding and no output_size enlargement
+};
+
+template <typename Ctx>
+TransposeGeometry MakeTransposeGeometry(const Ctx& ctx, const DDim& in, const DDim& filter,
+                                        const std::function<std::string(const char*)>& describe) {
+  const std::string& op = ctx.Type();
+  const auto& strides = ctx.template Attr<std::vector<int32_t>>("strides");
+  const auto& paddings = ctx.template Attr<std::vector<int32_t>>("paddings");
+  const auto& dilations = ctx.template Attr<std::vector<int32_t>>("dilations");
+  const auto& output_size = ctx.template Attr<std::vector<int32_t>>("output_size");
+  const std::string& algo = ctx.template Attr<std::string>("padding_algorithm");
+  TransposeGeometry t;
+  t.consistent = true;
+  for (int i = 0; i < 2; ++i) {
+    t.dilation[i] = dilations[i];
+    if (paddings.size() == 4) {
+      t.pad[2 * i] = paddings[2 * i];
+      t.pad[2 * i + 1] = paddings[2 * i + 1];
+    } else {
+      t.pad[2 * i] = t.pad[2 * i + 1] = paddings[i];
+    }
+    const int64_t size = in[2 + i], k = filter[2 + i];
+    if (algo == "VALID") {
+      t.pad[2 * i] = t.pad[2 * i + 1] = 0;
+    } else if (algo == "SAME") {
+      // Fluid's rule, on the input's spatial size: the pads a stride-s convolution needs for ceil(size / s).
+      t.dilation[i] = 1;
+      if (size >= 0 && k >= 0) {
+        const int64_t o = (size + strides[i] - 1) / strides[i];
+        const int64_t sum = std::max<int64_t>((o - 1) * strides[i] + k - size, 0);
+        t.pad[2 * i] = sum / 2;
+        t.pad[2 * i + 1] = sum - sum / 2;
+      }
+    }
+    if (t.pad[2 * i] != t.pad[2 * i + 1]) t.consistent = false;
+    t.out[i] = -1;
+    if (size < 0 || k < 0) {
+      if (!output_size.empty()) t.out[i] = output_size[i];
+      continue;
+    }
+    FL_ENFORCE(k >= 1, op, ": ", describe("Filter"), " has an empty kernel");
+    FL_ENFORCE(size >= 1, op, ": ", describe("Input"), " has an empty ", i == 0 ? "height" : "width");
+    const int64_t infer = (size - 1) * strides[i] - t.pad[2 * i] - t.pad[2 * i + 1] + t.dilation[i] * (k - 1) + 1;
+    FL_ENFORCE(infer >= 1, op, ": the output ", i == 0 ? "height" : "width", " (", size, " - 1) * stride ", strides[i],
+               " - paddings ", t.pad[2 * i], " + ", t.pad[2 * i + 1], " + dilation ", t.dilation[i], " * (", k,
+               " - 1) + 1 = ", infer, " of ", describe("Input"), " and ", describe("Filter"), " is not positive");
+    t.out[i] = infer;
+    if (!output_size.empty()) {
+      const int64_t want = output_size[i];
+      FL_ENFORCE(want >= infer && want < infer + strides[i], op, ": output_size ", i == 0 ? "height " : "width ", want,
+                 " must be in [", infer, ", ", infer + strides[i], ") for ", describe("Input"), " and ",
+                 describe("Filter"), " (the size stride ", strides[i], " gives, up to stride - 1 more)");
+      if (want != infer) t.consistent = false;
+      t.out[i] = want;
+    }
+  }
+  return t;
+}
+
+void ConvTransposeInferShape(InferShapeContext& ctx) {
+  const std::string& op = ctx.Type();
+  const DDim in = ctx.InputDim("Input"), filter = ctx.InputDim("Filter");
+  FL_ENFORCE(in.size() == 4, op, ": ", ctx.Describe("Input"), " must be 4-D [N, C, H, W]");
+  FL_ENFORCE(filter.size() == 4, op, ": ", ctx.Describe("Filter"), " must be 4-D [C, M/groups, kh, kw]");
+  ctx.EnforceSameDType("Input", "Filter");
+  const int64_t g = ctx.Attr<int32_t>("groups");
+  const auto& output_size = ctx.Attr<std::vector<int32_t>>("output_size");
+  FL_ENFORCE(output_size.empty() || output_size.size() == 2, op, ": output_size must be empty or [H, W], got ",
+             output_size.size(), " values");
+  FL_ENFORCE(in[1] < 0 || filter[0] < 0 || in[1] == filter[0], op, ": ", ctx.Describe("Input"), " has ", in[1],
+             " channels but ", ctx.Describe("Filter"), " expects ", filter[0], " (Filter is [C, M/groups, kh, kw])");
+  FL_ENFORCE(filter[0] < 0 || filter[0] % g == 0, op, ": ", filter[0], " input channels of ", ctx.Describe("Filter"),
+             " are not divisible by groups = ", g);
+  const TransposeGeometry t =
+      MakeTransposeGeometry(ctx, in, filter, [&](const char* slot) { return ctx.Describe(slot); });
+  ctx.SetOutput("Output", DDim{in[0], filter[1] < 0 ? -1 : filter[1] * g, t.out[0], t.out[1]}, ctx.InputDType("Input"));
+}
+
+// The conv2d whose data gradient the transposed convolution is: input [M, Ho, Wo], output [C, H, W].
+ConvShape MakeTransposeShape(const ExecutionContext& ctx, const DDim& in, const DDim& filter) {
+  const auto& strides = ctx.Attr<std::vector<int32_t>>("strides");
+  const TransposeGeometry t = MakeTransposeGeometry(ctx, in, filter, [&](const char* slot) {
+    return std::string(slot) + " '" + ctx.InputName(slot) + "' " + ctx.Input(slot).dims().ToString();
+  });
+  ConvShape s;
+  s.groups = ctx.Attr<int32_t>("groups");
+  s.geom = {filter[1] * s.groups, t.out[0],   t.out[1], filter[2], filter[3],
+            strides[0],           strides[1], t.pad[0], t.pad[2],  t.dilation[0],
+            t.dilation[1],        in[2],      in[3]};
+  s.batch = in[0];
+  s.out_channels = in[1];
+  s.consistent = t.consistent;
+  return s;
+}
+
+template <typename T>
+void ConvTransposeForwardKernel(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const ConvShape s = MakeTransposeShape(ctx, in.dims(), filter.dims());
+  Tensor* out = ctx.Output("Output");
+  out->Resize(DDim{s.batch, s.geom.channels, s.geom.height, s.geom.width});
+  T* o = out->mutable_data<T>(ctx.place());
+  if (s.batch == 0 || out->numel() == 0) return;
+  if (s.Depthwise()) DepthwiseConv<T>(s).Backward(nullptr, filter.data<T>(), in.data<T>(), o, nullptr);
+  else
+    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters)
+        .Backward(nullptr, filter.data<T>(), in.data<T>(), o, nullptr);
+}
+
+template <typename T>
+void ConvTransposeGradKernel(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const Tensor& dout = ctx.Input("Output@GRAD");
+  const ConvShape s = MakeTransposeShape(ctx, in.dims(), filter.dims());
+  const DDim out_dims{s.batch, s.geom.channels, s.geom.height, s.geom.width};
+  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
+             " does not match the output dims ", out_dims);
+  T* dx = nullptr;
+  T* dw = nullptr;
+  if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
+    t->Resize(in.dims());
+    dx = t->mutable_data<T>(ctx.place());
+  }
+  if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
+    t->Resize(filter.dims());
+    dw = t->mutable_data<T>(ctx.place());
+  }
+  if (!dx && !dw) return;
+  if (s.batch == 0) {
+    if (dw) std::fill(dw, dw + filter.numel(), T(0));
+    return;
+  }
+  if (s.Depthwise()) {
+    DepthwiseConv<T> conv(s);
+    if (dx) conv.Forward(dout.data<T>(), filter.data<T>(), dx);
+    if (dw) conv.Backward(dout.data<T>(), filter.data<T>(), in.data<T>(), nullptr, dw);
+    return;
+  }
+  PatchConv<T> conv(s, filter.data<T>(), kFilters, kDirectFilters);
+  if (dx) conv.Forward(dout.data<T>(), dx);
+  if (dw) conv.Backward(dout.data<T>(), filter.data<T>(), in.data<T>(), nullptr, dw);
+}
+
+void RegisterConvTranspose(OpBuilder& op, const std::string& type) {
+  op.Doc(type +
+         ": 2-D transposed convolution (the data gradient of conv2d) of NCHW Input [N, C, H, W] with Filter "
+         "[C, M/groups, kh, kw] giving Output [N, M, Ho, Wo], Ho = (H - 1)*stride - pad_top - pad_bottom + "
+         "dilation*(kh-1) + 1 (likewise Wo), or output_size when given (at most stride - 1 more).")
+      .Input("Input", "input images [N, C, H, W]")
+      .Input("Filter", "filters [C, M/groups, kh, kw]")
+      .Output("Output", "output images [N, M, Ho, Wo]")
+      .Attr("output_size", std::vector<int32_t>{}, "[Ho, Wo], or empty to infer them")
+      .Min(1)
+      .Size(0, 2)
+      .Attr("strides", std::vector<int32_t>{1, 1}, "[stride_h, stride_w]")
+      .Min(1)
+      .Size(2)
+      .Attr("paddings", std::vector<int32_t>{0, 0}, "[pad_h, pad_w] on both sides, or [top, bottom, left, right]")
+      .Min(0)
+      .Size(2, 4)
+      .Constrain("2 or 4 values",
+                 [](const Attribute& a) -> std::string {
+                   return std::get<std::vector<int32_t>>(a).size() == 3 ? "must have 2 or 4 values, not 3" : "";
+                 })
+      .Attr("padding_algorithm", "EXPLICIT", "EXPLICIT (use paddings), SAME or VALID, as in Fluid")
+      .OneOf({"EXPLICIT", "SAME", "VALID"})
+      .Attr("dilations", std::vector<int32_t>{1, 1}, "kernel dilation [dilation_h, dilation_w]")
+      .Min(1)
+      .Size(2)
+      .Attr<int32_t>("groups", 1, "number of channel groups (C divisible by it)")
+      .Min(1)
+      .Attr<bool>("use_cudnn", false, "accepted for Fluid compatibility; CPU kernels ignore it")
+      .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
+      .Attr("data_format", "NCHW", "NCHW (or AnyLayout, meaning NCHW); no other layout is supported")
+      .OneOf({"NCHW", "AnyLayout"})
+      .SetInferShape(ConvTransposeInferShape)
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { ConvTransposeForwardKernel<typename decltype(tag)::type>(ctx); });
+  op.GradOp({"Input", "Filter", "Output@GRAD"})
+      .Doc(type + "_grad: gradients of the transposed convolution; Input@GRAD and Filter@GRAD are each optional.")
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { ConvTransposeGradKernel<typename decltype(tag)::type>(ctx); });
+}
+
 }  // namespace
 
 FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
 FL_REGISTER_OP(depthwise_conv2d, op) { RegisterConv(op, "depthwise_conv2d"); }
+FL_REGISTER_OP(conv2d_transpose, op) { RegisterConvTranspose(op, "conv2d_transpose"); }
+FL_REGISTER_OP(depthwise_conv2d_transpose, op) { RegisterConvTranspose(op, "depthwise_conv2d_transpose"); }
 
 }  // namespace fl

@@ -118,8 +118,12 @@ struct Relu6 : Unary<GradFrom::kOut> {
   static void Attrs(OpBuilder& op) { op.Attr<float>("threshold", 6.0f, "upper clip value"); }
   float t;
   template <typename C> explicit Relu6(const C& ctx) : t(ctx.template Attr<float>("threshold")) {}
-  template <typename T> T Fwd(T x) const { return x > T(0) ? (x < T(t) ? x : T(t)) : T(0); }
-  template <typename T> T Grad(T y, T g) const { return y > T(0) && y < T(t) ? g : T(0); }
+  // Two plain selects (not nested, no &&): GCC vectorises them (the nested form ran 7x slower than relu).
+  template <typename T> T Fwd(T x) const {
+    const T y = x > T(0) ? x : T(0);
+    return y < T(t) ? y : T(t);
+  }
+  template <typename T> T Grad(T y, T g) const { return ((y > T(0)) & (y < T(t))) ? g : T(0); }
 };
 struct Clip : Unary<GradFrom::kX> {
   static constexpr const char* kFormula = "min(max(X, min), max)";

@@ -62,7 +62,7 @@ def test_lenet_learns_synthetic_digits(one_thread):
     assert float(loss_value.ravel()[0]) < 0.5 * first
 
 
-@pytest.mark.parametrize("name,batch", [("lenet", 8), ("resnet_small", 4), ("vgg_small", 4)])
+@pytest.mark.parametrize("name,batch", [("lenet", 8), ("resnet_small", 4), ("vgg_small", 4), ("mobilenet_v2", 4)])
 def test_model_builds_and_steps(name, batch):
     mod = models.load(name)
     built, step, params, feed, _ = _run(mod, batch)
@@ -84,7 +84,19 @@ def test_resnet_structure():
     assert ops.count("pool2d") == 1 and ops.count("mul") == 1
 
 
-@pytest.mark.parametrize("name,batch", [("lenet", 16), ("resnet_small", 8), ("vgg_small", 4)])
+def test_mobilenet_v2_structure():
+    mobilenet = models.load("mobilenet_v2")
+    built = mobilenet.build(2, 0)
+    ops = [op.type for op in built.main.global_block().ops]
+    units = sum(n for _, _, n, _ in mobilenet.BOTTLENECKS)  # 17 inverted residual units
+    # stem + 2 pointwise convs per unit + the 1280 head are conv2d; one depthwise conv per unit.
+    assert ops.count("conv2d") == 2 + 2 * units and ops.count("depthwise_conv2d") == units
+    assert ops.count("batch_norm") == 2 + 3 * units and ops.count("relu6") == 2 + 2 * units
+    assert ops.count("elementwise_add") == units - len(mobilenet.BOTTLENECKS) + 1  # + the fc bias
+    assert ops.count("depthwise_conv2d_grad") == units and ops.count("momentum") == 3 * (2 + 3 * units) + 2
+
+
+@pytest.mark.parametrize("name,batch", [("lenet", 16), ("resnet_small", 8), ("vgg_small", 4), ("mobilenet_v2", 16)])
 def test_first_steps_agree_with_torch(name, batch):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -95,7 +107,10 @@ def test_first_steps_agree_with_torch(name, batch):
     ours = [step() for _ in range(3)]
     theirs = [float(ref.step()) for _ in range(3)]
     np.testing.assert_allclose(ours[0], theirs[0], **mod.TOLERANCE)
-    np.testing.assert_allclose(ours[1:], theirs[1:], rtol=2e-3, atol=1e-4)
+    # MobileNetV2's gradient at initialisation is ill-conditioned (batch norms over 2x2 maps): scaling the
+    # input by 1 + 1e-6 moves some first-step updates by 1-14% in fluidlite alone, so its later losses drift
+    # from torch's (batch 16: 0.7% and 0.6%; batch 4: 23%); the others agree to float32 rounding.
+    np.testing.assert_allclose(ours[1:], theirs[1:], rtol=0.05 if name == "mobilenet_v2" else 2e-3, atol=1e-4)
     assert abs(ours[2] - ours[0]) > 1e-3  # the later steps compare updated weights, not the initial ones
     if name == "lenet":
         return
@@ -105,10 +120,12 @@ def test_first_steps_agree_with_torch(name, batch):
     assert len(bns) == len([n for n in params if n.startswith("batch_norm_") and n.endswith(".w_1")])
     for k, bn in enumerate(bns[:3]):
         mean = np.array(scope.find_var("batch_norm_%d.w_1" % k).get_tensor())
-        np.testing.assert_allclose(mean, bn.running_mean.numpy(), rtol=1e-3, atol=1e-5)
+        # (MobileNetV2's: after updates that differ by up to 14%, see above; a wrong momentum is off by 3x.)
+        tol = dict(rtol=0.2, atol=1e-2) if name == "mobilenet_v2" else dict(rtol=1e-3, atol=1e-5)
+        np.testing.assert_allclose(mean, bn.running_mean.numpy(), **tol)
 
 
-@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm"])
+@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm", "mobilenet_v2"])
 def test_new_models_are_listed_with_a_torch_reference_only(name):
     from fluidlite.bench import reference
     assert name in models.MODELS

@@ -634,3 +634,205 @@ def get_tensor_from_selected_rows(x, name=None):
 
 
 __all__ += ["merge_selected_rows", "get_tensor_from_selected_rows"]
+# ------------------------------------------------------------------ image and GAN layers (issue 14, "image" part)
+__all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_like",
+            "image_resize", "resize_bilinear", "resize_nearest", "pixel_shuffle", "space_to_depth",
+            "crop", "unfold"]
+
+
+def _check_float(layer, name, v):
+    _check_var(layer, name, v)
+    if v.dtype not in (VarType.FP32, VarType.FP64):
+        raise TypeError("%s: '%s' %s must be float32 or float64, got %s" % (layer, name, v.name, v.dtype))
+
+
+def sigmoid_cross_entropy_with_logits(x, label, ignore_index=-100, name=None, normalize=False):
+    """Elementwise sigmoid cross entropy of logits `x` against `label` (same shape and dtype, values in [0, 1]):
+    max(x, 0) - x * label + log(1 + exp(-|x|)); 0 where label == ignore_index. With `normalize` each element is
+    divided by the number of labels that are not ignore_index (Fluid 1.8's layer)."""
+    _check_float("sigmoid_cross_entropy_with_logits", "x", x)
+    _check_float("sigmoid_cross_entropy_with_logits", "label", label)
+    return _simple("sigmoid_cross_entropy_with_logits", {"X": [x], "Label": [label]},
+                   {"ignore_index": int(ignore_index), "normalize": bool(normalize)}, name=name)
+
+
+def pad(x, paddings, pad_value=0., name=None):
+    """Pads `x` with `pad_value`: `paddings` holds 2 * rank ints, [before_0, after_0, before_1, after_1, ...]."""
+    _check_float("pad", "x", x)
+    paddings = [int(p) for p in paddings]
+    if len(paddings) != 2 * len(x.shape) or min(paddings, default=0) < 0:
+        raise ValueError("pad: paddings must hold 2 * rank = %d values >= 0 for x %s of shape %s, got %s"
+                         % (2 * len(x.shape), x.name, list(x.shape), paddings))
+    return _simple("pad", {"X": [x]}, {"paddings": paddings, "pad_value": float(pad_value)}, name=name)
+
+
+def pad2d(input, paddings=(0, 0, 0, 0), mode="constant", pad_value=0.0, data_format="NCHW", name=None):
+    """Pads NCHW images by `paddings` [top, bottom, left, right] (a list, or an int32 Variable of 4 values read
+    at run time) in `mode` 'constant' (`pad_value`), 'reflect' (mirrored, edge not repeated) or 'edge'.
+    Only data_format 'NCHW' is supported."""
+    _check_float("pad2d", "input", input)
+    if data_format != "NCHW":
+        raise ValueError("pad2d: data_format must be 'NCHW' (the only layout fluidlite supports), got %r"
+                         % (data_format,))
+    if mode not in ("constant", "reflect", "edge"):
+        raise ValueError("pad2d: mode must be 'constant', 'reflect' or 'edge', got %r" % (mode,))
+    if len(input.shape) != 4:
+        raise ValueError("pad2d: input %s must be 4-D [N, C, H, W], got shape %s" % (input.name, list(input.shape)))
+    inputs = {"X": [input]}
+    attrs = {"mode": mode, "pad_value": float(pad_value), "data_format": data_format}
+    if isinstance(paddings, Variable):
+        inputs["Paddings"] = [paddings]
+    else:
+        paddings = [int(p) for p in paddings]
+        if len(paddings) != 4:
+            raise ValueError("pad2d: paddings must be [top, bottom, left, right], got %s" % (paddings,))
+        attrs["paddings"] = paddings
+    return _simple("pad2d", inputs, attrs, name=name)
+
+
+def pad_constant_like(x, y, pad_value=0., name=None):
+    """Pads `y` at the end of every axis with `pad_value` up to the shape of `x` (same rank, y's dims <= x's)."""
+    _check_var("pad_constant_like", "x", x)
+    _check_float("pad_constant_like", "y", y)
+    return _simple("pad_constant_like", {"X": [x], "Y": [y]}, {"pad_value": float(pad_value)}, name=name,
+                   dtype=y.dtype)
+
+
+def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEAR", actual_shape=None,
+                 align_corners=True, align_mode=1, data_format="NCHW"):
+    """Resizes NCHW images (ops bilinear_interp / nearest_interp, Fluid 1.8) to `out_shape` [H, W] (ints, ints and
+    1-element int32 Variables, or an int32 Variable of 2 values) or by `scale` (a float > 0 or a float32
+    Variable); `actual_shape` (deprecated) overrides the size at run time. `resample`: 'BILINEAR' or 'NEAREST'
+    ('TRILINEAR' and data_format 'NHWC' are not supported)."""
+    methods = {"BILINEAR": "bilinear", "NEAREST": "nearest"}
+    layer = "image_resize"
+    if resample not in methods:
+        raise ValueError("%s: resample must be 'BILINEAR' or 'NEAREST' (fluidlite has no TRILINEAR), got %r"
+                         % (layer, resample))
+    _check_float(layer, "input", input)
+    if len(input.shape) != 4:
+        raise ValueError("%s: input %s must be 4-D [N, C, H, W], got shape %s" % (layer, input.name, list(input.shape)))
+    if data_format != "NCHW":
+        raise ValueError("%s: data_format must be 'NCHW' (the only layout fluidlite supports), got %r"
+                         % (layer, data_format))
+    if not isinstance(align_corners, bool):
+        raise TypeError("%s: align_corners must be a bool, got %r" % (layer, align_corners))
+    if align_mode not in (0, 1):
+        raise ValueError("%s: align_mode must be 0 or 1, got %r" % (layer, align_mode))
+    if out_shape is None and scale is None:
+        raise ValueError("%s: one of out_shape and scale must not be None" % layer)
+    op_type = methods[resample] + "_interp"
+    inputs = {"X": [input]}
+    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "scale": 0.0, "interp_method": methods[resample],
+             "align_corners": align_corners, "align_mode": int(align_mode), "data_layout": data_format}
+    if out_shape is not None:
+        if isinstance(out_shape, Variable):
+            inputs["OutSize"] = [out_shape]
+        elif isinstance(out_shape, (list, tuple)):
+            if len(out_shape) != 2:
+                raise ValueError("%s: out_shape must be [out_h, out_w], got %r" % (layer, out_shape))
+            if any(isinstance(v, Variable) for v in out_shape):
+                helper = LayerHelper(op_type)
+                sizes = []
+                for v in out_shape:
+                    if isinstance(v, Variable):
+                        sizes.append(v)
+                        continue
+                    t = helper.create_variable_for_type_inference("int32")
+                    helper.append_op(type="fill_constant", outputs={"Out": [t]},
+                                     attrs={"shape": [1], "dtype": int(VarType.INT32), "value": float(v)})
+                    sizes.append(t)
+                inputs["SizeTensor"] = sizes
+            else:
+                if any(int(v) <= 0 for v in out_shape):
+                    raise ValueError("%s: out_shape must be positive, got %r" % (layer, out_shape))
+                attrs["out_h"], attrs["out_w"] = int(out_shape[0]), int(out_shape[1])
+        else:
+            raise TypeError("%s: out_shape must be a list, tuple or Variable, got %s"
+                            % (layer, type(out_shape).__name__))
+    else:
+        if isinstance(scale, Variable):
+            inputs["Scale"] = [scale]
+        elif isinstance(scale, (int, float)) and scale > 0:
+            attrs["scale"] = float(scale)
+        else:
+            raise ValueError("%s: scale must be a float > 0 or a Variable, got %r" % (layer, scale))
+    if isinstance(actual_shape, Variable):
+        inputs["OutSize"] = [actual_shape]
+    elif actual_shape is not None:
+        raise TypeError("%s: actual_shape must be a Variable, got %s" % (layer, type(actual_shape).__name__))
+    return _simple(op_type, inputs, attrs, name=name, dtype=input.dtype)
+
+
+def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners=True,
+                    align_mode=1, data_format="NCHW"):
+    """image_resize with resample='BILINEAR' (op bilinear_interp)."""
+    return image_resize(input, out_shape, scale, name, "BILINEAR", actual_shape, align_corners, align_mode,
+                        data_format)
+
+
+def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners=True,
+                   data_format="NCHW"):
+    """image_resize with resample='NEAREST' (op nearest_interp)."""
+    return image_resize(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """[N, C * r * r, H, W] -> [N, C, H * r, W * r] with r = `upscale_factor` (sub-pixel convolution)."""
+    _check_var("pixel_shuffle", "x", x)
+    if not isinstance(upscale_factor, int) or upscale_factor < 1:
+        raise TypeError("pixel_shuffle: upscale_factor must be a positive int, got %r" % (upscale_factor,))
+    return _simple("pixel_shuffle", {"X": [x]}, {"upscale_factor": upscale_factor})
+
+
+def space_to_depth(x, blocksize, name=None):
+    """[N, C, H, W] -> [N, C * b * b, H / b, W / b] with b = `blocksize`, in Fluid's element order (Darknet's
+    reorg layer)."""
+    _check_var("space_to_depth", "x", x)
+    if not isinstance(blocksize, int) or blocksize < 1:
+        raise TypeError("space_to_depth: blocksize must be a positive int, got %r" % (blocksize,))
+    return _simple("space_to_depth", {"X": [x]}, {"blocksize": blocksize}, name=name)
+
+
+def crop(x, shape=None, offsets=None, name=None):
+    """The box of `x` starting at `offsets` (a list, an int32 Variable of rank values, or None: zeros) with
+    `shape` (a list, -1 allowed for the batch dim, or a Variable whose shape the box takes)."""
+    _check_var("crop", "x", x)
+    if not isinstance(shape, (list, tuple, Variable)):
+        raise TypeError("crop: shape must be a list, tuple or Variable, got %s" % type(shape).__name__)
+    if offsets is None:
+        offsets = [0] * len(x.shape)
+    inputs, attrs = {"X": [x]}, {}
+    if isinstance(shape, Variable):
+        inputs["Y"] = [shape]
+    else:
+        attrs["shape"] = [int(v) for v in shape]
+    if isinstance(offsets, Variable):
+        inputs["Offsets"] = [offsets]
+    else:
+        attrs["offsets"] = [int(v) for v in offsets]
+    return _simple("crop", inputs, attrs, name=name, dtype=x.dtype)
+
+
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col (op unfold): NCHW `x` -> [N, C * kh * kw, L], one column per sliding block. `kernel_sizes`,
+    `strides` and `dilations` are ints or [h, w]; `paddings` an int, [h, w] or [top, left, bottom, right]."""
+    _check_float("unfold", "x", x)
+    if len(x.shape) != 4:
+        raise ValueError("unfold: x %s must be 4-D [N, C, H, W], got shape %s" % (x.name, list(x.shape)))
+
+    def pair(arg, v):
+        v = [v, v] if isinstance(v, int) else list(v)
+        if len(v) != 2:
+            raise ValueError("unfold: %s must be an int or a list of 2 ints, got %r" % (arg, v))
+        return [int(e) for e in v]
+
+    if isinstance(paddings, int):
+        paddings = [paddings] * 4
+    elif len(paddings) == 2:
+        paddings = list(paddings) * 2
+    elif len(paddings) != 4:
+        raise ValueError("unfold: paddings must be an int, [h, w] or [top, left, bottom, right], got %r" % (paddings,))
+    attrs = {"kernel_sizes": pair("kernel_sizes", kernel_sizes), "strides": pair("strides", strides),
+             "paddings": [int(p) for p in paddings], "dilations": pair("dilations", dilations)}
+    return _simple("unfold", {"X": [x]}, attrs, name=name, out_slot="Y")

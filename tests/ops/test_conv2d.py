@@ -364,3 +364,239 @@ def test_thread_counts_agree():
         with pytest.raises(fluid.core.EnforceNotMet, match=r"set_num_threads: n = %d must be in \[1, 256\]" % bad):
             fluid.core.set_num_threads(bad)
     assert fluid.core.get_num_threads() == saved
+
+
+# ------------------------------------------------------------------ conv2d_transpose
+
+def conv_transpose_ref(x, w, stride=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), groups=1, output_size=None):
+    """Scatter form: each input pixel adds x * filter into the (stride-spaced, dilated) full output, which is then
+    cropped by [top, bottom, left, right] (or extended with zeros up to output_size)."""
+    n, c, h, wd = x.shape
+    _, mg, kh, kw = w.shape
+    cg = c // groups
+    hf, wf = (h - 1) * stride[0] + dil[0] * (kh - 1) + 1, (wd - 1) * stride[1] + dil[1] * (kw - 1) + 1
+    full = np.zeros((n, mg * groups, hf + stride[0], wf + stride[1]))
+    for g in range(groups):
+        xg = x[:, g * cg:(g + 1) * cg].astype(np.float64)
+        wg = w[g * cg:(g + 1) * cg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                r0, c0 = i * dil[0], j * dil[1]
+                full[:, g * mg:(g + 1) * mg, r0:r0 + stride[0] * (h - 1) + 1:stride[0],
+                     c0:c0 + stride[1] * (wd - 1) + 1:stride[1]] += np.einsum("nchw,cm->nmhw", xg, wg[:, :, i, j])
+    ho = hf - pads[0] - pads[1] if output_size is None else output_size[0]
+    wo = wf - pads[2] - pads[3] if output_size is None else output_size[1]
+    return full[:, :, pads[0]:pads[0] + ho, pads[2]:pads[2] + wo].astype(x.dtype)
+
+
+def _tattrs(stride, pads, dil, groups, output_size=None, algo="EXPLICIT"):
+    p = [pads[0], pads[2]] if pads[0] == pads[1] and pads[2] == pads[3] else list(pads)
+    return {"strides": list(stride), "paddings": p, "dilations": list(dil), "groups": groups,
+            "output_size": list(output_size or []), "padding_algorithm": algo}
+
+
+# (name, input shape, filter shape [C, M/g, kh, kw], stride, pads [t, b, l, r], dilation, groups, output_size)
+T_CASES = [
+    ("t_basic", (2, 3, 4, 5), (3, 4, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1, None),
+    ("t_stride2_pad1", (2, 3, 5, 4), (3, 2, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, None),
+    ("t_dcgan_4x4_s2", (2, 8, 4, 4), (8, 4, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 1, None),
+    ("t_output_size", (2, 3, 4, 4), (3, 2, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, (8, 8)),
+    ("t_asym_pad", (1, 2, 5, 4), (2, 3, 3, 2), (2, 1), (0, 2, 1, 0), (1, 1), 1, None),
+    ("t_dilation", (2, 2, 4, 4), (2, 3, 3, 3), (1, 2), (1, 1, 2, 2), (2, 2), 1, None),
+    ("t_groups", (2, 4, 3, 5), (4, 3, 3, 3), (2, 1), (1, 1, 0, 0), (1, 1), 2, None),
+    ("t_depthwise", (2, 3, 5, 5), (3, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 3, None),
+    ("t_pointwise", (2, 5, 3, 3), (5, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, None),
+    ("t_direct16", (2, 4, 5, 6), (4, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, None),
+    ("t_direct16_s2", (3, 16, 4, 4), (16, 32, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 1, None),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", T_CASES, ids=[c[0] for c in T_CASES])
+def test_transpose_forward(case, dtype):
+    _, xs, ws, stride, pads, dil, groups, osize = case
+    rng = np.random.RandomState(11)
+    x = rng.uniform(-1, 1, xs).astype(dtype)
+    w = rng.uniform(-1, 1, ws).astype(dtype)
+    out = conv_transpose_ref(x, w, stride, pads, dil, groups, osize)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    types = ["conv2d_transpose"] + (["depthwise_conv2d_transpose"] if groups == xs[1] else [])
+    for op_type in types:
+        OpTest(op_type, {"Input": x, "Filter": w}, {"Output": out},
+               _tattrs(stride, pads, dil, groups, osize)).check_output(atol=tol, rtol=tol)
+
+
+def _transpose_grads(op_type, x, w, attrs, r, need=("Input", "Filter")):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=list(x.shape), dtype="float64", append_batch_size=False)
+        wv = fluid.layers.data("w", shape=list(w.shape), dtype="float64", append_batch_size=False)
+        rv = fluid.layers.data("r", shape=list(r.shape), dtype="float64", append_batch_size=False)
+        xv.stop_gradient = "Input" not in need
+        wv.stop_gradient = "Filter" not in need
+        out = main.global_block().create_var(name="out", dtype="float64")
+        main.global_block().append_op(type=op_type, inputs={"Input": [xv], "Filter": [wv]},
+                                      outputs={"Output": [out]}, attrs=attrs)
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, rv))
+        grads = fluid.gradients([loss], [v for v, s in ((xv, "Input"), (wv, "Filter")) if s in need])
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    return exe.run(main, feed={"x": x, "w": w, "r": r}, fetch_list=grads)
+
+
+@pytest.mark.parametrize("case", T_CASES, ids=[c[0] for c in T_CASES])
+def test_transpose_grad_weighted(case):
+    """Gradients of sum(Output * R) against central differences of the numpy reference (linear in each input)."""
+    _, xs, ws, stride, pads, dil, groups, osize = case
+    rng = np.random.RandomState(12)
+    x = rng.uniform(-1, 1, xs)
+    w = rng.uniform(-1, 1, ws)
+    r = rng.uniform(-1, 1, conv_transpose_ref(x, w, stride, pads, dil, groups, osize).shape)
+    f = lambda: (conv_transpose_ref(x, w, stride, pads, dil, groups, osize) * r).sum()  # noqa: E731
+    want_x, want_w = _numeric(f, x), _numeric(f, w)
+    attrs = _tattrs(stride, pads, dil, groups, osize)
+    types = ["conv2d_transpose"] + (["depthwise_conv2d_transpose"] if groups == xs[1] else [])
+    for op_type in types:
+        gx, gw = _transpose_grads(op_type, x, w, attrs, r)
+        np.testing.assert_allclose(gx, want_x, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(gw, want_w, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(_transpose_grads(op_type, x, w, attrs, r, need=("Input",))[0], want_x,
+                                   rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(_transpose_grads(op_type, x, w, attrs, r, need=("Filter",))[0], want_w,
+                                   rtol=1e-7, atol=1e-9)
+        record_checked("grad", op_type)
+
+
+def test_transpose_check_grad():
+    rng = np.random.RandomState(13)
+    x = rng.uniform(-1, 1, (2, 3, 3, 4))
+    w = rng.uniform(-1, 1, (3, 2, 3, 3))
+    attrs = _tattrs((2, 2), (1, 1, 1, 1), (1, 1), 1)
+    OpTest("conv2d_transpose", {"Input": x, "Filter": w},
+           {"Output": conv_transpose_ref(x, w, (2, 2), (1, 1, 1, 1))}, attrs).check_grad(
+        ["Input", "Filter"], "Output", max_relative_error=1e-6)
+
+
+def test_transpose_padding_algorithm():
+    rng = np.random.RandomState(14)
+    x = rng.uniform(-1, 1, (2, 3, 5, 4))
+    w = rng.uniform(-1, 1, (3, 2, 3, 2))
+    # VALID: no padding (paddings ignored); SAME: Fluid's pads for ceil(H / stride), dilation 1.
+    OpTest("conv2d_transpose", {"Input": x, "Filter": w}, {"Output": conv_transpose_ref(x, w, (2, 2))},
+           dict(_tattrs((2, 2), (1, 1, 1, 1), (1, 1), 1), padding_algorithm="VALID")).check_output()
+    # SAME on H=5, stride 2, k=3: out 3, pad_sum = 2*2 + 3 - 5 = 2 -> (1, 1); W=4, k=2: out 2, sum 2+2-4=0.
+    OpTest("conv2d_transpose", {"Input": x, "Filter": w},
+           {"Output": conv_transpose_ref(x, w, (2, 2), (1, 1, 0, 0))},
+           dict(_tattrs((2, 2), (0, 0, 0, 0), (2, 2), 1), padding_algorithm="SAME")).check_output()
+
+
+def _build_t(xshape, wshape, op_type="conv2d_transpose", **attrs):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        block = main.global_block()
+        x = block.create_var(name="img", shape=xshape, dtype="float32")
+        w = block.create_var(name="filt", shape=wshape, dtype="float32")
+        out = block.create_var(name="out", dtype="float32")
+        block.append_op(type=op_type, inputs={"Input": [x], "Filter": [w]}, outputs={"Output": [out]}, attrs=attrs)
+    return out
+
+
+def test_transpose_shapes():
+    assert tuple(_build_t([-1, 3, 4, 4], [3, 5, 4, 4], strides=[2, 2], paddings=[1, 1]).shape) == (-1, 5, 8, 8)
+    assert tuple(_build_t([2, 4, 3, -1], [4, 2, 3, 3], groups=2).shape) == (2, 4, 5, -1)
+    assert tuple(_build_t([2, 3, 4, 4], [3, 2, 3, 3], strides=[2, 2], paddings=[1, 1],
+                          output_size=[8, 8]).shape) == (2, 2, 8, 8)
+
+
+@pytest.mark.parametrize("xshape,wshape,attrs,match", [
+    ([2, 3, 8], [3, 4, 3, 3], {}, r"conv2d_transpose: Input 'img' \[2, 3, 8\] must be 4-D"),
+    ([2, 3, 8, 8], [3, 4, 3], {}, r"conv2d_transpose: Filter 'filt' \[3, 4, 3\] must be 4-D"),
+    ([2, 3, 8, 8], [4, 4, 3, 3], {},
+     r"conv2d_transpose: Input 'img' \[2, 3, 8, 8\] has 3 channels but Filter 'filt' \[4, 4, 3, 3\] expects 4"),
+    ([2, 3, 8, 8], [3, 4, 3, 3], {"groups": 2},
+     r"conv2d_transpose: 3 input channels of Filter 'filt' \[3, 4, 3, 3\] are not divisible by groups = 2"),
+    ([2, 3, 4, 4], [3, 2, 3, 3], {"strides": [2, 2], "paddings": [1, 1], "output_size": [9, 7]},
+     r"conv2d_transpose: output_size height 9 must be in \[7, 9\) for Input 'img'"),
+    ([2, 3, 1, 1], [3, 2, 1, 1], {"paddings": [1, 1]}, r"conv2d_transpose: the output height .* is not positive"),
+    ([2, 3, 4, 4], [3, 2, 3, 3], {"paddings": [1, 1, 1]},
+     r"op conv2d_transpose: attribute 'paddings' = \[1, 1, 1\] is invalid: must have 2 or 4 values, not 3"),
+    ([2, 3, 4, 4], [3, 2, 3, 3], {"padding_algorithm": "FULL"},
+     r"op conv2d_transpose: attribute 'padding_algorithm' = 'FULL' is invalid"),
+    ([2, 3, 4, 4], [3, 2, 3, 3], {"data_format": "NHWC"},
+     r"op conv2d_transpose: attribute 'data_format' = 'NHWC' is invalid"),
+])
+def test_transpose_shape_errors(xshape, wshape, attrs, match):
+    with pytest.raises(fluid.core.EnforceNotMet, match=match):
+        _build_t(xshape, wshape, **attrs)
+
+
+def test_transpose_layer():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[8, 4, 4], dtype="float32")
+        y = fluid.layers.conv2d_transpose(x, num_filters=6, filter_size=4, stride=2, padding=1, act="relu")
+        z = fluid.layers.conv2d_transpose(y, num_filters=3, output_size=16, stride=2, padding="SAME",
+                                          bias_attr=False)
+        d = fluid.layers.conv2d_transpose(z, num_filters=3, filter_size=3, groups=3, padding=1, use_cudnn=False)
+        a = fluid.layers.conv2d_transpose(z, num_filters=2, filter_size=(3, 2), padding=[0, 1, 1, 0])
+    params = {p.name: p.shape for p in main.global_block().all_parameters()}
+    # output_size 16 from 8 with stride 2 and SAME pads: filter (16 - 7*2 + 0 - 1) // 1 + 1 = 2.
+    assert params["conv2d_transpose_0.w_0"] == (8, 6, 4, 4) and params["conv2d_transpose_0.b_0"] == (6,)
+    assert params["conv2d_transpose_1.w_0"] == (6, 3, 2, 2) and "conv2d_transpose_1.b_0" not in params
+    assert params["depthwise_conv2d_transpose_0.w_0"] == (3, 1, 3, 3)
+    assert tuple(y.shape) == (-1, 6, 8, 8) and tuple(z.shape) == (-1, 3, 16, 16)
+    assert tuple(d.shape) == (-1, 3, 16, 16) and tuple(a.shape) == (-1, 2, 17, 16)
+    ops = main.global_block().ops
+    assert [op.type for op in ops][:3] == ["conv2d_transpose", "elementwise_add", "relu"]
+    assert ops[0].attr("paddings") == [1, 1] and ops[0].attr("output_size") == []
+    assert ops[3].attr("padding_algorithm") == "SAME" and ops[3].attr("output_size") == [16, 16]
+    assert ops[-2].attr("paddings") == [0, 1, 1, 0]
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    xv = np.random.RandomState(1).uniform(-1, 1, (2, 8, 4, 4)).astype("float32")
+    yv, zv = exe.run(main, feed={"x": xv}, fetch_list=[y, z])
+    scope = fluid.global_scope()
+    w0 = np.array(scope.find_var("conv2d_transpose_0.w_0").get_tensor())
+    b0 = np.array(scope.find_var("conv2d_transpose_0.b_0").get_tensor())
+    want = np.maximum(conv_transpose_ref(xv, w0, (2, 2), (1, 1, 1, 1)) + b0.reshape(1, -1, 1, 1), 0)
+    np.testing.assert_allclose(yv, want, rtol=1e-5, atol=1e-5)
+    w1 = np.array(scope.find_var("conv2d_transpose_1.w_0").get_tensor())
+    np.testing.assert_allclose(zv, conv_transpose_ref(yv, w1, (2, 2)), rtol=1e-5, atol=1e-5)
+
+
+def test_transpose_layer_errors():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data("x", shape=[3, 8, 8], dtype="float32")
+        with pytest.raises(ValueError, match="conv2d_transpose: output_size must be set when filter_size is None"):
+            fluid.layers.conv2d_transpose(x, num_filters=4)
+        with pytest.raises(ValueError, match="conv2d_transpose: data_format must be 'NCHW'"):
+            fluid.layers.conv2d_transpose(x, num_filters=4, filter_size=3, data_format="NHWC")
+        with pytest.raises(ValueError, match="conv2d_transpose: padding must be 'SAME', 'VALID'"):
+            fluid.layers.conv2d_transpose(x, num_filters=4, filter_size=3, padding="FULL")
+        with pytest.raises(ValueError, match="conv2d_transpose: num_filters = 4 must be divisible by groups = 3"):
+            fluid.layers.conv2d_transpose(x, num_filters=4, filter_size=3, groups=3)
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"conv2d_transpose: output_size height 30 must be in"):
+            fluid.layers.conv2d_transpose(x, num_filters=4, filter_size=3, output_size=30)
+        with pytest.raises(TypeError, match="conv2d_transpose: 'input' must be a Variable"):
+            fluid.layers.conv2d_transpose(np.zeros((1, 3, 8, 8)), num_filters=4, filter_size=3)
+
+
+def test_transpose_trains():
+    """A conv2d_transpose decoder learns to map codes to fixed images (loss falls to under a third)."""
+    rng = np.random.RandomState(15)
+    codes = rng.uniform(-1, 1, (8, 4, 2, 2)).astype("float32")
+    target = rng.uniform(-1, 1, (8, 1, 8, 8)).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 3
+    with fluid.program_guard(main, startup):
+        c = fluid.layers.data("c", shape=[4, 2, 2], dtype="float32")
+        t = fluid.layers.data("t", shape=[1, 8, 8], dtype="float32")
+        h = fluid.layers.conv2d_transpose(c, num_filters=16, filter_size=4, stride=2, padding=1, act="relu")
+        y = fluid.layers.conv2d_transpose(h, num_filters=1, filter_size=4, stride=2, padding=1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(y, t))
+        fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = [float(exe.run(main, feed={"c": codes, "t": target}, fetch_list=[loss])[0].reshape(-1)[0])
+              for _ in range(100)]
+    assert losses[-1] < losses[0] / 3, losses[::10]
