@@ -448,10 +448,11 @@ class FtrlOptimizer(Optimizer):
                                attrs={"l1": self._l1, "l2": self._l2, "lr_power": self._lr_power})
 
 
-class LambOptimizer(Optimizer):
-    """LAMB (op lamb) with Adam's accumulators (moment1, moment2, beta1_pow_acc, beta2_pow_acc). As in Fluid
-    1.8 the beta powers are created but neither read nor advanced (no bias correction). A parameter for which
-    exclude_from_weight_decay_fn(param) is true gets weight_decay 0."""
+class LambOptimizer(AdamOptimizer):
+    """LAMB (op lamb) with Adam's accumulators (moment1, moment2, beta1_pow_acc, beta2_pow_acc); an
+    AdamOptimizer subclass, as in Fluid 1.8. As in Fluid 1.8 the beta powers are created but neither read nor
+    advanced (no bias correction). A parameter for which exclude_from_weight_decay_fn(param) is true gets
+    weight_decay 0."""
 
     type = "lamb"
     _moment1_acc_str = "moment1"
@@ -467,9 +468,10 @@ class LambOptimizer(Optimizer):
         if exclude_from_weight_decay_fn is not None and not callable(exclude_from_weight_decay_fn):
             raise TypeError("LambOptimizer: exclude_from_weight_decay_fn must be a function of the parameter, got %s"
                             % type(exclude_from_weight_decay_fn).__name__)
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        Optimizer.__init__(self, learning_rate, regularization, name, grad_clip, parameter_list)
         self._weight_decay = float(lamb_weight_decay)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+        self._lazy_mode = False
         self._exclude_from_weight_decay_fn = exclude_from_weight_decay_fn
 
     def _create_accumulators(self, block, parameters):
@@ -492,6 +494,9 @@ class LambOptimizer(Optimizer):
                                outputs={"ParamOut": p, "Moment1Out": m1, "Moment2Out": m2},
                                attrs={"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
                                       "weight_decay": weight_decay})
+
+    def _finish_update(self, block, parameters_and_grads):
+        """Nothing: Fluid 1.8's Lamb leaves the beta powers as they are."""
 
 
 class LarsMomentumOptimizer(Optimizer):
