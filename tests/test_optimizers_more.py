@@ -505,3 +505,14 @@ def test_float32_training_agrees_with_float64(name):
     assert got["float32"].dtype == np.float32
     np.testing.assert_allclose(got["float32"], got["float64"], atol=1e-5)
     assert not np.allclose(got["float64"], W0)  # it trained
+
+
+def test_set_gradient_clip_global_norm_group_must_share_clip_norm():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = _net()
+        fluid.clip.set_gradient_clip(fluid.clip.GradientClipByGlobalNorm(1.0), param_list=["w"])
+        fluid.clip.set_gradient_clip(fluid.clip.GradientClipByGlobalNorm(2.0), param_list=["b"])
+        with pytest.raises(ValueError, match="same group should be the same: group 'default_group' has 2.0 and 1.0"):
+            optim.SGD(learning_rate=0.1).minimize(loss)
