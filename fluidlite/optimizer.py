@@ -34,6 +34,7 @@ class Optimizer:
         self._dtype = None
         self._learning_rate_map = {}
         self._accumulators = {}
+        self._opti_name_list = []
         self.helper = None
         self.type = getattr(self, "type", "optimizer")
 
@@ -77,7 +78,12 @@ class Optimizer:
                                stop_gradient=True)
         LayerHelper(name).set_variable_initializer(var, Constant(float(fill_value)))
         per_param[param.name] = var
+        self._opti_name_list.append(var.name)
         return var
+
+    def get_opti_var_name_list(self):
+        """The names of the accumulator variables this optimizer created (Fluid 1.8)."""
+        return self._opti_name_list
 
     def _get_accumulator(self, name, param):
         if self._name is not None:

@@ -234,8 +234,11 @@ def test_accumulators_persist_through_save_and_load(tmp_path, name):
 
 
 def test_name_prefixes_accumulators():
-    main, *_ = _build(lambda: optim.Adamax(learning_rate=0.01, name="ax"))
-    assert {"w_ax_moment_0", "w_ax_inf_norm_0", "w_ax_beta1_pow_acc_0"} <= set(main.global_block().vars)
+    made = []
+    main, *_ = _build(lambda: made.append(optim.Adamax(learning_rate=0.01, name="ax")) or made[0])
+    names = {"w_ax_moment_0", "w_ax_inf_norm_0", "w_ax_beta1_pow_acc_0"}
+    assert names <= set(main.global_block().vars)
+    assert names <= set(made[0].get_opti_var_name_list()) and len(made[0].get_opti_var_name_list()) == 6
 
 
 def test_argument_errors():
