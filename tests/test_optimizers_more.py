@@ -519,3 +519,37 @@ def test_set_gradient_clip_global_norm_group_must_share_clip_norm():
         fluid.clip.set_gradient_clip(fluid.clip.GradientClipByGlobalNorm(2.0), param_list=["b"])
         with pytest.raises(ValueError, match="same group should be the same: group 'default_group' has 2.0 and 1.0"):
             optim.SGD(learning_rate=0.1).minimize(loss)
+
+
+def test_ema_fluid_doc_usage_with_a_cloned_test_program():
+    """Fluid 1.8's docstring example: test program cloned before minimize, Adam, a global-step thres_steps, EMA
+    applied around the test program's runs (default scope, as a script has it)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        data = fluid.data(name="x", shape=[-1, 5], dtype="float32")
+        hidden = fluid.layers.fc(input=data, size=3, param_attr=fluid.ParamAttr(name="fw"),
+                                 bias_attr=fluid.ParamAttr(name="fb"))
+        cost = fluid.layers.mean(hidden)
+        test_program = main.clone(for_test=True)
+        optim.Adam(learning_rate=0.001).minimize(cost)
+        global_steps = fluid.layers.autoincreased_step_counter()
+        ema = optim.ExponentialMovingAverage(0.999, thres_steps=global_steps)
+        ema.update()
+    rng = np.random.RandomState(3)
+    with fluid.scope_guard(fluid.Scope()):
+        scope = fluid.global_scope()
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(startup)
+        for _ in range(6):
+            exe.run(main, feed={"x": rng.random_sample((10, 5)).astype("float32")}, fetch_list=[cost])
+        x = rng.random_sample((4, 5)).astype("float32")
+        (trained_out,) = exe.run(test_program, feed={"x": x}, fetch_list=[hidden])
+        decay = np.float32(min(0.999, np.float32(7) / np.float32(16)))  # thres_steps = 6 at the last step
+        corr = 1 - float(decay) ** 6
+        w_ema, b_ema = _tensor(scope, "fw_ema_0") / corr, _tensor(scope, "fb_ema_0") / corr
+        with ema.apply(exe):
+            (ema_out,) = exe.run(test_program, feed={"x": x}, fetch_list=[hidden])
+        np.testing.assert_allclose(ema_out, x @ w_ema + b_ema, rtol=1e-4, atol=1e-6)
+        (back,) = exe.run(test_program, feed={"x": x}, fetch_list=[hidden])
+        np.testing.assert_array_equal(back, trained_out)
+        assert not np.allclose(ema_out, trained_out)
