@@ -46,13 +46,38 @@ class GradientClipBase:
 BaseGradientClipAttr = GradientClipBase
 
 
+def _same_kind_var(block, g):
+    """A new variable for a clipped `g`: a SelectedRows gradient stays sparse (the clip ops compute on its value,
+    merged first where Fluid's kernels merge)."""
+    return block.create_var(dtype=g.dtype, shape=g.shape, type=g.type)
+
+
+def _merged_values(g, block):
+    """g, or for a SelectedRows gradient the value of its merged rows (Fluid: merge_selected_rows, then
+    get_tensor_from_selected_rows): the rows a sparse gradient repeats count once in a norm."""
+    if g.type != framework.VarType.SELECTED_ROWS:
+        return g
+    merged = block.create_var(dtype=g.dtype, shape=g.shape, type=g.type)
+    block.append_op(type="merge_selected_rows", inputs={"X": g}, outputs={"Out": merged})
+    values = block.create_var(dtype=g.dtype, shape=[-1] + list(g.shape[1:]))
+    block.append_op(type="get_tensor_from_selected_rows", inputs={"X": merged}, outputs={"Out": values})
+    return values
+
+
+def _scaled(block, g, scale):
+    """g * scale (scale: one element), of g's kind."""
+    out = _same_kind_var(block, g)
+    block.append_op(type="elementwise_mul", inputs={"X": g, "Y": scale}, outputs={"Out": out}, attrs={"axis": -1})
+    return out
+
+
 class _PerGradClip(GradientClipBase):
     """A clip that treats each gradient on its own (by value, by norm)."""
 
     def _clip(self, params_grads, block):
         out = []
         for p, g in params_grads:
-            out.append((p, g) if g is None or not self._needs(p) else (p, self._clip_one(g)))
+            out.append((p, g) if g is None or not self._needs(p) else (p, self._clip_one(g, block)))
         return out
 
 
@@ -70,9 +95,10 @@ class GradientClipByValue(_PerGradClip):
     def __str__(self):
         return "Gradient Clip By Value, min = %f, max=%f" % (self.min, self.max)
 
-    def _clip_one(self, grad):
-        from . import layers
-        return layers.clip(x=grad, min=self.min, max=self.max)
+    def _clip_one(self, grad, block):
+        out = _same_kind_var(block, grad)
+        block.append_op(type="clip", inputs={"X": grad}, outputs={"Out": out}, attrs={"min": self.min, "max": self.max})
+        return out
 
 
 class GradientClipByNorm(_PerGradClip):
@@ -83,15 +109,18 @@ class GradientClipByNorm(_PerGradClip):
     def __str__(self):
         return "Gradient Clip By Norm, clip_norm=%f" % self.clip_norm
 
-    def _clip_one(self, grad):
+    def _clip_one(self, grad, block):
         """Fluid's clip_by_norm op where this build has it; otherwise the same value composed:
-        g * clip_norm / max(||g||, clip_norm)."""
+        g * clip_norm / max(||g||, clip_norm) (the norm of a SelectedRows gradient's merged rows)."""
         from . import core, layers
-        if core.has_op("clip_by_norm") and hasattr(layers, "clip_by_norm"):
-            return layers.clip_by_norm(x=grad, max_norm=self.clip_norm)
-        norm = layers.sqrt(layers.reduce_sum(layers.square(grad)))
+        if core.has_op("clip_by_norm"):
+            out = _same_kind_var(block, grad)
+            block.append_op(type="clip_by_norm", inputs={"X": grad}, outputs={"Out": out},
+                            attrs={"max_norm": self.clip_norm})
+            return out
+        norm = layers.sqrt(layers.reduce_sum(layers.square(_merged_values(grad, block))))
         clip = layers.fill_constant(shape=[1], dtype=norm.dtype, value=self.clip_norm)
-        return layers.elementwise_mul(grad, layers.elementwise_div(clip, layers.elementwise_max(norm, clip)))
+        return _scaled(block, grad, layers.elementwise_div(clip, layers.elementwise_max(norm, clip)))
 
 
 class GradientClipByGlobalNorm(GradientClipBase):
@@ -108,11 +137,11 @@ class GradientClipByGlobalNorm(GradientClipBase):
         grads = [g for p, g in params_grads if g is not None and self._needs(p)]
         if not grads:
             return params_grads
-        squares = [layers.reduce_sum(layers.square(g)) for g in grads]
+        squares = [layers.reduce_sum(layers.square(_merged_values(g, block))) for g in grads]
         global_norm = layers.sqrt(squares[0] if len(squares) == 1 else layers.sums(squares))
         clip = layers.fill_constant(shape=[1], dtype=global_norm.dtype, value=self.clip_norm)
         scale = layers.elementwise_div(clip, layers.elementwise_max(global_norm, clip))
-        return [(p, g) if g is None or not self._needs(p) else (p, layers.elementwise_mul(g, scale))
+        return [(p, g) if g is None or not self._needs(p) else (p, _scaled(block, g, scale))
                 for p, g in params_grads]
 
 
