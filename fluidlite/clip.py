@@ -38,7 +38,7 @@ class GradientClipBase:
     def _clip(self, params_grads, block):
         raise NotImplementedError
 
-    def _clip_one(self, grad):
+    def _clip_one(self, grad, block):
         raise NotImplementedError
 
 

@@ -183,8 +183,9 @@ class MomentumOptimizer(Optimizer):
     type = "momentum"
     _velocity_acc_str = "velocity"
 
-    def __init__(self, learning_rate, momentum, use_nesterov=False, regularization=None, name=None, grad_clip=None):
-        super().__init__(learning_rate, regularization, name, grad_clip)
+    def __init__(self, learning_rate, momentum, use_nesterov=False, regularization=None, name=None, grad_clip=None,
+                 parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._momentum = float(momentum)
         self._use_nesterov = bool(use_nesterov)
 
@@ -208,8 +209,8 @@ class AdamOptimizer(Optimizer):
     type = "adam"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, regularization=None, name=None,
-                 lazy_mode=False, grad_clip=None):
-        super().__init__(learning_rate, regularization, name, grad_clip)
+                 lazy_mode=False, grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._beta1, self._beta2, self._epsilon, self._lazy_mode = float(beta1), float(beta2), float(epsilon), lazy_mode
 
     def _create_accumulators(self, block, parameters):
@@ -248,8 +249,8 @@ class AdagradOptimizer(Optimizer):
     _moment_acc_str = "moment"
 
     def __init__(self, learning_rate, epsilon=1.0e-6, regularization=None, name=None, initial_accumulator_value=0.0,
-                 grad_clip=None):
-        super().__init__(learning_rate, regularization, name, grad_clip)
+                 grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._epsilon = float(epsilon)
         self._initial_accumulator_value = float(initial_accumulator_value)
 

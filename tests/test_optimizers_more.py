@@ -553,3 +553,15 @@ def test_ema_fluid_doc_usage_with_a_cloned_test_program():
         (back,) = exe.run(test_program, feed={"x": x}, fetch_list=[hidden])
         np.testing.assert_array_equal(back, trained_out)
         assert not np.allclose(ema_out, trained_out)
+
+
+@pytest.mark.parametrize("make", [lambda pl: optim.SGD(learning_rate=0.1, parameter_list=pl),
+                                  lambda pl: optim.Momentum(learning_rate=0.1, momentum=0.9, parameter_list=pl),
+                                  lambda pl: optim.Adam(learning_rate=0.1, parameter_list=pl),
+                                  lambda pl: optim.Adagrad(learning_rate=0.1, parameter_list=pl)],
+                         ids=["sgd", "momentum", "adam", "adagrad"])
+def test_earlier_optimizers_take_parameter_list(make):
+    main, startup, loss, ops, pg = _build(lambda: make(["b"]))
+    assert [p.name for p, _ in pg] == ["b"]
+    w, b, _ = _run(main, startup, 1)
+    assert np.array_equal(w, W0) and not np.array_equal(b, B0)
