@@ -716,7 +716,7 @@ class ExponentialMovingAverage:
         counter = block.create_var(name=self._step_counter_name, shape=[1], dtype="int64", persistable=True)
         decay = _mirror(block, self._decay_var)
         t = layers.cast(counter, "float32")
-        decay_pow = layers.exp(layers.elementwise_mul(t, layers.log(decay)))  # decay^t (decay > 0)
+        decay_pow = self._decay_pow(block, decay, t)
         # 1 - decay^t, or 1 before the first update (t = 0), when Fluid's Switch leaves ema as it is
         first = layers.cast(layers.less_equal(t, layers.fill_constant(shape=[1], dtype="float32", value=0.0)),
                             "float32")
@@ -728,6 +728,17 @@ class ExponentialMovingAverage:
             _assign(p, tmp)
             d = denom if param.dtype == denom.dtype else layers.cast(denom, param.dtype)
             _assign(layers.elementwise_div(ema, d), p)
+
+    @staticmethod
+    def _decay_pow(block, decay, t):
+        """decay^t: Fluid's elementwise_pow where the build has it, else exp(t * log(decay)) (decay > 0)."""
+        from . import core, layers
+        if not core.has_op("elementwise_pow"):
+            return layers.exp(layers.elementwise_mul(t, layers.log(decay)))
+        out = block.create_var(name=unique_name.generate("ema_decay_pow"), shape=[1], dtype=decay.dtype)
+        block.append_op(type="elementwise_pow", inputs={"X": decay, "Y": t}, outputs={"Out": out},
+                        attrs={"axis": -1})
+        return out
 
     def update(self):
         """Append the EMA update (and the step counter) to the default main program; call it after minimize."""
