@@ -6,7 +6,7 @@ __all__ = ["ParamAttr", "WeightNormParamAttr"]
 
 class ParamAttr:
     def __init__(self, name=None, initializer=None, learning_rate=1.0, regularizer=None, trainable=True,
-                 gradient_clip=None, do_model_average=False):
+                 gradient_clip=None, do_model_average=True):
         self.name = name
         self.initializer = initializer
         self.learning_rate = learning_rate
