@@ -262,11 +262,16 @@ def test_count_construction_counts_and_restores():
 
 
 def test_peak_rss_measures_an_allocation():
+    import mmap
+
     import numpy as np
     peak = _measure.PeakRSS()
     peak.start()
-    a = np.ones(64 << 20 >> 3)  # 64 MiB, touched
-    del a
+    # 64 MiB of fresh pages, touched: an mmap, not malloc, which may serve the request from heap memory an
+    # earlier test freed and left resident (then RSS need not grow at all).
+    m = mmap.mmap(-1, 64 << 20)
+    np.frombuffer(m, dtype=np.uint8)[:] = 1
+    m.close()
     grown = peak.stop()
     assert grown >= (60 << 20), (grown, peak.method)
 
