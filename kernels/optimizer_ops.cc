@@ -10,48 +10,13 @@
 // with a zero gradient), adam with lazy_mode only its rows.
 #include <cmath>
 
+#include "helpers/optimizer_update.h"
 #include "helpers/selected_rows.h"
 #include "op_context.h"
 
 namespace fl {
 
 namespace {
-
-// Compile/run-time shape check: every listed input slot has Param's dims; outputs take Param's dims.
-void InferOptimizerShapes(InferShapeContext& ctx, std::initializer_list<const char*> same_as_param,
-                          std::initializer_list<std::pair<const char*, const char*>> out_from_in) {
-  DDim p = ctx.InputDim("Param");
-  for (const char* slot : same_as_param) {
-    DDim d = ctx.InputDim(slot);
-    bool ok = d.size() == p.size();
-    for (int i = 0; ok && i < d.size(); ++i) ok = d[i] < 0 || p[i] < 0 || d[i] == p[i];
-    FL_ENFORCE(ok, ctx.Type(), ": ", ctx.Describe(slot), " must have the shape of ", ctx.Describe("Param"));
-  }
-  DDim lr = ctx.InputDim("LearningRate");
-  FL_ENFORCE(lr.numel() == 1 || lr.numel() < 0, ctx.Type(), ": ", ctx.Describe("LearningRate"),
-             " must hold exactly one element");
-  for (auto& io : out_from_in) {
-    if (ctx.HasOutput(io.first)) ctx.SetOutput(io.first, ctx.InputDim(io.second), ctx.InputDType(io.second));
-  }
-}
-
-template <typename T>
-T ScalarInput(const ExecutionContext& ctx, const char* slot) {
-  const Tensor& t = ctx.Input(slot);
-  FL_ENFORCE(t.numel() == 1, ctx.Type(), ": ", slot, " '", ctx.InputName(slot), "' must hold one element, has dims ",
-             t.dims());
-  FL_ENFORCE(t.dtype() == DTypeOf<T>::value || t.dtype() == DType::FP32 || t.dtype() == DType::FP64, ctx.Type(), ": ",
-             slot, " must be float32/float64, got ", DTypeName(t.dtype()));
-  return t.dtype() == DType::FP64 ? static_cast<T>(*t.data<double>()) : static_cast<T>(*t.data<float>());
-}
-
-// Output `out` aliases input `in` (in-place update, Fluid's ParamOut = Param) or gets its own buffer.
-template <typename T>
-T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in) {
-  Tensor* o = ctx.Output(out);
-  o->Resize(ctx.Input(in).dims());
-  return o->mutable_data<T>(ctx.place());
-}
 
 // How many rows ahead a sparse update prefetches the parameter and accumulator rows it will touch.
 constexpr size_t kPrefetchRows = 8;
@@ -62,7 +27,7 @@ template <typename T>
 T* SparseOutput(const ExecutionContext& ctx, const char* out, const char* in) {
   const Tensor& src = ctx.Input(in);
   const T* s = src.data<T>();
-  T* o = InPlaceOutput<T>(ctx, out, in);
+  T* o = UpdateOutput<T>(ctx, out, in);
   if (o != s) std::memcpy(o, s, src.numel() * sizeof(T));
   return o;
 }
@@ -100,10 +65,10 @@ FL_REGISTER_OP(sgd, op) {
       .Output("ParamOut", "updated parameter (usually the Param variable itself)")
       .Inplace("ParamOut", "Param")
       .KernelDTypeFrom("Param")
-      .SetInferShape([](InferShapeContext& ctx) { InferOptimizerShapes(ctx, {"Grad"}, {{"ParamOut", "Param"}}); })
+      .SetInferShape([](InferShapeContext& ctx) { InferUpdateShapes(ctx, {"Grad"}, {{"ParamOut", "Param"}}); })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         if (const SelectedRows* sr = SparseGrad<T>(ctx, nullptr)) {  // only the gradient's rows (repeats add up)
           AddRowsTo<T>(*sr, -lr, SparseOutput<T>(ctx, "ParamOut", "Param"));
           return;
@@ -111,7 +76,7 @@ FL_REGISTER_OP(sgd, op) {
         const Tensor& p = ctx.Input("Param");
         const T* g = ctx.Input("Grad").data<T>();
         const T* pin = p.data<T>();
-        T* pout = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+        T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
         const int64_t n = p.numel();
         for (int64_t i = 0; i < n; ++i) pout[i] = pin[i] - lr * g[i];
       });
@@ -133,11 +98,11 @@ FL_REGISTER_OP(momentum, op) {
       .Attr<bool>("use_nesterov", false, "Nesterov momentum")
       .KernelDTypeFrom("Param")
       .SetInferShape([](InferShapeContext& ctx) {
-        InferOptimizerShapes(ctx, {"Grad", "Velocity"}, {{"ParamOut", "Param"}, {"VelocityOut", "Velocity"}});
+        InferUpdateShapes(ctx, {"Grad", "Velocity"}, {{"ParamOut", "Param"}, {"VelocityOut", "Velocity"}});
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         const T mu = static_cast<T>(ctx.Attr<float>("mu"));
         const bool nesterov = ctx.Attr<bool>("use_nesterov");
         MergedRows<T> m;
@@ -159,8 +124,8 @@ FL_REGISTER_OP(momentum, op) {
         const T* g = ctx.Input("Grad").data<T>();
         const T* v = ctx.Input("Velocity").data<T>();
         const T* p = ctx.Input("Param").data<T>();
-        T* pout = InPlaceOutput<T>(ctx, "ParamOut", "Param");
-        T* vout = InPlaceOutput<T>(ctx, "VelocityOut", "Velocity");
+        T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
+        T* vout = UpdateOutput<T>(ctx, "VelocityOut", "Velocity");
         const int64_t n = ctx.Input("Param").numel();
         if (nesterov) {
           for (int64_t i = 0; i < n; ++i) {
@@ -201,17 +166,17 @@ FL_REGISTER_OP(adam, op) {
                   "Grad is dense")
       .KernelDTypeFrom("Param")
       .SetInferShape([](InferShapeContext& ctx) {
-        InferOptimizerShapes(ctx, {"Grad", "Moment1", "Moment2"},
-                             {{"ParamOut", "Param"}, {"Moment1Out", "Moment1"}, {"Moment2Out", "Moment2"}});
+        InferUpdateShapes(ctx, {"Grad", "Moment1", "Moment2"},
+                          {{"ParamOut", "Param"}, {"Moment1Out", "Moment1"}, {"Moment2Out", "Moment2"}});
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         const T b1 = static_cast<T>(ctx.Attr<float>("beta1"));
         const T b2 = static_cast<T>(ctx.Attr<float>("beta2"));
         const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
-        const T b1p = ScalarInput<T>(ctx, "Beta1Pow");
-        const T b2p = ScalarInput<T>(ctx, "Beta2Pow");
+        const T b1p = ReadFloatScalarInput<T>(ctx, "Beta1Pow");
+        const T b2p = ReadFloatScalarInput<T>(ctx, "Beta2Pow");
         const T lr_t = lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
         MergedRows<T> mg;
         if (SparseGrad<T>(ctx, &mg)) {
@@ -247,9 +212,9 @@ FL_REGISTER_OP(adam, op) {
         const T* m1 = ctx.Input("Moment1").data<T>();
         const T* m2 = ctx.Input("Moment2").data<T>();
         const T* p = ctx.Input("Param").data<T>();
-        T* pout = InPlaceOutput<T>(ctx, "ParamOut", "Param");
-        T* m1o = InPlaceOutput<T>(ctx, "Moment1Out", "Moment1");
-        T* m2o = InPlaceOutput<T>(ctx, "Moment2Out", "Moment2");
+        T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
+        T* m1o = UpdateOutput<T>(ctx, "Moment1Out", "Moment1");
+        T* m2o = UpdateOutput<T>(ctx, "Moment2Out", "Moment2");
         const int64_t n = ctx.Input("Param").numel();
         for (int64_t i = 0; i < n; ++i) {
           T a = b1 * m1[i] + (T(1) - b1) * g[i];
@@ -274,11 +239,11 @@ FL_REGISTER_OP(adagrad, op) {
       .Attr<float>("epsilon", 1e-6f, "numerical stability term")
       .KernelDTypeFrom("Param")
       .SetInferShape([](InferShapeContext& ctx) {
-        InferOptimizerShapes(ctx, {"Grad", "Moment"}, {{"ParamOut", "Param"}, {"MomentOut", "Moment"}});
+        InferUpdateShapes(ctx, {"Grad", "Moment"}, {{"ParamOut", "Param"}, {"MomentOut", "Moment"}});
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
         MergedRows<T> mg;
         if (SparseGrad<T>(ctx, &mg)) {  // only the gradient's (merged) rows: the dense update leaves the rest as is
@@ -301,8 +266,8 @@ FL_REGISTER_OP(adagrad, op) {
         const T* g = ctx.Input("Grad").data<T>();
         const T* m = ctx.Input("Moment").data<T>();
         const T* p = ctx.Input("Param").data<T>();
-        T* pout = InPlaceOutput<T>(ctx, "ParamOut", "Param");
-        T* mout = InPlaceOutput<T>(ctx, "MomentOut", "Moment");
+        T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
+        T* mout = UpdateOutput<T>(ctx, "MomentOut", "Moment");
         const int64_t n = ctx.Input("Param").numel();
         for (int64_t i = 0; i < n; ++i) {
           T mn = m[i] + g[i] * g[i];
@@ -369,17 +334,17 @@ FL_REGISTER_OP(rmsprop, op) {
       .Attr<bool>("centered", false, "normalise by the gradient's estimated variance instead of its mean square")
       .KernelDTypeFrom("Param")
       .SetInferShape([](InferShapeContext& ctx) {
-        InferOptimizerShapes(ctx, {"Grad", "Moment", "MeanSquare"},
-                             {{"ParamOut", "Param"}, {"MomentOut", "Moment"}, {"MeanSquareOut", "MeanSquare"}});
+        InferUpdateShapes(ctx, {"Grad", "Moment", "MeanSquare"},
+                          {{"ParamOut", "Param"}, {"MomentOut", "Moment"}, {"MeanSquareOut", "MeanSquare"}});
         if (ctx.Attr<bool>("centered")) {
           FL_ENFORCE(ctx.HasInput("MeanGrad") && ctx.HasOutput("MeanGradOut"),
                      "rmsprop: centered=True needs MeanGrad and MeanGradOut (Param ", ctx.Describe("Param"), ")");
-          InferOptimizerShapes(ctx, {"MeanGrad"}, {{"MeanGradOut", "MeanGrad"}});
+          InferUpdateShapes(ctx, {"MeanGrad"}, {{"MeanGradOut", "MeanGrad"}});
         }
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
         const T rho = static_cast<T>(ctx.Attr<float>("decay"));
         const T mom = static_cast<T>(ctx.Attr<float>("momentum"));
@@ -425,14 +390,14 @@ FL_REGISTER_OP(ftrl, op) {
       .Attr<float>("lr_power", -0.5f, "learning-rate power (-0.5: the square root)")
       .KernelDTypeFrom("Param")
       .SetInferShape([](InferShapeContext& ctx) {
-        InferOptimizerShapes(ctx, {"Grad", "SquaredAccumulator", "LinearAccumulator"},
-                             {{"ParamOut", "Param"},
-                              {"SquaredAccumOut", "SquaredAccumulator"},
-                              {"LinearAccumOut", "LinearAccumulator"}});
+        InferUpdateShapes(ctx, {"Grad", "SquaredAccumulator", "LinearAccumulator"},
+                          {{"ParamOut", "Param"},
+                           {"SquaredAccumOut", "SquaredAccumulator"},
+                           {"LinearAccumOut", "LinearAccumulator"}});
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lr = ScalarInput<T>(ctx, "LearningRate");
+        const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         const T l1 = static_cast<T>(ctx.Attr<float>("l1"));
         const T l2 = static_cast<T>(ctx.Attr<float>("l2"));
         const T power = static_cast<T>(ctx.Attr<float>("lr_power"));

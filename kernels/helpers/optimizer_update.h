@@ -1,5 +1,6 @@
-// What the optimizer update ops share (kernels/adaptive_optimizers.cc): their build/run-time shape and dtype
-// check, the read of a one-element float input (LearningRate, Beta1Pow) and the in-place output buffer.
+// What the optimizer update ops share (kernels/optimizer_ops.cc, kernels/adaptive_optimizers.cc): their
+// build/run-time shape and dtype check, the read of a one-element float input (LearningRate, Beta1Pow) and
+// the in-place output buffer.
 #pragma once
 #include <cmath>
 #include <cstdint>
