@@ -16,7 +16,7 @@ import fluidlite as fluid
 from . import Built
 
 DESCRIPTION = "CTR DNN: sparse embedding 1Mx16 over 26 slots, concat, fc 400x3 relu, fc 2, Adam(lazy_mode)"
-DEFAULTS = {"batch_size": 256, "iterations": 50, "warmup": 5, "repeat": 5}
+DEFAULTS = {"batch_size": 256, "iterations": 20, "warmup": 3, "repeat": 5}
 VOCAB = 1000000
 EMB_DIM = 16
 SLOTS = 26
