@@ -3,7 +3,7 @@ naming (``fc_0.w_0``, ``fc_0.b_0``, ``fc_0.tmp_0``)."""
 import copy
 
 from . import unique_name
-from .framework import Variable, convert_np_dtype_to_dtype_, default_main_program, default_startup_program
+from .framework import Variable, convert_np_dtype_to_dtype_, default_main_program, default_startup_program, dtype_to_str
 from .param_attr import ParamAttr
 
 
@@ -81,6 +81,13 @@ class LayerHelper:
     def create_parameter(self, attr, shape, dtype, is_bias=False, default_initializer=None):
         if attr is False:
             return None
+        name = dtype_to_str(convert_np_dtype_to_dtype_(dtype))
+        if self.kwargs.get("input") is not None and name not in ("float16", "float32", "float64"):
+            # A layer's parameters take its input's dtype: an integer input would get an integer weight that
+            # no initializer fills (Fluid checks the input's dtype). layers.create_parameter may be any dtype.
+            raise TypeError("%s: input %s must be float16, float32 or float64 (the layer's parameters take its "
+                            "dtype), got %s" % (self.layer_type,
+                                                ", ".join(v.name for v in self.multiple_input("input")), name))
         attr = copy.deepcopy(ParamAttr._to_attr(attr))
         if default_initializer is not None:
             attr._set_default_initializer(default_initializer)

@@ -83,3 +83,17 @@ def test_activation_with_act_argument_chain():
         x = fluid.layers.data("x", shape=[4], dtype="float32")
         y = fluid.layers.fc(x, size=3, act="gelu")
     assert main.global_block().ops[-1].type == "gelu" and tuple(y.shape) == (-1, 3)
+
+
+@pytest.mark.parametrize("layer", [
+    lambda x: fluid.layers.fc(x, 4),
+    lambda x: fluid.layers.conv2d(x, 4, 3),
+    lambda x: fluid.layers.conv2d_transpose(x, 4, filter_size=3),
+])
+def test_parameter_layer_rejects_an_integer_input_at_build_time(layer):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [2, 3, 4, 4], "int64")
+        with pytest.raises(TypeError, match=r"^(fc|conv2d|conv2d_transpose): input x must be float16, float32 or "
+                                            r"float64 \(the layer's parameters take its dtype\), got int64$"):
+            layer(x)
