@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "helpers/reduce.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -167,9 +168,7 @@ FL_REGISTER_OP(argsort, op) {
                    ctx.InputName("Indices"), "' ", it.dims(), " and Out@GRAD '", ctx.InputName("Out@GRAD"), "' ",
                    gt.dims(), " must match X ", xt.dims());
         const AxisView v = ViewAroundAxis(xt.dims(), ctx.Attr<int32_t>("axis"));
-        dxt->Resize(xt.dims());
-        T* dx = dxt->mutable_data<T>(ctx.place());
-        std::fill(dx, dx + xt.numel(), T(0));
+        T* dx = ZeroedOutput<T>(dxt, xt.dims(), ctx.place());
         const int64_t* idx = it.data<int64_t>();
         const T* g = gt.data<T>();
         for (int64_t o = 0; o < v.outer; ++o)

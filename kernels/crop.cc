@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "helpers/box.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -95,9 +96,7 @@ FL_REGISTER_OP(crop, op) {
         const Tensor& dout = ctx.Input("Out@GRAD");
         const std::vector<int64_t> off = CropOffsets(ctx, x.dims().size());
         CheckBox("'" + ctx.InputName("X") + "' " + x.dims().ToString(), x.dims(), dout.dims(), off);
-        dx->Resize(x.dims());
-        T* g = dx->mutable_data<T>(ctx.place());
-        std::fill(g, g + x.numel(), T(0));
+        T* g = ZeroedOutput<T>(dx, x.dims(), ctx.place());
         BoxCopy<true>(dout.dims(), x.dims(), off, const_cast<T*>(dout.data<T>()), g);
       });
 }

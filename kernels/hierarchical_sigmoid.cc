@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "helpers/same_dims.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -180,16 +181,9 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
         const T* w = wt.data<T>();
         const T* pre = pre_t.data<T>();
         const T* g = gt.data<T>();
-        auto zeroed = [&ctx](const char* slot) -> T* {
-          Tensor* t = ctx.OutputOrNull(slot);
-          if (!t) return nullptr;
-          T* p = t->mutable_data<T>(ctx.place());
-          std::fill(p, p + t->numel(), T(0));
-          return p;
-        };
-        T* dx = zeroed("X@GRAD");
-        T* dw = zeroed("W@GRAD");
-        T* db = zeroed("Bias@GRAD");
+        T* dx = ZeroedOutputOrNull<T>(ctx, "X@GRAD");
+        T* dw = ZeroedOutputOrNull<T>(ctx, "W@GRAD");
+        T* db = ZeroedOutputOrNull<T>(ctx, "Bias@GRAD");
         for (int64_t n = 0; n < rows; ++n) {
           const Path path(ctx, n, width);
           for (int64_t j = 0; j < std::min(path.length(), width); ++j) {

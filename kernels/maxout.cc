@@ -5,6 +5,7 @@
 
 #include "grad_op_maker.h"
 #include "helpers/reduce.h"
+#include "helpers/zeroed_output.h"
 
 namespace fl {
 
@@ -73,9 +74,7 @@ FL_REGISTER_OP(maxout, op) {
         FL_ENFORCE(dy.numel() == y.numel() && y.numel() == v.outer * oc * v.inner, "maxout_grad: Out@GRAD '",
                    ctx.InputName("Out@GRAD"), "' ", dy.dims(), " and Out ", y.dims(), " do not match X ", x.dims(),
                    " with groups ", v.groups);
-        dx->Resize(x.dims());
-        T* g = dx->mutable_data<T>(ctx.place());
-        std::fill(g, g + x.numel(), T(0));
+        T* g = ZeroedOutput<T>(dx, x.dims(), ctx.place());
         const T* xp = x.data<T>();
         const T* yp = y.data<T>();
         const T* dp = dy.data<T>();

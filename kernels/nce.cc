@@ -16,6 +16,7 @@
 
 #include "helpers/random.h"
 #include "helpers/same_dims.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -243,16 +244,9 @@ FL_REGISTER_OP(nce, op) {
         const T* x = ctx.Input("Input").data<T>();
         const T* w = ctx.Input("Weight").data<T>();
         const Tensor* sw = ctx.InputOrNull("SampleWeight");
-        auto zeroed = [&ctx](const char* slot) -> T* {
-          Tensor* t = ctx.OutputOrNull(slot);
-          if (!t) return nullptr;
-          T* p = t->mutable_data<T>(ctx.place());
-          std::fill(p, p + t->numel(), T(0));
-          return p;
-        };
-        T* dx = zeroed("Input@GRAD");
-        T* dw = zeroed("Weight@GRAD");
-        T* db = zeroed("Bias@GRAD");
+        T* dx = ZeroedOutputOrNull<T>(ctx, "Input@GRAD");
+        T* dw = ZeroedOutputOrNull<T>(ctx, "Weight@GRAD");
+        T* db = ZeroedOutputOrNull<T>(ctx, "Bias@GRAD");
         for (int64_t n = 0; n < d.rows; ++n) {
           const T rw = g[n] * (sw ? static_cast<T>(ReadProb(*sw, n)) : T(1));
           for (int64_t j = 0; j < cols; ++j) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "grad_op_maker.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -106,9 +107,7 @@ FL_REGISTER_OP(prelu, op) {
           view.ForEach([&](int64_t i, int64_t c) { g[i] = xp[i] > T(0) ? d[i] : a[c] * d[i]; });
         }
         if (Tensor* da = ctx.OutputOrNull("Alpha@GRAD")) {
-          da->Resize(alpha.dims());
-          T* g = da->mutable_data<T>(ctx.place());
-          std::fill(g, g + alpha.numel(), T(0));
+          T* g = ZeroedOutput<T>(da, alpha.dims(), ctx.place());
           view.ForEach([&](int64_t i, int64_t c) {
             if (xp[i] <= T(0)) g[c] += xp[i] * d[i];
           });

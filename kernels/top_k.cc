@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "helpers/int_scalar_input.h"
+#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -101,9 +102,7 @@ FL_REGISTER_OP(top_k, op) {
         const Tensor& gt = ctx.Input("Out@GRAD");
         FL_ENFORCE(it.dims() == gt.dims(), "top_k_grad: Indices '", ctx.InputName("Indices"), "' ", it.dims(),
                    " and Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", gt.dims(), " must match");
-        dxt->Resize(xt.dims());
-        T* dx = dxt->mutable_data<T>(ctx.place());
-        std::fill(dx, dx + xt.numel(), T(0));
+        T* dx = ZeroedOutput<T>(dxt, xt.dims(), ctx.place());
         const int64_t d = xt.dims()[xt.rank() - 1], k = gt.dims()[gt.rank() - 1];
         const int64_t rows = k ? gt.numel() / k : 0;
         const int64_t* idx = it.data<int64_t>();
