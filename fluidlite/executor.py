@@ -122,7 +122,8 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
             scope=None, return_numpy=True, use_program_cache=True):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
-        arrays, LoDTensors (fed with their LoD), lists or scalars; returns one numpy array per `fetch_list`
+        arrays, LoDTensors (fed with their LoD), ``(array, recursive_seq_lens)`` pairs (a LoDTensor with that LoD),
+        lists or scalars; returns one numpy array per `fetch_list`
         entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if self._closed:
@@ -170,12 +171,28 @@ def _read_feed(readers, feed):
     return feed
 
 
+def _is_lod_pair(value):
+    """Whether a fed value is Fluid's ``(data, recursive_seq_lens)`` pair: a tuple of an array (or nested list)
+    and a list of lists of ints."""
+    if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], (list, tuple))):
+        return False
+    lens = value[1]
+    return bool(lens) and all(isinstance(level, (list, tuple)) for level in lens) and (
+        isinstance(value[0], np.ndarray) or isinstance(value[0], (list, tuple)))
+
+
 def _as_array(value, name, program):
     """Fluid's conversion of a fed Python value: a scalar becomes a 1-element array and a list an array,
     both of the variable's declared dtype."""
     dtype = dtype_to_numpy(program.global_block()._find_var_recursive(name).dtype)
     if np.isscalar(value):
         return np.array([value], dtype=dtype)
+    if _is_lod_pair(value):
+        from .lod_tensor import create_lod_tensor  # lod_tensor.py imports core only; kept local as the rest
+        try:
+            return create_lod_tensor(np.asarray(value[0], dtype=dtype), value[1], core.CPUPlace())
+        except ValueError as e:
+            raise ValueError("feed: variable '%s': %s" % (name, e)) from None
     if isinstance(value, (list, tuple)):
         try:
             arr = np.array(value)

@@ -7,6 +7,10 @@
 Duplicable slots take a list of (name, array) pairs: ``inputs={"X": [("x0", a), ("x1", b)]}``.
 An expected output of ``None`` is created but not compared (e.g. reshape2's XShape).
 
+LoD, as in Fluid's OpTest: an input or expected output given as ``(array, recursive_seq_lens)`` is fed as a
+LoDTensor with that LoD (``inputs={"X": (x, [[2, 3]])}``), and an expected output's LoD is compared too
+(``outputs={"Out": (y, [[1, 1]])}``). Gradient checks perturb the array and keep the LoD.
+
 Every passing check_output records its op type as numpy-checked, every passing check_grad as gradient-checked
 (CHECKED); tests/ops/test_coverage.py, which runs last, fails when a registered op was not. A test that compares
 with numpy or central differences without OpTest says what it checked with ``record_checked``.
@@ -48,12 +52,30 @@ def available_places():
     return places
 
 
+def split_lod(value):
+    """(array or None, recursive_seq_lens or None) of a slot value: an array, or an (array, lengths) pair."""
+    if isinstance(value, tuple):
+        if len(value) != 2:
+            raise ValueError("OpTest: a LoD value is (array, recursive_seq_lens), got a tuple of %d" % len(value))
+        return np.asarray(value[0]), [list(level) for level in value[1]]
+    return (None if value is None else np.asarray(value)), None
+
+
 def _as_list(slot, value):
-    """Normalise a slot value to [(var_name, array_or_None)] and say whether the slot is duplicable."""
+    """Normalise a slot value to [(var_name, array_or_None, lod_or_None)] and say whether the slot is
+    duplicable."""
     if isinstance(value, list):
-        return [(n, None if a is None else np.asarray(a)) for n, a in value], True
+        return [(n,) + split_lod(a) for n, a in value], True
     name = slot.lower() + "_var" if slot != "Out" else "out_var"
-    return [(name, None if value is None else np.asarray(value))], False
+    return [(name,) + split_lod(value)], False
+
+
+def lod_feed(feed, lods):
+    """`feed` with each array named in `lods` made a LoDTensor with that LoD."""
+    out = dict(feed)
+    for name, lens in lods.items():
+        out[name] = fluid.create_lod_tensor(feed[name], lens, fluid.CPUPlace())
+    return out
 
 
 class OpTest:
@@ -67,19 +89,22 @@ class OpTest:
     def _build(self, stop_gradient_inputs=True, input_dtype_override=None):
         main, startup = fluid.Program(), fluid.Program()
         feed, in_vars, out_vars = {}, {}, {}
+        self.feed_lod = {}  # input variable name -> recursive_seq_lens
         with fluid.program_guard(main, startup):
             block = main.global_block()
             ins = {}
             for slot, value in self.inputs.items():
                 items, dup = _as_list(slot, value)
                 vs = []
-                for name, arr in items:
+                for name, arr, lod in items:
                     name = "in_%s_%s" % (slot, name)
                     if input_dtype_override is not None and arr.dtype.kind == "f":
                         arr = arr.astype(input_dtype_override)
                     v = block.create_var(name=name, shape=arr.shape, dtype=arr.dtype,
-                                         stop_gradient=stop_gradient_inputs)
+                                         stop_gradient=stop_gradient_inputs, lod_level=len(lod or []))
                     feed[name] = arr
+                    if lod is not None:
+                        self.feed_lod[name] = lod
                     vs.append(v)
                     in_vars[(slot, name)] = v
                 ins[slot] = vs
@@ -87,13 +112,13 @@ class OpTest:
             for slot, value in self.outputs.items():
                 items, dup = _as_list(slot, value)
                 vs = []
-                for name, arr in items:
+                for name, arr, lod in items:
                     dtype = arr.dtype if arr is not None else "float32"
                     if input_dtype_override is not None and arr is not None and arr.dtype.kind == "f":
                         dtype = input_dtype_override
                     v = block.create_var(name="out_%s_%s" % (slot, name), dtype=dtype)
                     vs.append(v)
-                    out_vars[(slot, name)] = (v, arr)
+                    out_vars[(slot, name)] = (v, arr, lod)
                 outs[slot] = vs
             op = block.append_op(type=self.op_type, inputs=ins, outputs=outs, attrs=dict(self.attrs))
         return main, startup, feed, in_vars, out_vars, op
@@ -101,12 +126,17 @@ class OpTest:
     # ------------------------------------------------------------------ forward
     def check_output(self, atol=1e-5, rtol=1e-5, places=None, equal_nan=False):
         main, startup, feed, _, out_vars, _ = self._build()
-        checked = [(key, v, arr) for key, (v, arr) in out_vars.items() if arr is not None]
+        checked = [(key, v, arr, lod) for key, (v, arr, lod) in out_vars.items() if arr is not None]
         for place in places or available_places():
             exe = fluid.Executor(place)
             exe.run(startup)
-            results = exe.run(main, feed=feed, fetch_list=[v for _, v, _ in checked])
-            for (key, _v, expect), got in zip(checked, results):
+            results = exe.run(main, feed=lod_feed(feed, self.feed_lod), fetch_list=[v for _, v, _, _ in checked],
+                              return_numpy=False)
+            for (key, _v, expect, lod), tensor in zip(checked, results):
+                got = np.array(tensor)
+                if lod is not None:
+                    assert tensor.recursive_sequence_lengths() == lod, "%s %s on %s: LoD %s, expected %s" % (
+                        self.op_type, key[0], place, tensor.recursive_sequence_lengths(), lod)
                 assert got.shape == expect.shape, "%s %s on %s: shape %s, expected %s" % (
                     self.op_type, key[0], place, got.shape, expect.shape)
                 if expect.dtype.kind in "biu":
@@ -132,7 +162,7 @@ class OpTest:
         if not targets:
             raise ValueError("check_grad: no input slot named %s" % (inputs_to_check,))
         with fluid.program_guard(main, startup):
-            means = [fluid.layers.mean(v) for (slot, _), (v, _) in out_vars.items() if slot in output_names]
+            means = [fluid.layers.mean(v) for (slot, _), (v, _, _) in out_vars.items() if slot in output_names]
             loss = means[0] if len(means) == 1 else fluid.layers.sums(means)
         return main, startup, feed, targets, loss
 
@@ -146,9 +176,9 @@ class OpTest:
         for place in places or available_places():
             exe = fluid.Executor(place)
             exe.run(startup)
-            analytic = exe.run(main, feed=feed, fetch_list=[g for g in grads])
+            analytic = exe.run(main, feed=lod_feed(feed, self.feed_lod), fetch_list=[g for g in grads])
             for (name, _var), got in zip(targets.items(), analytic):
-                want = self._numeric_grad(exe, main, feed, name, loss, numeric_delta)
+                want = self._numeric_grad(exe, main, feed, name, loss, numeric_delta, self.feed_lod)
                 err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
                 bad = (err > max_relative_error) & (np.abs(got - want) > atol)
                 assert not bad.any(), (
@@ -158,16 +188,22 @@ class OpTest:
         record_checked("grad", self.op_type)
 
     @staticmethod
-    def _numeric_grad(exe, program, feed, name, loss, delta):
-        base = feed[name].astype(np.float64)
+    def _numeric_grad(exe, program, feed, name, loss, delta, lods=None):
+        feed = lod_feed(feed, {n: lens for n, lens in (lods or {}).items() if n != name})
+        lod = (lods or {}).get(name)
+
+        def fed(arr):  # the perturbed input, with its LoD
+            return arr if lod is None else fluid.create_lod_tensor(arr, lod, fluid.CPUPlace())
+
+        base = np.array(feed[name]).astype(np.float64)
         grad = np.zeros_like(base)
         flat, gflat = base.reshape(-1), grad.reshape(-1)
         for i in range(flat.size):
             orig = flat[i]
             flat[i] = orig + delta
-            plus = exe.run(program, feed=dict(feed, **{name: base}), fetch_list=[loss])[0].sum()
+            plus = exe.run(program, feed=dict(feed, **{name: fed(base)}), fetch_list=[loss])[0].sum()
             flat[i] = orig - delta
-            minus = exe.run(program, feed=dict(feed, **{name: base}), fetch_list=[loss])[0].sum()
+            minus = exe.run(program, feed=dict(feed, **{name: fed(base)}), fetch_list=[loss])[0].sum()
             flat[i] = orig
             gflat[i] = (plus - minus) / (2 * delta)
         return grad

@@ -141,6 +141,24 @@ def test_lodtensor_feed_keeps_its_lod_and_return_numpy_false_returns_lodtensors(
         exe.run(main, feed={"x": fluid.LoDTensor()}, fetch_list=[y])
 
 
+def test_array_and_sequence_lengths_pair_feeds_a_lodtensor(exe):
+    main = fluid.Program()
+    with unique_name.guard(), fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[2], dtype="float32", lod_level=1)
+        y = fluid.layers.scale(x, scale=3.0)
+    data = np.arange(10, dtype="float32").reshape(5, 2)
+    fy, = exe.run(main, feed={"x": (data, [[2, 3]])}, fetch_list=[y], return_numpy=False)
+    assert fy.recursive_sequence_lengths() == [[2, 3]]
+    np.testing.assert_array_equal(np.array(fy), data * 3)
+    # nested lists as the data, converted to the declared dtype; two levels
+    fy, = exe.run(main, feed={"x": ([[1, 2], [3, 4], [5, 6]], [[1, 1], [1, 2]])}, fetch_list=[y], return_numpy=False)
+    assert fy.lod() == [[0, 1, 2], [0, 1, 3]] and np.array(fy).dtype == np.float32
+    with pytest.raises(ValueError, match=r"feed: variable 'x': create_lod_tensor: the provided lod info is invalid "
+                                         r"for data of shape \[5, 2\]: the last level ends at 4 but the tensor has 5 "
+                                         r"rows"):
+        exe.run(main, feed={"x": (data, [[2, 2]])}, fetch_list=[y])
+
+
 # ---------------------------------------------------------------- LoDTensor
 
 def test_lodtensor_methods():

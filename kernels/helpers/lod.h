@@ -1,0 +1,45 @@
+// Reading LoD in sequence kernels. Every sequence op reads its input's offsets through here, so a missing or
+// malformed LoD is the same clear error everywhere: the op, the slot, the variable and the offsets named.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "op_context.h"
+
+namespace fl {
+
+// slot[i]'s LoD, checked: it has at least `min_levels` levels, each well formed (Fluid's CheckLoD), and its last
+// level ends at the tensor's row count.
+inline const LoD& CheckedLoD(const ExecutionContext& ctx, const char* slot, int i = 0, size_t min_levels = 1) {
+  const Tensor& t = ctx.Input(slot, i);
+  const LoD& lod = t.lod();
+  FL_ENFORCE(lod.size() >= min_levels, ctx.Type(), ": ", slot, " '", ctx.InputName(slot, i), "' ", t.dims(),
+             " must be a LoDTensor with at least ", min_levels, " LoD level(s), got ", lod.size(), " (", t.LoDString(),
+             "); feed it with fluid.create_lod_tensor or an (array, recursive_seq_lens) pair");
+  const std::string problem = LoDProblem(lod, t.rank() ? t.dims()[0] : 0);
+  FL_ENFORCE(problem.empty(), ctx.Type(), ": ", slot, " '", ctx.InputName(slot, i), "' ", t.dims(),
+             " has an invalid LoD ", t.LoDString(), ": ", problem);
+  return lod;
+}
+
+// The offsets of level `level` (negative counts from the last level) of slot[i]'s checked LoD.
+inline const std::vector<size_t>& SequenceOffsets(const ExecutionContext& ctx, const char* slot, int i = 0,
+                                                  int level = -1) {
+  const LoD& lod = CheckedLoD(ctx, slot, i, level < 0 ? static_cast<size_t>(-level) : static_cast<size_t>(level) + 1);
+  return lod[level < 0 ? lod.size() + level : level];
+}
+
+// Number of sequences described by `offsets`.
+inline int64_t SequenceCount(const std::vector<size_t>& offsets) { return static_cast<int64_t>(offsets.size()) - 1; }
+
+// fn(s, begin, end) for each sequence s, rows [begin, end).
+template <typename Fn>
+void ForEachSequence(const std::vector<size_t>& offsets, Fn fn) {
+  for (size_t s = 0; s + 1 < offsets.size(); ++s)
+    fn(static_cast<int64_t>(s), static_cast<int64_t>(offsets[s]), static_cast<int64_t>(offsets[s + 1]));
+}
+
+// `lod` with its last level dropped (what a pooling op leaves: one row per last-level sequence).
+inline LoD DropLastLevel(const LoD& lod) { return LoD(lod.begin(), lod.end() - (lod.empty() ? 0 : 1)); }
+
+}  // namespace fl
