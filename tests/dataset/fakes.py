@@ -282,7 +282,8 @@ def install_conll05(data_home, sentences=None, monkeypatch=None, seed=0):
             f.write("".join(x + "\n" for x in lines))
         _register(monkeypatch, conll05, attr, os.path.join(folder, name))
     rng = np.random.default_rng(seed)
-    with open(os.path.join(folder, "emb"), "wb") as f:
+    with open(os.path.join(folder, "emb"), "wb") as f:  # Paddle's parameter file: a 16-byte header, then float32s
+        f.write(struct.pack("<iIQ", 0, 4, len(CONLL_WORDS) * 32))
         f.write(rng.standard_normal((len(CONLL_WORDS), 32)).astype(np.float32).tobytes())
     _register(monkeypatch, conll05, "EMB_MD5", os.path.join(folder, "emb"))
     return {"sentences": sentences, "words": CONLL_WORDS, "verbs": CONLL_VERBS, "targets": CONLL_TARGETS}

@@ -168,7 +168,7 @@ def _run_op(predict, label, pos, neg, **attrs):
     t = OpTest("auc", {"Predict": predict, "Label": label, "StatPos": pos, "StatNeg": neg},
                {"AUC": None, "StatPosOut": None, "StatNegOut": None}, attrs)
     main, startup, feed, _, out_vars, _ = t._build()
-    return fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[v for v, _ in out_vars.values()])
+    return fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[v for v, _, _ in out_vars.values()])
 
 
 def test_run_time_errors():

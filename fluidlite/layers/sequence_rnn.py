@@ -1,6 +1,7 @@
-"""Recurrent layers over LoD batches (Fluid 1.8's dynamic_lstm, dynamic_lstmp, dynamic_gru, gru_unit): the input is
-a LoDTensor of already-projected gates; the kernels reorder the batch by length (kernels/helpers/sequence_batch.h)
-so that each time step is one GEMM over the sequences still alive."""
+"""Recurrent layers over LoD batches (Fluid 1.8's dynamic_lstm, dynamic_lstmp, dynamic_gru, gru_unit) and the CRF
+layers that tag their output: the input is a LoDTensor of already-projected gates; the kernels reorder the batch by
+length (kernels/helpers/sequence_batch.h) so that each time step is one GEMM over the sequences still alive. Each
+section lists its own names."""
 from ..framework import Variable  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
 
