@@ -29,6 +29,16 @@ inline const std::vector<size_t>& SequenceOffsets(const ExecutionContext& ctx, c
   return lod[level < 0 ? lod.size() + level : level];
 }
 
+// Throws unless slot a[i] and slot b[j] describe the same sequences at their last LoD level (the same offsets: an
+// emission and its labels, or two inputs an op pairs sequence by sequence), naming both variables and their LoD.
+inline void CheckSameSequences(const ExecutionContext& ctx, const char* a, const char* b, int i = 0, int j = 0) {
+  const std::vector<size_t>& oa = SequenceOffsets(ctx, a, i);
+  const std::vector<size_t>& ob = SequenceOffsets(ctx, b, j);
+  FL_ENFORCE(oa == ob, ctx.Type(), ": ", a, " '", ctx.InputName(a, i), "' ", ctx.Input(a, i).dims(), " LoD ",
+             ctx.Input(a, i).LoDString(), " and ", b, " '", ctx.InputName(b, j), "' ", ctx.Input(b, j).dims(), " LoD ",
+             ctx.Input(b, j).LoDString(), " must describe the same sequences (equal last-level offsets)");
+}
+
 // Number of sequences described by `offsets`.
 inline int64_t SequenceCount(const std::vector<size_t>& offsets) { return static_cast<int64_t>(offsets.size()) - 1; }
 
