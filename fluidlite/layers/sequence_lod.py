@@ -12,5 +12,45 @@ __all__ = []
 # ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv
 
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
+# Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
+# sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
+__all__ += ["sequence_expand", "sequence_expand_as"]
+
+_SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+def _seq_shape_check(layer, arg, v, dtypes=_SEQ_SHAPE_DTYPES):
+    """TypeError naming the layer and the argument unless `v` is a Variable of one of `dtypes` (Fluid 1.8's
+    check_variable_and_dtype)."""
+    from ..framework import dtype_to_str
+    if not isinstance(v, Variable):
+        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, arg, type(v).__name__))
+    if dtype_to_str(v.dtype) not in dtypes:
+        raise TypeError("%s: '%s' %s must be %s, got %s" % (layer, arg, v.name, " or ".join(dtypes),
+                                                             dtype_to_str(v.dtype)))
+
+
+def sequence_expand(x, y, ref_level=-1, name=None):
+    """Repeats `x` as the LoD level `ref_level` of `y` says (-1: its last level): without LoD, row i of x is
+    repeated len_i times; with one LoD level, x's sequence i is, each copy a sequence of the output."""
+    _seq_shape_check("sequence_expand", "x", x)
+    _seq_shape_check("sequence_expand", "y", y, dtypes=_SEQ_SHAPE_DTYPES + ("bool", "uint8", "int8", "int16"))
+    helper = LayerHelper("sequence_expand", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op(type="sequence_expand", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]},
+                     attrs={"ref_level": int(ref_level)})
+    return out
+
+
+def sequence_expand_as(x, y, name=None):
+    """Row i of `x` repeated as many times as `y`'s sequence i is long; the output takes y's LoD."""
+    _seq_shape_check("sequence_expand_as", "x", x)
+    if not isinstance(y, Variable):
+        raise TypeError("sequence_expand_as: 'y' must be a Variable, got %s" % type(y).__name__)
+    helper = LayerHelper("sequence_expand_as", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op(type="sequence_expand_as", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]})
+    return out
+
 
 # ---------------------------------------------------------------- LoD rewriting: lod_reset, lod_append
