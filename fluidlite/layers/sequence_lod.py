@@ -14,7 +14,7 @@ __all__ = []
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
 # sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
-__all__ += ["sequence_expand", "sequence_expand_as"]
+__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat"]
 
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -50,6 +50,19 @@ def sequence_expand_as(x, y, name=None):
     helper = LayerHelper("sequence_expand_as", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand_as", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]})
+    return out
+
+
+def sequence_concat(input, name=None):
+    """Sequence i of the output = sequence i of input[0], then of input[1], ... (same number of sequences)."""
+    if not isinstance(input, list):
+        raise TypeError("fluid.layers.sequence_concat: 'input' must be a list of Variables, got %s"
+                        % type(input).__name__)
+    for i, v in enumerate(input):
+        _seq_shape_check("fluid.layers.sequence_concat", "input[%d]" % i, v, ("int64", "float32", "float64"))
+    helper = LayerHelper("sequence_concat", name=name)
+    out = helper.create_variable_for_type_inference(input[0].dtype if input else "float32")
+    helper.append_op(type="sequence_concat", inputs={"X": list(input)}, outputs={"Out": [out]})
     return out
 
 
