@@ -14,7 +14,7 @@ __all__ = []
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
 # sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
-__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat"]
+__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape"]
 
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -63,6 +63,16 @@ def sequence_concat(input, name=None):
     helper = LayerHelper("sequence_concat", name=name)
     out = helper.create_variable_for_type_inference(input[0].dtype if input else "float32")
     helper.append_op(type="sequence_concat", inputs={"X": list(input)}, outputs={"Out": [out]})
+    return out
+
+
+def sequence_reshape(input, new_dim):
+    """Each sequence's values re-cut into rows of `new_dim` (len * D must divide by new_dim for every sequence)."""
+    _seq_shape_check("fluid.layers.sequence_reshape", "input", input)
+    helper = LayerHelper("sequence_reshape")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op(type="sequence_reshape", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"new_dim": new_dim})
     return out
 
 
