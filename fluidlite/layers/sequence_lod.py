@@ -14,7 +14,7 @@ __all__ = []
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
 # sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
-__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape"]
+__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape", "sequence_slice"]
 
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -73,6 +73,21 @@ def sequence_reshape(input, new_dim):
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(type="sequence_reshape", inputs={"X": [input]}, outputs={"Out": [out]},
                      attrs={"new_dim": new_dim})
+    return out
+
+
+def sequence_slice(input, offset, length, name=None):
+    """Sequence i of the output = rows [offset[i], offset[i] + length[i]) of input's sequence i; `offset` and
+    `length` are [N, 1] int64 (or int32) tensors."""
+    _seq_shape_check("sequence_slice", "input", input)
+    _seq_shape_check("sequence_slice", "offset", offset, ("int32", "int64"))
+    _seq_shape_check("sequence_slice", "length", length, ("int32", "int64"))
+    helper = LayerHelper("sequence_slice", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    offset.stop_gradient = True
+    length.stop_gradient = True
+    helper.append_op(type="sequence_slice", inputs={"X": [input], "Offset": [offset], "Length": [length]},
+                     outputs={"Out": [out]})
     return out
 
 
