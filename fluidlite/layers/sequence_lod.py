@@ -14,7 +14,8 @@ __all__ = []
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
 # sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
-__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape", "sequence_slice"]
+__all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape", "sequence_slice",
+            "sequence_pad", "sequence_unpad"]
 
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -88,6 +89,34 @@ def sequence_slice(input, offset, length, name=None):
     length.stop_gradient = True
     helper.append_op(type="sequence_slice", inputs={"X": [input], "Offset": [offset], "Length": [length]},
                      outputs={"Out": [out]})
+    return out
+
+
+def sequence_pad(x, pad_value, maxlen=None, name=None):
+    """Pads x's sequences to `maxlen` steps (None: the longest sequence) with `pad_value` (one value, or one step's
+    shape). Returns (Out [N, maxlen, ...], Length int64 [N])."""
+    _seq_shape_check("fluid.layers.sequence_pad", "x", x)
+    _seq_shape_check("fluid.layers.sequence_pad", "pad_value", pad_value)
+    helper = LayerHelper("sequence_pad", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    length = helper.create_variable_for_type_inference("int64")
+    pad_value.stop_gradient = True
+    length.stop_gradient = True
+    helper.append_op(type="sequence_pad", inputs={"X": [x], "PadValue": [pad_value]},
+                     outputs={"Out": [out], "Length": [length]},
+                     attrs={"padded_length": -1 if maxlen is None else maxlen})
+    return out, length
+
+
+def sequence_unpad(x, length, name=None):
+    """The first length[i] steps of each x[i], as a LoDTensor with those lengths (the inverse of sequence_pad)."""
+    _seq_shape_check("fluid.layers.sequence_unpad", "x", x)
+    _seq_shape_check("fluid.layers.sequence_unpad", "length", length, ("int64",))
+    helper = LayerHelper("sequence_unpad", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    length.stop_gradient = True
+    helper.append_op(type="sequence_unpad", inputs={"X": [x], "Length": [length]}, outputs={"Out": [out]})
+    out.desc.set_lod_level(1)  # the kernel gives it one level, from Length
     return out
 
 
