@@ -15,7 +15,7 @@ __all__ = []
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
 # sequence_mask.cc; docs/lod.md "Sequence ops: expansion, concat, reshape, slice, pad, mask".
 __all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequence_reshape", "sequence_slice",
-            "sequence_pad", "sequence_unpad"]
+            "sequence_pad", "sequence_unpad", "sequence_mask"]
 
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
@@ -117,6 +117,22 @@ def sequence_unpad(x, length, name=None):
     length.stop_gradient = True
     helper.append_op(type="sequence_unpad", inputs={"X": [x], "Length": [length]}, outputs={"Out": [out]})
     out.desc.set_lod_level(1)  # the kernel gives it one level, from Length
+    return out
+
+
+def sequence_mask(x, maxlen=None, dtype="int64", name=None):
+    """mask[..., j] = j < x[...] as `dtype`, shape x.shape + [maxlen]; `maxlen` is an int, a Variable (read at run
+    time) or None (max(x))."""
+    _seq_shape_check("sequence_mask", "x", x)
+    helper = LayerHelper("sequence_mask", name=name)
+    out = helper.create_variable_for_type_inference(dtype)
+    inputs, attrs = {"X": [x]}, {"out_dtype": out.dtype}
+    if isinstance(maxlen, Variable):
+        inputs["MaxLenTensor"] = [maxlen]
+    elif maxlen is not None:
+        attrs["maxlen"] = maxlen
+    helper.append_op(type="sequence_mask", inputs=inputs, outputs={"Y": [out]}, attrs=attrs)
+    out.stop_gradient = True
     return out
 
 
