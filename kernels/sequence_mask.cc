@@ -69,6 +69,7 @@ FL_REGISTER_OP(sequence_mask, op) {
         DDim dims = x.dims();
         dims.push_back(width);
         y->Resize(dims);
+        y->set_lod({});
         VisitDType(static_cast<DType>(ctx.Attr<int32_t>("out_dtype")), [&](auto out_tag) {
           using O = typename decltype(out_tag)::type;
           O* yp = y->mutable_data<O>(ctx.place());
