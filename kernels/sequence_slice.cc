@@ -1,13 +1,12 @@
 // sequence_slice: Out's sequence i = rows [Offset[i], Offset[i] + Length[i]) of X's sequence i (X's last LoD
 // level). Offset and Length are [N, 1] int64 (int32 accepted) tensors, each pair checked against its sequence's
-// bounds. One row run per sequence (helpers/row_runs.h); the gradient copies the runs back into zeros.
+// bounds. One row run per sequence (helpers/row_runs.h); the gradient copies the runs back and zeros the rest.
 #include <string>
 #include <vector>
 
 #include "helpers/lod.h"
 #include "helpers/row_runs.h"
 #include "helpers/rows.h"
-#include "helpers/zeroed_output.h"
 #include "op_context.h"
 
 namespace fl {
@@ -96,7 +95,7 @@ FL_REGISTER_OP(sequence_slice, op) {
         CopyRowRuns(x.data<T>(), out->mutable_data<T>(ctx.place()), row_bytes, p.runs);
       });
   op.GradOp({"X", "Offset", "Length", "Out@GRAD"})
-      .Doc("X@GRAD = zeros with each slice's rows of Out@GRAD copied back to where the slice was taken.")
+      .Doc("X@GRAD = each slice's rows of Out@GRAD where the slice was taken, zeros elsewhere.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         Tensor* dx = ctx.OutputOrNull("X@GRAD");
@@ -108,11 +107,21 @@ FL_REGISTER_OP(sequence_slice, op) {
         want[0] = static_cast<int64_t>(p.out_lod.back().back());
         FL_ENFORCE(dout.dims() == want, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' has dims ",
                    dout.dims(), " but sequence_slice's Out has ", want);
-        T* g = ZeroedOutput<T>(dx, x.dims(), ctx.place());
-        std::vector<RowRun> back;
-        for (const RowRun& r : p.runs) back.push_back(RowRun{r.dst_row, r.src_row, r.rows});
-        const int64_t row_bytes = x.dims().Product(1, x.rank()) * static_cast<int64_t>(sizeof(T));
+        dx->Resize(x.dims());
+        T* g = dx->mutable_data<T>(ctx.place());
+        // Out@GRAD's rows back where their slices were taken, zeros in the rows between (each row written once).
+        std::vector<RowRun> back, gaps;
+        int64_t next = 0;  // the runs are in X's row order
+        for (const RowRun& r : p.runs) {
+          back.push_back(RowRun{r.dst_row, r.src_row, r.rows});
+          if (r.src_row > next) gaps.push_back(RowRun{0, next, r.src_row - next});
+          next = r.src_row + r.rows;
+        }
+        if (x.dims()[0] > next) gaps.push_back(RowRun{0, next, x.dims()[0] - next});
+        const int64_t width = x.dims().Product(1, x.rank()), row_bytes = width * static_cast<int64_t>(sizeof(T));
+        const std::vector<T> zeros(width, T(0));
         CopyRowRuns(dout.data<T>(), g, row_bytes, back);
+        RepeatRowRuns(zeros.data(), g, row_bytes, gaps);
       });
 }
 
