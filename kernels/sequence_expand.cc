@@ -47,8 +47,8 @@ Expansion PlanSequenceExpand(const ExecutionContext& ctx) {
   const int64_t refs = SequenceCount(*e.ref);
   if (x_lod.empty()) {
     FL_ENFORCE(x.dims()[0] == refs, ctx.Type(), ": ", Named(ctx, "X"),
-               " has no LoD, so it needs one row per sequence of ", "level ", level, " of ", Named(ctx, "Y"), ": ",
-               refs, " rows, got ", x.dims()[0]);
+               " has no LoD, so it needs one row per sequence of level ", level, " of ", Named(ctx, "Y"), ": ", refs,
+               " rows, got ", x.dims()[0]);
     e.x.resize(refs + 1);
     for (int64_t i = 0; i <= refs; ++i) e.x[i] = static_cast<size_t>(i);
   } else {
