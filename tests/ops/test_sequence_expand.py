@@ -180,3 +180,30 @@ def test_layers_build_and_train():
     assert np.array(got[0]).shape == (6, 4) and got[0].recursive_sequence_lengths() == []
     assert got[1].recursive_sequence_lengths() == [[1, 0, 5]]
     np.testing.assert_array_equal(np.array(got[0]), np.array(got[1]))
+
+
+def test_large_batch_splits_over_threads():
+    """Enough rows (2 x 128 KiB) that the copies and the gradient's sums are split over the thread pool."""
+    lens = RNG.randint(0, 60, size=64).tolist()
+    repeats = RNG.randint(0, 4, size=64).tolist()
+    x = RNG.uniform(-1, 1, (sum(lens), 64)).astype("float32")
+    out, out_lens = expand_ref(x, lens, repeats)
+    w = RNG.uniform(-1, 1, out.shape).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=[64], dtype="float32", lod_level=1)
+        xv.stop_gradient = False
+        y = fluid.layers.data("y", shape=[1], dtype="float32", lod_level=1)
+        wv = fluid.layers.data("w", shape=[64], dtype="float32")
+        o = fluid.layers.sequence_expand(xv, y)
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.elementwise_mul(o, wv))], [xv])
+    feed = {"x": (x, [lens]), "y": (np.zeros((sum(repeats), 1), "float32"), [repeats]), "w": w}
+    got_out, got_dx = run_program(main, feed, [o, dx])
+    np.testing.assert_array_equal(np.array(got_out), out)
+    assert got_out.recursive_sequence_lengths() == [out_lens]
+    off, want, row = offsets(lens), np.zeros_like(x), 0
+    for i, r in enumerate(repeats):  # each sequence's gradient: the sum of w over its copies
+        for _ in range(r):
+            want[off[i]:off[i + 1]] += w[row:row + lens[i]]
+            row += lens[i]
+    np.testing.assert_allclose(np.array(got_dx), want, rtol=1e-5, atol=1e-6)

@@ -135,3 +135,21 @@ def test_layers_round_trip_and_training():
     first, = exe.run(main, feed=feed, fetch_list=[loss])
     second, = exe.run(main, feed=feed, fetch_list=[loss])
     assert second < first
+
+
+def test_large_batch_splits_over_threads():
+    """Enough rows (2 x 128 KiB) that the data and pad runs are split over the thread pool, runs cut mid-way."""
+    lens = RNG.randint(0, 100, size=64).tolist()
+    x = RNG.uniform(-1, 1, (sum(lens), 32)).astype("float32")
+    step = RNG.uniform(-1, 1, 32).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=[32], dtype="float32", lod_level=1)
+        pad = fluid.layers.data("pad", shape=[32], dtype="float32", append_batch_size=False)
+        out, length = fluid.layers.sequence_pad(xv, pad, maxlen=120)
+        back = fluid.layers.sequence_unpad(out, length)
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": (x, [lens]), "pad": step}, fetch_list=[out, back],
+                                               return_numpy=False)
+    np.testing.assert_array_equal(np.array(got[0]), pad_ref(x, lens, step, 120)[0])
+    np.testing.assert_array_equal(np.array(got[1]), x)
+    assert got[1].recursive_sequence_lengths() == [lens]
