@@ -35,7 +35,8 @@ def sequence_expand(x, y, ref_level=-1, name=None):
     """Repeats `x` as the LoD level `ref_level` of `y` says (-1: its last level): without LoD, row i of x is
     repeated len_i times; with one LoD level, x's sequence i is, each copy a sequence of the output."""
     _seq_shape_check("sequence_expand", "x", x)
-    _seq_shape_check("sequence_expand", "y", y, dtypes=_SEQ_SHAPE_DTYPES + ("bool", "uint8", "int8", "int16"))
+    if not isinstance(y, Variable):  # only y's LoD is read: any dtype
+        raise TypeError("sequence_expand: 'y' must be a Variable, got %s" % type(y).__name__)
     helper = LayerHelper("sequence_expand", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]},

@@ -172,6 +172,8 @@ def test_layers_build_and_train():
             fluid.layers.sequence_expand(fluid.layers.data("ids", shape=[1], dtype="bool"), y)
         with pytest.raises(TypeError, match=r"sequence_expand_as: 'y' must be a Variable, got list"):
             fluid.layers.sequence_expand_as(x, [1, 2])
+        with pytest.raises(TypeError, match=r"sequence_expand: 'y' must be a Variable, got ndarray"):
+            fluid.layers.sequence_expand(x, np.zeros((2, 1)))
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup)
     xv = RNG.uniform(-1, 1, (3, 3)).astype("float32")
