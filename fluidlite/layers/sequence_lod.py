@@ -21,12 +21,12 @@ _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
 
 def _seq_shape_check(layer, arg, v, dtypes=_SEQ_SHAPE_DTYPES):
-    """TypeError naming the layer and the argument unless `v` is a Variable of one of `dtypes` (Fluid 1.8's
-    check_variable_and_dtype)."""
+    """TypeError naming the layer and the argument unless `v` is a Variable of one of `dtypes` (None: any; Fluid
+    1.8's check_variable_and_dtype)."""
     from ..framework import dtype_to_str
     if not isinstance(v, Variable):
         raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, arg, type(v).__name__))
-    if dtype_to_str(v.dtype) not in dtypes:
+    if dtypes is not None and dtype_to_str(v.dtype) not in dtypes:
         raise TypeError("%s: '%s' %s must be %s, got %s" % (layer, arg, v.name, " or ".join(dtypes),
                                                              dtype_to_str(v.dtype)))
 
@@ -35,8 +35,7 @@ def sequence_expand(x, y, ref_level=-1, name=None):
     """Repeats `x` as the LoD level `ref_level` of `y` says (-1: its last level): without LoD, row i of x is
     repeated len_i times; with one LoD level, x's sequence i is, each copy a sequence of the output."""
     _seq_shape_check("sequence_expand", "x", x)
-    if not isinstance(y, Variable):  # only y's LoD is read: any dtype
-        raise TypeError("sequence_expand: 'y' must be a Variable, got %s" % type(y).__name__)
+    _seq_shape_check("sequence_expand", "y", y, dtypes=None)  # only y's LoD is read
     helper = LayerHelper("sequence_expand", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]},
@@ -47,8 +46,7 @@ def sequence_expand(x, y, ref_level=-1, name=None):
 def sequence_expand_as(x, y, name=None):
     """Row i of `x` repeated as many times as `y`'s sequence i is long; the output takes y's LoD."""
     _seq_shape_check("sequence_expand_as", "x", x)
-    if not isinstance(y, Variable):
-        raise TypeError("sequence_expand_as: 'y' must be a Variable, got %s" % type(y).__name__)
+    _seq_shape_check("sequence_expand_as", "y", y, dtypes=None)
     helper = LayerHelper("sequence_expand_as", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand_as", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]})
@@ -124,7 +122,7 @@ def sequence_unpad(x, length, name=None):
 def sequence_mask(x, maxlen=None, dtype="int64", name=None):
     """mask[..., j] = j < x[...] as `dtype`, shape x.shape + [maxlen]; `maxlen` is an int, a Variable (read at run
     time) or None (max(x))."""
-    _seq_shape_check("sequence_mask", "x", x)
+    _seq_shape_check("sequence_mask", "x", x, dtypes=("float32", "float64", "int32", "int64"))
     helper = LayerHelper("sequence_mask", name=name)
     out = helper.create_variable_for_type_inference(dtype)
     inputs, attrs = {"X": [x]}, {"out_dtype": out.dtype}
