@@ -3,13 +3,28 @@ marks where each sequence starts, and works per sequence, never across one's end
 kernels/sequence_*.cc; LoD reading and its checks in kernels/helpers/lod.h. Each section lists its own names."""
 from ..framework import Variable  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
+from .metric_op import _check_dtype  # noqa: F401
 
 __all__ = []
 
 # ---------------------------------------------------------------- pooling and convolution
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
-# ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv
+# ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
+__all__ += ["sequence_softmax"]
+
+
+def sequence_softmax(input, use_cudnn=False, name=None):
+    """Softmax over the time steps of each sequence (the last LoD level) of `input`, a float32/float64 LoDTensor
+    [N, 1] or [N] (one value per step): Out[b:e] = exp(X[b:e]) / sum(exp(X[b:e])), computed stably. Returns a
+    LoDTensor of `input`'s shape and LoD. `use_cudnn` is accepted and passed to the op (no effect on CPU)."""
+    _check_dtype("sequence_softmax", "input", input, ("float32", "float64"))
+    helper = LayerHelper("sequence_softmax", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op(type="sequence_softmax", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"use_cudnn": bool(use_cudnn)})
+    return out
+
 
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 
