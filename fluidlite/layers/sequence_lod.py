@@ -11,7 +11,7 @@ __all__ = []
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
 # ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
-__all__ += ["sequence_softmax"]
+__all__ += ["sequence_softmax", "sequence_reverse"]
 
 
 def sequence_softmax(input, use_cudnn=False, name=None):
@@ -23,6 +23,19 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(type="sequence_softmax", inputs={"X": [input]}, outputs={"Out": [out]},
                      attrs={"use_cudnn": bool(use_cudnn)})
+    return out
+
+
+def sequence_reverse(x, name=None):
+    """The rows of each sequence of `x` (a LoDTensor with one LoD level, rank >= 2) in reverse order; the result
+    has `x`'s shape, dtype and LoD. Named `name` when given (as in Fluid 1.8), else a temporary."""
+    _check_dtype("fluid.layers.sequence_reverse", "x", x, ("float32", "float64", "int8", "int32", "int64"))
+    helper = LayerHelper("sequence_reverse", name=name)
+    if name is None:
+        out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    else:
+        out = helper.create_variable(name=name, dtype=x.dtype, persistable=False)
+    helper.append_op(type="sequence_reverse", inputs={"X": [x]}, outputs={"Y": [out]})
     return out
 
 
