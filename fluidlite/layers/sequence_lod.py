@@ -11,7 +11,7 @@ __all__ = []
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
 # ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
-__all__ += ["sequence_softmax", "sequence_reverse"]
+__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate"]
 
 
 def sequence_softmax(input, use_cudnn=False, name=None):
@@ -36,6 +36,18 @@ def sequence_reverse(x, name=None):
     else:
         out = helper.create_variable(name=name, dtype=x.dtype, persistable=False)
     helper.append_op(type="sequence_reverse", inputs={"X": [x]}, outputs={"Y": [out]})
+    return out
+
+
+def sequence_enumerate(input, win_size, pad_value=0, name=None):
+    """Every window of `win_size` consecutive ids of each sequence: `input` is an int32/int64 LoDTensor [N, 1] with
+    one LoD level; row t of the result [N, win_size] holds ids t .. t + win_size - 1 of t's sequence, `pad_value`
+    past its end. The result keeps `input`'s LoD and does not take gradients (win_size >= 2, as in Fluid)."""
+    _check_dtype("sequence_enumerate", "input", input, ("int32", "int64"))
+    helper = LayerHelper("sequence_enumerate", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op(type="sequence_enumerate", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"win_size": win_size, "pad_value": pad_value})
     return out
 
 
