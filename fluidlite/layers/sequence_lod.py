@@ -11,7 +11,7 @@ __all__ = []
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
 # ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
-__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate"]
+__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate", "im2sequence"]
 
 
 def sequence_softmax(input, use_cudnn=False, name=None):
@@ -48,6 +48,43 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
     out = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     helper.append_op(type="sequence_enumerate", inputs={"X": [input]}, outputs={"Out": [out]},
                      attrs={"win_size": win_size, "pad_value": pad_value})
+    return out
+
+
+def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None, out_stride=1, name=None):
+    """Each image of `input` (float32/float64 NCHW) becomes one sequence of its filter_size patches, scanned row by
+    row: the result is a LoDTensor [N * out_h * out_w, C * kh * kw] with one sequence per image, where
+    out_h = (H + up + down - kh) // stride_h + 1 (likewise out_w). `filter_size` and `stride` are ints or
+    [h, w]; `padding` an int, [h, w] (meaning [h, w, h, w]) or [up, left, down, right].
+
+    `input_image_size` (a [N, 2] Variable of real (height, width) per image, for batch inference) makes image n
+    yield only the patches of its real size divided (rounding up) by `out_stride`, an int or [h, w]; as in Fluid it
+    takes effect when the batch holds more than one image."""
+    _check_dtype("im2sequence", "input", input, ("float32", "float64"))
+    if len(input.shape) != 4:
+        raise ValueError("im2sequence: input %s must be 4-D [N, C, H, W], got shape %s"
+                         % (input.name, list(input.shape)))
+
+    def pair(arg, v):
+        v = [v, v] if isinstance(v, int) else [int(e) for e in v]
+        if len(v) != 2:
+            raise ValueError("im2sequence: %s must be an int or a list of 2 ints, got %r" % (arg, v))
+        return v
+
+    padding = [padding, padding] if isinstance(padding, int) else [int(p) for p in padding]
+    if len(padding) == 2:
+        padding = padding * 2
+    if len(padding) != 4:
+        raise ValueError("im2sequence: padding must be an int, [h, w] or [up, left, down, right], got %r" % (padding,))
+    inputs = {"X": [input]}
+    attrs = {"kernels": pair("filter_size", filter_size), "strides": pair("stride", stride), "paddings": padding}
+    if input_image_size is not None:
+        inputs["Y"] = [input_image_size]
+        attrs["out_stride"] = pair("out_stride", out_stride)
+    helper = LayerHelper("im2sequence", name=name)
+    out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    out.desc.set_lod_level(1)  # one sequence per image (Fluid's InferShape sets it at build time)
+    helper.append_op(type="im2sequence", inputs=inputs, outputs={"Out": [out]}, attrs=attrs)
     return out
 
 

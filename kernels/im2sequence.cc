@@ -1,0 +1,204 @@
+// im2sequence: each image of X [N, C, H, W] becomes one sequence of its kernel patches, in row-major order of the
+// output positions: Out row (i, j) of image n is X[n, c, i*sh - up + ki, j*sw - left + kj] over (c, ki, kj) (0 in
+// the padding), so Out is [sum of out_h*out_w, C*kh*kw] with LoD {0, out_h*out_w, ...}. The output size is Fluid's
+// floor((H + up + down - kh) / sh) + 1 (likewise for W); paddings are [up, left, down, right].
+//
+// Y (optional, [N, 2]) holds each image's real (height, width) before a CNN that shrank it by out_stride: image n
+// then yields the top-left out_h_n x out_w_n patches, out_h_n computed from ceil(Y[n, 0] / out_stride[0]) (patches
+// past the feature map read 0). As in Fluid, Y is used only when the batch holds more than one image.
+#include <algorithm>
+#include <vector>
+
+#include "helpers/lod.h"
+
+namespace fl {
+
+namespace {
+
+struct Im2SeqGeom {
+  int64_t c, h, w, kh, kw, sh, sw, up, left, down, right;
+  int64_t OutH(int64_t height) const { return (height + up + down - kh) / sh + 1; }
+  int64_t OutW(int64_t width) const { return (width + left + right - kw) / sw + 1; }
+  int64_t RowSize() const { return c * kh * kw; }
+};
+
+template <typename Ctx>
+Im2SeqGeom MakeGeom(const Ctx& ctx, const DDim& x) {
+  const auto& k = ctx.template Attr<std::vector<int32_t>>("kernels");
+  const auto& s = ctx.template Attr<std::vector<int32_t>>("strides");
+  const auto& p = ctx.template Attr<std::vector<int32_t>>("paddings");
+  return {x[1], x[2], x[3], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3]};
+}
+
+// Whether Y decides the output sizes: given, and more than one image (Fluid's rule).
+bool UsesRealSizes(const ExecutionContext& ctx) { return ctx.HasInput("Y") && ctx.Input("X").dims()[0] > 1; }
+
+// Rows of each image's sequence: the LoD offsets of Out (one level, one sequence per image).
+std::vector<size_t> SequenceRows(const ExecutionContext& ctx, const Im2SeqGeom& g, std::vector<int64_t>* out_w) {
+  const int64_t n = ctx.Input("X").dims()[0];
+  std::vector<size_t> offsets{0};
+  out_w->assign(n, g.OutW(g.w));
+  if (!UsesRealSizes(ctx)) {
+    for (int64_t i = 0; i < n; ++i) offsets.push_back(offsets.back() + g.OutH(g.h) * g.OutW(g.w));
+    return offsets;
+  }
+  const Tensor& y = ctx.Input("Y");
+  FL_ENFORCE(y.dims() == DDim({n, 2}), ctx.Type(), ": Y '", ctx.InputName("Y"), "' ", y.dims(),
+             " must hold one (height, width) per image of X '", ctx.InputName("X"), "' ", ctx.Input("X").dims(), ": [",
+             n, ", 2]");
+  const auto& out_stride = ctx.Attr<std::vector<int32_t>>("out_stride");
+  VisitDType(y.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* sizes = y.data<S>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t real[2];
+      for (int d = 0; d < 2; ++d) {
+        const int64_t v = static_cast<int64_t>(sizes[2 * i + d]);
+        FL_ENFORCE(v >= 0, ctx.Type(), ": Y '", ctx.InputName("Y"), "' gives image ", i, " a negative size ", v);
+        real[d] = (v + out_stride[d] - 1) / out_stride[d];
+      }
+      const int64_t oh = g.OutH(real[0]), ow = g.OutW(real[1]);
+      FL_ENFORCE(real[0] + g.up + g.down >= g.kh && real[1] + g.left + g.right >= g.kw, ctx.Type(), ": the ", g.kh, "x",
+                 g.kw, " kernel does not fit image ", i, " of real size ", real[0], "x", real[1], " (Y '",
+                 ctx.InputName("Y"), "' divided by out_stride) with its paddings");
+      (*out_w)[i] = ow;
+      offsets.push_back(offsets.back() + oh * ow);
+    }
+  });
+  return offsets;
+}
+
+// Patch row (i, j) of `image` [C, H, W]: kToRows writes it into `row` (zeros in the padding); otherwise the row is
+// added back into the image (the adjoint).
+template <bool kToRows, typename T>
+void PatchRow(const Im2SeqGeom& g, int64_t i, int64_t j, T* image, T* row) {
+  const int64_t x0 = j * g.sw - g.left;
+  const int64_t lo = std::clamp<int64_t>(-x0, 0, g.kw), hi = std::clamp<int64_t>(g.w - x0, lo, g.kw);
+  for (int64_t c = 0; c < g.c; ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      T* dst = row + (c * g.kh + ki) * g.kw;
+      const int64_t y = i * g.sh - g.up + ki;
+      if (y < 0 || y >= g.h) {
+        if (kToRows) std::fill(dst, dst + g.kw, T(0));
+        continue;
+      }
+      T* src = image + (c * g.h + y) * g.w;  // the image row; tap kj reads column x0 + kj
+      if (kToRows) {
+        std::fill(dst, dst + lo, T(0));
+        for (int64_t kj = lo; kj < hi; ++kj) dst[kj] = src[x0 + kj];
+        std::fill(dst + hi, dst + g.kw, T(0));
+      } else {
+        for (int64_t kj = lo; kj < hi; ++kj) src[x0 + kj] += dst[kj];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+FL_REGISTER_OP(im2sequence, op) {
+  op.Doc(
+        "Each image of X [N, C, H, W] -> one sequence of its out_h*out_w kernel patches: Out [rows, C*kh*kw], LoD "
+        "one sequence per image; Y [N, 2] (optional) gives real image sizes, scaled down by out_stride.")
+      .Input("X", "images [N, C, H, W]")
+      .DispensableInput("Y", "real (height, width) of each image [N, 2], float or int (used when N > 1)")
+      .Output("Out", "the patches [rows, C*kh*kw], a LoDTensor with one sequence per image")
+      .NonDifferentiable({"Y"})
+      .RequiredAttr("kernels", std::vector<int32_t>{}, "[kernel_height, kernel_width]")
+      .Min(1)
+      .Size(2)
+      .Attr("strides", std::vector<int32_t>{1, 1}, "[stride_height, stride_width]")
+      .Min(1)
+      .Size(2)
+      .Attr("paddings", std::vector<int32_t>{0, 0, 0, 0}, "[up, left, down, right]")
+      .Min(0)
+      .Size(4)
+      .Attr("out_stride", std::vector<int32_t>{1, 1}, "how much the CNN before shrank the images Y sizes (with Y)")
+      .Min(1)
+      .Size(2)
+      .SetInferShape([](InferShapeContext& ctx) {
+        const DDim x = ctx.InputDim("X");
+        FL_ENFORCE(x.size() == 4, ctx.Type(), ": ", ctx.Describe("X"), " must be 4-D [N, C, H, W]");
+        const Im2SeqGeom g = MakeGeom(ctx, x);
+        FL_ENFORCE((x[2] < 0 || g.OutH(g.h) >= 1) && (x[3] < 0 || g.OutW(g.w) >= 1) &&
+                       (x[2] < 0 || x[2] + g.up + g.down >= g.kh) && (x[3] < 0 || x[3] + g.left + g.right >= g.kw),
+                   ctx.Type(), ": the ", g.kh, "x", g.kw, " kernel does not fit ", ctx.Describe("X"),
+                   " with its paddings");
+        const bool real_sizes = ctx.HasInput("Y") && (x[0] != 1);
+        if (ctx.HasInput("Y")) {
+          const DDim y = ctx.InputDim("Y");
+          const DType dt = ctx.InputDType("Y");
+          FL_ENFORCE(y.size() == 2 && (y[1] == 2 || y[1] < 0), ctx.Type(), ": ", ctx.Describe("Y"),
+                     " must be [N, 2]: one (height, width) per image");
+          FL_ENFORCE(dt == DType::FP32 || dt == DType::FP64 || dt == DType::INT32 || dt == DType::INT64 ||
+                         dt == DType::UNDEFINED,
+                     ctx.Type(), ": ", ctx.Describe("Y"), " must be float32, float64, int32 or int64, got ",
+                     DTypeName(dt));
+        }
+        const int64_t width = x[1] < 0 ? -1 : g.RowSize();
+        if (real_sizes) {  // rows depend on Y's values: the kernel sets them
+          if (!ctx.IsRuntime()) ctx.SetOutput("Out", DDim{-1, width}, ctx.InputDType("X"));
+          return;
+        }
+        const bool known = x[0] >= 0 && x[2] >= 0 && x[3] >= 0;
+        ctx.SetOutput("Out", DDim{known ? x[0] * g.OutH(g.h) * g.OutW(g.w) : -1, width}, ctx.InputDType("X"));
+      })
+      .KernelDTypeFrom("X")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        const Tensor& xt = ctx.Input("X");
+        const Im2SeqGeom g = MakeGeom(ctx, xt.dims());
+        std::vector<int64_t> out_w;
+        const std::vector<size_t> offsets = SequenceRows(ctx, g, &out_w);
+        const int64_t rows = offsets.back(), k = g.RowSize(), image = g.c * g.h * g.w;
+        Tensor* outt = ctx.Output("Out");
+        outt->Resize(DDim{rows, k});
+        T* out = outt->mutable_data<T>(ctx.place());
+        const T* x = xt.data<T>();
+        // Rows of all images in one range, so one large image splits over the threads too.
+        ParallelFor(rows, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, k)),
+                    [&](int64_t b, int64_t e) {
+                      int64_t n = std::upper_bound(offsets.begin(), offsets.end(), size_t(b)) - offsets.begin() - 1;
+                      for (int64_t r = b; r < e; ++r) {
+                        while (static_cast<int64_t>(offsets[n + 1]) <= r) ++n;
+                        const int64_t p = r - offsets[n];
+                        PatchRow<true>(g, p / out_w[n], p % out_w[n], const_cast<T*>(x + n * image), out + r * k);
+                      }
+                    });
+        outt->set_lod({offsets});
+      });
+  // Fluid's grad op reads X and Out@GRAD only (so with Y it scatters as if Y were absent); this one reads Y too.
+  op.GradOp({"X", "Y", "Out@GRAD"})
+      .Optional({"Y"})
+      .Doc("X@GRAD: each Out@GRAD patch entry added back to the pixel it was taken from.")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        using T = typename decltype(tag)::type;
+        Tensor* dxt = ctx.OutputOrNull("X@GRAD");
+        if (!dxt) return;
+        const Tensor& xt = ctx.Input("X");
+        const Tensor& dout = ctx.Input("Out@GRAD");
+        const Im2SeqGeom g = MakeGeom(ctx, xt.dims());
+        std::vector<int64_t> out_w;
+        const std::vector<size_t> offsets = SequenceRows(ctx, g, &out_w);
+        const int64_t k = g.RowSize(), image = g.c * g.h * g.w;
+        FL_ENFORCE(dout.dims() == DDim({static_cast<int64_t>(offsets.back()), k}), ctx.Type(), ": Out@GRAD '",
+                   ctx.InputName("Out@GRAD"), "' ", dout.dims(), " must be [", offsets.back(), ", ", k,
+                   "], the patches of X '", ctx.InputName("X"), "' ", xt.dims());
+        dxt->Resize(xt.dims());
+        T* dx = dxt->mutable_data<T>(ctx.place());
+        const T* go = dout.data<T>();
+        // Patches overlap within an image, so the images (disjoint in X@GRAD) are what runs in parallel.
+        ParallelFor(xt.dims()[0], 1, [&](int64_t b, int64_t e) {
+          for (int64_t n = b; n < e; ++n) {
+            T* dst = dx + n * image;
+            std::fill(dst, dst + image, T(0));
+            for (int64_t r = offsets[n]; r < static_cast<int64_t>(offsets[n + 1]); ++r) {
+              const int64_t p = r - offsets[n];
+              PatchRow<false>(g, p / out_w[n], p % out_w[n], dst, const_cast<T*>(go + r * k));
+            }
+          }
+        });
+      });
+}
+
+}  // namespace fl
