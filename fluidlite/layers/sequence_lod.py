@@ -11,7 +11,7 @@ __all__ = []
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
 # ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
-__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate", "im2sequence"]
+__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate", "im2sequence", "row_conv"]
 
 
 def sequence_softmax(input, use_cudnn=False, name=None):
@@ -86,6 +86,23 @@ def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None
     out.desc.set_lod_level(1)  # one sequence per image (Fluid's InferShape sets it at build time)
     helper.append_op(type="im2sequence", inputs=inputs, outputs={"Out": [out]}, attrs=attrs)
     return out
+
+
+def row_conv(input, future_context_size, param_attr=None, act=None):
+    """Lookahead (row) convolution of DeepSpeech2: out[t] = sum over i = 0 .. future_context_size of
+    input[t + i] * W[i] (elementwise), within t's sequence. `input` is a float LoDTensor [T, D] or a padded batch
+    [B, T, D] without LoD; W is the parameter ``row_conv_N.w_0`` of shape [future_context_size + 1, D] (Xavier
+    initialised unless `param_attr` says otherwise). `act` is applied to the result."""
+    _check_dtype("row_conv", "input", input, ("float32", "float64"))
+    if len(input.shape) not in (2, 3) or input.shape[-1] < 0:
+        raise ValueError("row_conv: input %s must be [T, D] or [B, T, D] with D known, got shape %s"
+                         % (input.name, list(input.shape)))
+    helper = LayerHelper("row_conv", input=input, param_attr=param_attr, act=act)
+    filter_param = helper.create_parameter(attr=helper.param_attr, shape=[future_context_size + 1, input.shape[-1]],
+                                           dtype=input.dtype)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op(type="row_conv", inputs={"X": [input], "Filter": [filter_param]}, outputs={"Out": [out]})
+    return helper.append_activation(out)
 
 
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
