@@ -15,11 +15,18 @@ namespace fl {
 
 namespace {
 
+// a * b; an error when it overflows (paddings or kernels near the int32 limit make patch counts past int64).
+int64_t Product(int64_t a, int64_t b) {
+  int64_t p;
+  FL_ENFORCE(!__builtin_mul_overflow(a, b, &p), "im2sequence: the output size ", a, " x ", b, " overflows int64");
+  return p;
+}
+
 struct Im2SeqGeom {
   int64_t c, h, w, kh, kw, sh, sw, up, left, down, right;
   int64_t OutH(int64_t height) const { return (height + up + down - kh) / sh + 1; }
   int64_t OutW(int64_t width) const { return (width + left + right - kw) / sw + 1; }
-  int64_t RowSize() const { return c * kh * kw; }
+  int64_t RowSize() const { return Product(Product(c, kh), kw); }
 };
 
 template <typename Ctx>
@@ -39,7 +46,9 @@ std::vector<size_t> SequenceRows(const ExecutionContext& ctx, const Im2SeqGeom& 
   std::vector<size_t> offsets{0};
   out_w->assign(n, g.OutW(g.w));
   if (!UsesRealSizes(ctx)) {
-    for (int64_t i = 0; i < n; ++i) offsets.push_back(offsets.back() + g.OutH(g.h) * g.OutW(g.w));
+    const int64_t per_image = Product(g.OutH(g.h), g.OutW(g.w));
+    Product(per_image, std::max<int64_t>(n, 1));
+    for (int64_t i = 0; i < n; ++i) offsets.push_back(offsets.back() + per_image);
     return offsets;
   }
   const Tensor& y = ctx.Input("Y");
@@ -53,8 +62,10 @@ std::vector<size_t> SequenceRows(const ExecutionContext& ctx, const Im2SeqGeom& 
     for (int64_t i = 0; i < n; ++i) {
       int64_t real[2];
       for (int d = 0; d < 2; ++d) {
-        const int64_t v = static_cast<int64_t>(sizes[2 * i + d]);
-        FL_ENFORCE(v >= 0, ctx.Type(), ": Y '", ctx.InputName("Y"), "' gives image ", i, " a negative size ", v);
+        const double real_size = static_cast<double>(sizes[2 * i + d]);
+        FL_ENFORCE(real_size >= 0 && real_size < 2147483648.0, ctx.Type(), ": Y '", ctx.InputName("Y"),
+                   "' gives image ", i, " the size ", real_size, " (must be in [0, 2^31))");
+        const int64_t v = static_cast<int64_t>(real_size);
         real[d] = (v + out_stride[d] - 1) / out_stride[d];
       }
       const int64_t oh = g.OutH(real[0]), ow = g.OutW(real[1]);
@@ -62,7 +73,10 @@ std::vector<size_t> SequenceRows(const ExecutionContext& ctx, const Im2SeqGeom& 
                  g.kw, " kernel does not fit image ", i, " of real size ", real[0], "x", real[1], " (Y '",
                  ctx.InputName("Y"), "' divided by out_stride) with its paddings");
       (*out_w)[i] = ow;
-      offsets.push_back(offsets.back() + oh * ow);
+      int64_t end;
+      FL_ENFORCE(!__builtin_add_overflow(static_cast<int64_t>(offsets.back()), Product(oh, ow), &end), ctx.Type(),
+                 ": the output rows overflow int64");
+      offsets.push_back(end);
     }
   });
   return offsets;
@@ -141,7 +155,8 @@ FL_REGISTER_OP(im2sequence, op) {
           return;
         }
         const bool known = x[0] >= 0 && x[2] >= 0 && x[3] >= 0;
-        ctx.SetOutput("Out", DDim{known ? x[0] * g.OutH(g.h) * g.OutW(g.w) : -1, width}, ctx.InputDType("X"));
+        ctx.SetOutput("Out", DDim{known ? Product(x[0], Product(g.OutH(g.h), g.OutW(g.w))) : -1, width},
+                      ctx.InputDType("X"));
       })
       .KernelDTypeFrom("X")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
