@@ -111,21 +111,24 @@ FL_REGISTER_OP(row_conv, op) {
           dft->Resize(ctx.Input("Filter").dims());
           T* df = dft->mutable_data<T>(ctx.place());
           std::fill(df, df + k * d, T(0));
-          // Every row adds into the same K x D sums: the threads split the columns instead.
-          const int64_t rows = static_cast<int64_t>(offsets.back());
-          ParallelFor(d, std::max<int64_t>(16, kMinParallelElements / std::max<int64_t>(1, rows * k)),
-                      [&](int64_t c0, int64_t c1) {
-                        ForEachSequence(offsets, [&](int64_t, int64_t b, int64_t e) {
-                          for (int64_t t = b; t < e; ++t) {
-                            const T* gr = dout + t * d;
-                            for (int64_t w = 0, n = std::min(k, e - t); w < n; ++w) {
-                              const T* xr = x + (t + w) * d;
-                              T* dr = df + w * d;
-                              for (int64_t j = c0; j < c1; ++j) dr[j] += xr[j] * gr[j];
-                            }
-                          }
-                        });
-                      });
+          // Every row adds into the same K x D sums: each slice of the sequences sums into its own partial sums (the
+          // first into Filter@GRAD itself), added up at the end. (Splitting the columns over the threads instead
+          // measured slower with 2 threads than with 1: 1.1 against 0.42 ms for [4077, 512], K = 3.)
+          const int slices = SequenceSlices(offsets, k * d);
+          std::vector<T> partial((slices - 1) * k * d, T(0));
+          ParallelForEachSequenceSlice(offsets, slices, [&](int p, int64_t, int64_t b, int64_t e) {
+            T* sums = p == 0 ? df : partial.data() + (p - 1) * k * d;
+            for (int64_t t = b; t < e; ++t) {
+              const T* gr = dout + t * d;
+              for (int64_t w = 0, n = std::min(k, e - t); w < n; ++w) {
+                const T* xr = x + (t + w) * d;
+                T* dr = sums + w * d;
+                for (int64_t j = 0; j < d; ++j) dr[j] += xr[j] * gr[j];
+              }
+            }
+          });
+          for (int p = 1; p < slices; ++p)
+            for (int64_t i = 0; i < k * d; ++i) df[i] += partial[(p - 1) * k * d + i];
         }
       });
 }

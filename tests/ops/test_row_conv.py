@@ -45,7 +45,16 @@ def test_padded_batch_without_lod():
     t.check_grad(["X", "Filter"], "Out", max_relative_error=1e-6)
 
 
-def test_many_rows_split_over_threads():
+@pytest.fixture
+def two_threads():
+    before = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(2)
+    yield
+    fluid.core.set_num_threads(before)
+
+
+def test_many_rows_split_over_threads(two_threads):
+    # 2 threads: the rows are cut into 2 slices, Filter@GRAD summed per slice and then added up.
     rng = np.random.RandomState(4)
     lens = list(rng.randint(1, 60, 300))
     x, w = rng.uniform(-1, 1, (sum(lens), 64)).astype("float32"), rng.uniform(-1, 1, (3, 64)).astype("float32")
