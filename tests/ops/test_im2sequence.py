@@ -24,12 +24,17 @@ def im2sequence_ref(x, k, s=(1, 1), p=(0, 0, 0, 0), real=None, out_stride=(1, 1)
     return np.array(rows, x.dtype).reshape(-1, c * k[0] * k[1]), [lens]
 
 
-# (shape, kernels, strides, paddings): Fluid's doc case, padding on every side, stride > kernel, 1x1, one image
+# (shape, kernels, strides, paddings): Fluid's doc case, padding on every side, stride > kernel, 1x1, one image,
+# wide kernels with strides and padding, a full-height kw = 1 kernel (narrow kernels, kw < 3, take the kernel's
+# tap-by-tap loops, wider ones its patch-by-patch loops)
 CASES = [((2, 2, 3, 3), (2, 2), (1, 1), (0, 0, 0, 0)),
          ((2, 3, 5, 4), (3, 2), (2, 1), (1, 0, 2, 1)),
          ((3, 1, 7, 6), (2, 2), (3, 3), (0, 1, 0, 1)),
          ((2, 2, 3, 4), (1, 1), (1, 1), (0, 0, 0, 0)),
-         ((1, 2, 4, 5), (4, 5), (1, 1), (0, 0, 0, 0))]
+         ((1, 2, 4, 5), (4, 5), (1, 1), (0, 0, 0, 0)),
+         ((2, 2, 6, 7), (3, 3), (2, 2), (1, 1, 1, 2)),
+         ((2, 2, 5, 6), (5, 1), (1, 2), (0, 2, 1, 1)),
+         ((1, 1, 3, 40), (3, 1), (1, 1), (0, 0, 0, 0))]
 
 
 @pytest.mark.parametrize("shape,k,s,p", CASES)
