@@ -3,13 +3,107 @@ marks where each sequence starts, and works per sequence, never across one's end
 kernels/sequence_*.cc; LoD reading and its checks in kernels/helpers/lod.h. Each section lists its own names."""
 from ..framework import Variable  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
+from .metric_op import _check_dtype  # noqa: F401
 
 __all__ = []
 
 # ---------------------------------------------------------------- pooling and convolution
 # sequence_pool, sequence_first_step, sequence_last_step, sequence_conv
 
-# ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv
+# ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
+__all__ += ["sequence_softmax", "sequence_reverse", "sequence_enumerate", "im2sequence", "row_conv"]
+
+
+def sequence_softmax(input, use_cudnn=False, name=None):
+    """Softmax over the time steps of each sequence (the last LoD level) of `input`, a float32/float64 LoDTensor
+    [N, 1] or [N] (one value per step): Out[b:e] = exp(X[b:e]) / sum(exp(X[b:e])), computed stably. Returns a
+    LoDTensor of `input`'s shape and LoD. `use_cudnn` is accepted and passed to the op (no effect on CPU)."""
+    _check_dtype("sequence_softmax", "input", input, ("float32", "float64"))
+    helper = LayerHelper("sequence_softmax", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op(type="sequence_softmax", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"use_cudnn": bool(use_cudnn)})
+    return out
+
+
+def sequence_reverse(x, name=None):
+    """The rows of each sequence of `x` (a LoDTensor with one LoD level, rank >= 2) in reverse order; the result
+    has `x`'s shape, dtype and LoD. Named `name` when given (as in Fluid 1.8), else a temporary."""
+    _check_dtype("fluid.layers.sequence_reverse", "x", x, ("float32", "float64", "int8", "int32", "int64"))
+    helper = LayerHelper("sequence_reverse", name=name)
+    if name is None:
+        out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    else:
+        out = helper.create_variable(name=name, dtype=x.dtype, persistable=False)
+    helper.append_op(type="sequence_reverse", inputs={"X": [x]}, outputs={"Y": [out]})
+    return out
+
+
+def sequence_enumerate(input, win_size, pad_value=0, name=None):
+    """Every window of `win_size` consecutive ids of each sequence: `input` is an int32/int64 LoDTensor [N, 1] with
+    one LoD level; row t of the result [N, win_size] holds ids t .. t + win_size - 1 of t's sequence, `pad_value`
+    past its end. The result keeps `input`'s LoD and does not take gradients (win_size >= 2, as in Fluid)."""
+    _check_dtype("sequence_enumerate", "input", input, ("int32", "int64"))
+    helper = LayerHelper("sequence_enumerate", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op(type="sequence_enumerate", inputs={"X": [input]}, outputs={"Out": [out]},
+                     attrs={"win_size": win_size, "pad_value": pad_value})
+    return out
+
+
+def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None, out_stride=1, name=None):
+    """Each image of `input` (float32/float64 NCHW) becomes one sequence of its filter_size patches, scanned row by
+    row: the result is a LoDTensor [N * out_h * out_w, C * kh * kw] with one sequence per image, where
+    out_h = (H + up + down - kh) // stride_h + 1 (likewise out_w). `filter_size` and `stride` are ints or
+    [h, w]; `padding` an int, [h, w] (meaning [h, w, h, w]) or [up, left, down, right].
+
+    `input_image_size` (a [N, 2] Variable of real (height, width) per image, for batch inference) makes image n
+    yield only the patches of its real size divided (rounding up) by `out_stride`, an int or [h, w]; as in Fluid it
+    takes effect when the batch holds more than one image."""
+    _check_dtype("im2sequence", "input", input, ("float32", "float64"))
+    if len(input.shape) != 4:
+        raise ValueError("im2sequence: input %s must be 4-D [N, C, H, W], got shape %s"
+                         % (input.name, list(input.shape)))
+
+    def pair(arg, v):
+        v = [v, v] if isinstance(v, int) else [int(e) for e in v]
+        if len(v) != 2:
+            raise ValueError("im2sequence: %s must be an int or a list of 2 ints, got %r" % (arg, v))
+        return v
+
+    padding = [padding, padding] if isinstance(padding, int) else [int(p) for p in padding]
+    if len(padding) == 2:
+        padding = padding * 2
+    if len(padding) != 4:
+        raise ValueError("im2sequence: padding must be an int, [h, w] or [up, left, down, right], got %r" % (padding,))
+    inputs = {"X": [input]}
+    attrs = {"kernels": pair("filter_size", filter_size), "strides": pair("stride", stride), "paddings": padding}
+    if input_image_size is not None:
+        inputs["Y"] = [input_image_size]
+        attrs["out_stride"] = pair("out_stride", out_stride)
+    helper = LayerHelper("im2sequence", name=name)
+    out = helper.create_variable_for_type_inference(dtype=input.dtype)
+    out.desc.set_lod_level(1)  # one sequence per image (Fluid's InferShape sets it at build time)
+    helper.append_op(type="im2sequence", inputs=inputs, outputs={"Out": [out]}, attrs=attrs)
+    return out
+
+
+def row_conv(input, future_context_size, param_attr=None, act=None):
+    """Lookahead (row) convolution of DeepSpeech2: out[t] = sum over i = 0 .. future_context_size of
+    input[t + i] * W[i] (elementwise), within t's sequence. `input` is a float LoDTensor [T, D] or a padded batch
+    [B, T, D] without LoD; W is the parameter ``row_conv_N.w_0`` of shape [future_context_size + 1, D] (Xavier
+    initialised unless `param_attr` says otherwise). `act` is applied to the result."""
+    _check_dtype("row_conv", "input", input, ("float32", "float64"))
+    if len(input.shape) not in (2, 3) or input.shape[-1] < 0:
+        raise ValueError("row_conv: input %s must be [T, D] or [B, T, D] with D known, got shape %s"
+                         % (input.name, list(input.shape)))
+    helper = LayerHelper("row_conv", input=input, param_attr=param_attr, act=act)
+    filter_param = helper.create_parameter(attr=helper.param_attr, shape=[future_context_size + 1, input.shape[-1]],
+                                           dtype=input.dtype)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op(type="row_conv", inputs={"X": [input], "Filter": [filter_param]}, outputs={"Out": [out]})
+    return helper.append_activation(out)
+
 
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 # Ops in kernels/sequence_expand.cc, sequence_concat.cc, sequence_reshape.cc, sequence_slice.cc, sequence_pad.cc and
