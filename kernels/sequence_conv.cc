@@ -18,6 +18,7 @@
 
 #include "helpers/blas.h"
 #include "helpers/lod.h"
+#include "profiler.h"
 #include "thread_pool.h"
 
 namespace fl {
@@ -127,7 +128,11 @@ const auto kSequenceConv = [](const ExecutionContext& ctx, auto tag) {
   const int64_t rows = x.dims()[0], d = x.dims()[1], m = filter.dims()[1], k = c.length * d;
   Tensor col;
   T* cd = Workspace<T>(&col, rows, k, ctx.place());
-  BuildContext<T>(c, offsets, x.data<T>(), pad ? pad->data<T>() : nullptr, d, cd);
+  {
+    RecordEvent ev("sequence_conv::context", "Operator");
+    BuildContext<T>(c, offsets, x.data<T>(), pad ? pad->data<T>() : nullptr, d, cd);
+  }
+  RecordEvent ev("sequence_conv::gemm", "Operator");
   blas::Gemm<T>(false, false, rows, m, k, T(1), cd, filter.data<T>(), T(0), ctx.Alloc<T>("Out"));
 };
 
@@ -152,8 +157,12 @@ const auto kSequenceConvGrad = [](const ExecutionContext& ctx, auto tag) {
   if (dx || (dpad && c.trainable)) {
     Tensor dcol_t;
     T* dcol = Workspace<T>(&dcol_t, rows, k, ctx.place());
-    blas::Gemm<T>(false, true, rows, k, m, T(1), g, filter.data<T>(), T(0), dcol);
+    {
+      RecordEvent ev("sequence_conv_grad::dcol_gemm", "Operator");
+      blas::Gemm<T>(false, true, rows, k, m, T(1), g, filter.data<T>(), T(0), dcol);
+    }
     if (dx) {
+      RecordEvent ev("sequence_conv_grad::dx", "Operator");
       dx->Resize(x.dims());
       T* dxd = dx->mutable_data<T>(ctx.place());
       ParallelFor(sequences, ContextGrain(rows, sequences, k), [&](int64_t s0, int64_t s1) {
@@ -195,7 +204,11 @@ const auto kSequenceConvGrad = [](const ExecutionContext& ctx, auto tag) {
     const Tensor* pad = c.trainable ? &ctx.Input("PaddingData") : nullptr;
     Tensor col;
     T* cd = Workspace<T>(&col, rows, k, ctx.place());
-    BuildContext<T>(c, offsets, x.data<T>(), pad ? pad->data<T>() : nullptr, d, cd);
+    {
+      RecordEvent ev("sequence_conv_grad::context", "Operator");
+      BuildContext<T>(c, offsets, x.data<T>(), pad ? pad->data<T>() : nullptr, d, cd);
+    }
+    RecordEvent ev("sequence_conv_grad::filter_gemm", "Operator");
     dfilter->Resize(filter.dims());
     blas::Gemm<T>(true, false, k, m, rows, T(1), cd, g, T(0), dfilter->mutable_data<T>(ctx.place()));
   }

@@ -92,6 +92,7 @@ LENGTHS = {
     "empty_sequences": [0, 4, 0, 1],
     "single_sequence": [6],
     "one_element_each": [1, 1, 1],
+    "all_empty": [0, 0],
 }
 
 
