@@ -48,6 +48,12 @@ void InferSequencePool(InferShapeContext& ctx) {
   if (GetPoolType(ctx) == PoolType::kMax) ctx.SetOutput("MaxIndex", out, DType::INT32);
 }
 
+// Sequences per parallel slice: enough rows of `width` elements for a slice to be worth a thread.
+int64_t SequenceGrain(int64_t rows, int64_t sequences, int64_t width) {
+  const int64_t per_sequence = std::max<int64_t>(1, rows / std::max<int64_t>(1, sequences) * width);
+  return std::max<int64_t>(1, kMinParallelElements / per_sequence);
+}
+
 template <typename T>
 void PoolSequence(PoolType type, const T* x, int64_t len, int64_t begin, int64_t w, T pad, T* out, int32_t* index) {
   if (len == 0) {
@@ -117,7 +123,7 @@ const auto kSequencePool = [](const ExecutionContext& ctx, auto tag) {
   }
   const T pad = static_cast<T>(ctx.Attr<float>("pad_value"));
   const T* xd = x.data<T>();
-  ParallelForSequences(offsets, w, [&](int64_t s0, int64_t s1) {
+  ParallelFor(sequences, SequenceGrain(rows, sequences, w), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const int64_t begin = static_cast<int64_t>(offsets[s]), len = static_cast<int64_t>(offsets[s + 1]) - begin;
       PoolSequence<T>(type, xd + begin * w, len, begin, w, pad, o + s * w, index ? index + s * w : nullptr);
@@ -136,7 +142,7 @@ const auto kSequencePoolGrad = [](const ExecutionContext& ctx, auto tag) {
   const std::vector<size_t>& offsets = SequenceOffsets(ctx, "X");
   const Tensor& dout = ctx.Input("Out@GRAD");
   const PoolType type = GetPoolType(ctx);
-  const int64_t sequences = SequenceCount(offsets), w = x.dims().Product(1, x.rank());
+  const int64_t sequences = SequenceCount(offsets), rows = x.dims()[0], w = x.dims().Product(1, x.rank());
   DDim want = x.dims();
   want[0] = sequences;
   FL_ENFORCE(dout.dims() == want, "sequence_pool_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
@@ -156,7 +162,7 @@ const auto kSequencePoolGrad = [](const ExecutionContext& ctx, auto tag) {
   T* d = dx->mutable_data<T>(ctx.place());
   const T* g = dout.data<T>();
   const bool scatter = type == PoolType::kMax || type == PoolType::kFirst || type == PoolType::kLast;
-  ParallelForSequences(offsets, w, [&](int64_t s0, int64_t s1) {
+  ParallelFor(sequences, SequenceGrain(rows, sequences, w), [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const int64_t begin = static_cast<int64_t>(offsets[s]), end = static_cast<int64_t>(offsets[s + 1]);
       const int64_t len = end - begin;
