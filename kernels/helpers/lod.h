@@ -1,12 +1,10 @@
 // Reading LoD in sequence kernels. Every sequence op reads its input's offsets through here, so a missing or
 // malformed LoD is the same clear error everywhere: the op, the slot, the variable and the offsets named.
 #pragma once
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "op_context.h"
-#include "thread_pool.h"
 
 namespace fl {
 
@@ -49,18 +47,6 @@ template <typename Fn>
 void ForEachSequence(const std::vector<size_t>& offsets, Fn fn) {
   for (size_t s = 0; s + 1 < offsets.size(); ++s)
     fn(static_cast<int64_t>(s), static_cast<int64_t>(offsets[s]), static_cast<int64_t>(offsets[s + 1]));
-}
-
-// fn(s0, s1) over slices of the sequences [s0, s1) that `offsets` describes, in parallel over the thread pool when
-// the tensor is large enough: a slice holds about kMinParallelElements elements of rows `width` wide (by the average
-// sequence length), so small batches stay on the calling thread. Kernels that write only their slice's rows need
-// no synchronisation.
-template <typename Fn>
-void ParallelForSequences(const std::vector<size_t>& offsets, int64_t width, Fn fn) {
-  const int64_t n = SequenceCount(offsets);
-  if (n <= 0) return;
-  const int64_t per_sequence = std::max<int64_t>(1, static_cast<int64_t>(offsets.back()) / n * width);
-  ParallelFor(n, std::max<int64_t>(1, kMinParallelElements / per_sequence), fn);
 }
 
 // `lod` with its last level dropped (what a pooling op leaves: one row per last-level sequence).
