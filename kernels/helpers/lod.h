@@ -1,10 +1,12 @@
 // Reading LoD in sequence kernels. Every sequence op reads its input's offsets through here, so a missing or
 // malformed LoD is the same clear error everywhere: the op, the slot, the variable and the offsets named.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 
@@ -47,6 +49,25 @@ template <typename Fn>
 void ForEachSequence(const std::vector<size_t>& offsets, Fn fn) {
   for (size_t s = 0; s + 1 < offsets.size(); ++s)
     fn(static_cast<int64_t>(s), static_cast<int64_t>(offsets[s]), static_cast<int64_t>(offsets[s + 1]));
+}
+
+// ForEachSequence split over the thread pool when the job pays for it (about row_cost elementwise operations per
+// row, so rows * row_cost >= 2 * kMinParallelElements): the rows are cut into equal slices and each slice runs the
+// sequences that start in it, in order (the last slice also those starting at the end: trailing empty sequences).
+// fn must only write what its own sequences own. One long sequence stays on one thread.
+template <typename Fn>
+void ParallelForEachSequence(const std::vector<size_t>& offsets, int64_t row_cost, Fn fn) {
+  const int64_t n = SequenceCount(offsets);
+  if (n <= 0) return;
+  const int64_t rows = static_cast<int64_t>(offsets[n]);
+  const int64_t grain = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row_cost));
+  if (rows < 2 * grain) return ForEachSequence(offsets, fn);
+  const size_t* o = offsets.data();
+  ParallelFor(rows, grain, [&](int64_t b, int64_t e) {
+    const int64_t s0 = std::lower_bound(o, o + n, static_cast<size_t>(b)) - o;
+    const int64_t s1 = e == rows ? n : std::lower_bound(o, o + n, static_cast<size_t>(e)) - o;
+    for (int64_t s = s0; s < s1; ++s) fn(s, static_cast<int64_t>(o[s]), static_cast<int64_t>(o[s + 1]));
+  });
 }
 
 // `lod` with its last level dropped (what a pooling op leaves: one row per last-level sequence).
