@@ -51,23 +51,43 @@ void ForEachSequence(const std::vector<size_t>& offsets, Fn fn) {
     fn(static_cast<int64_t>(s), static_cast<int64_t>(offsets[s]), static_cast<int64_t>(offsets[s + 1]));
 }
 
-// ForEachSequence split over the thread pool when the job pays for it (about row_cost elementwise operations per
-// row, so rows * row_cost >= 2 * kMinParallelElements): the rows are cut into equal slices and each slice runs the
-// sequences that start in it, in order (the last slice also those starting at the end: trailing empty sequences).
-// fn must only write what its own sequences own. One long sequence stays on one thread.
+// How many slices ParallelForEachSequence cuts these sequences into: 1 (all on the caller) unless the job pays for
+// threads, about row_cost elementwise operations per row so that rows * row_cost >= 2 * kMinParallelElements.
+inline int SequenceSlices(const std::vector<size_t>& offsets, int64_t row_cost) {
+  const int64_t n = SequenceCount(offsets);
+  if (n <= 0) return 1;
+  const int64_t grain = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row_cost));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ThreadPool::Instance().Size(), offsets[n] / grain)));
+}
+
+// ForEachSequence split over the thread pool: the rows are cut into `parts` equal slices (SequenceSlices; the caller
+// sizes any per-slice buffers by the same count) and slice p runs the sequences that start in it, in order (the last
+// slice also those starting at the end: trailing empty sequences), as fn(p, s, begin, end). fn must only write what
+// its own sequences own, or per-slice partial results (a sum over all rows: one accumulator per slice). One long
+// sequence stays in one slice.
 template <typename Fn>
-void ParallelForEachSequence(const std::vector<size_t>& offsets, int64_t row_cost, Fn fn) {
+void ParallelForEachSequenceSlice(const std::vector<size_t>& offsets, int parts, Fn fn) {
   const int64_t n = SequenceCount(offsets);
   if (n <= 0) return;
-  const int64_t rows = static_cast<int64_t>(offsets[n]);
-  const int64_t grain = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row_cost));
-  if (rows < 2 * grain) return ForEachSequence(offsets, fn);
+  if (parts <= 1) return ForEachSequence(offsets, [&](int64_t s, int64_t b, int64_t e) { fn(0, s, b, e); });
   const size_t* o = offsets.data();
-  ParallelFor(rows, grain, [&](int64_t b, int64_t e) {
-    const int64_t s0 = std::lower_bound(o, o + n, static_cast<size_t>(b)) - o;
-    const int64_t s1 = e == rows ? n : std::lower_bound(o, o + n, static_cast<size_t>(e)) - o;
-    for (int64_t s = s0; s < s1; ++s) fn(s, static_cast<int64_t>(o[s]), static_cast<int64_t>(o[s + 1]));
+  const int64_t rows = static_cast<int64_t>(o[n]);
+  ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t s0 = std::lower_bound(o, o + n, static_cast<size_t>(rows * p / parts)) - o;
+      const int64_t s1 =
+          p + 1 == parts ? n : std::lower_bound(o, o + n, static_cast<size_t>(rows * (p + 1) / parts)) - o;
+      for (int64_t s = s0; s < s1; ++s)
+        fn(static_cast<int>(p), s, static_cast<int64_t>(o[s]), static_cast<int64_t>(o[s + 1]));
+    }
   });
+}
+
+// ParallelForEachSequence for sequences that write only their own rows: fn(s, begin, end).
+template <typename Fn>
+void ParallelForEachSequence(const std::vector<size_t>& offsets, int64_t row_cost, Fn fn) {
+  ParallelForEachSequenceSlice(offsets, SequenceSlices(offsets, row_cost),
+                               [&](int, int64_t s, int64_t b, int64_t e) { fn(s, b, e); });
 }
 
 // `lod` with its last level dropped (what a pooling op leaves: one row per last-level sequence).
