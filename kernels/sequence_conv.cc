@@ -80,33 +80,25 @@ void InferSequenceConv(InferShapeContext& ctx) {
   ctx.ShareLoD("X", "Out");
 }
 
-// Sequences per parallel slice: about kMinParallelElements context elements each.
-int64_t ContextGrain(int64_t rows, int64_t sequences, int64_t row_width) {
-  const int64_t per_sequence = std::max<int64_t>(1, rows / std::max<int64_t>(1, sequences) * row_width);
-  return std::max<int64_t>(1, kMinParallelElements / per_sequence);
-}
-
 // Col rows of every sequence: X rows, then the padding rows (or zeros) around them.
 template <typename T>
 void BuildContext(const Context& c, const std::vector<size_t>& offsets, const T* x, const T* pad, int64_t d, T* col) {
-  const int64_t sequences = SequenceCount(offsets), k = c.length * d;
+  const int64_t k = c.length * d;
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(T);
-  ParallelFor(sequences, ContextGrain(static_cast<int64_t>(offsets.back()), sequences, k), [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t begin = static_cast<int64_t>(offsets[s]), len = static_cast<int64_t>(offsets[s + 1]) - begin;
-      for (int64_t t = 0; t < len; ++t) {
-        T* row = col + (begin + t) * k;
-        int64_t lo, hi;
-        c.Slots(t, len, &lo, &hi);
-        if (hi > lo) std::memcpy(row + lo * d, x + (begin + t + c.start + lo) * d, (hi - lo) * row_bytes);
-        if (pad) {
-          if (lo > 0) std::memcpy(row, pad + (t + c.start + c.up_pad) * d, lo * row_bytes);
-          if (hi < c.length)
-            std::memcpy(row + hi * d, pad + (c.up_pad + t + c.start + hi - len) * d, (c.length - hi) * row_bytes);
-        } else {
-          std::fill(row, row + lo * d, T(0));
-          std::fill(row + hi * d, row + k, T(0));
-        }
+  ParallelForEachSequence(offsets, k, [&](int64_t, int64_t begin, int64_t end) {
+    const int64_t len = end - begin;
+    for (int64_t t = 0; t < len; ++t) {
+      T* row = col + (begin + t) * k;
+      int64_t lo, hi;
+      c.Slots(t, len, &lo, &hi);
+      if (hi > lo) std::memcpy(row + lo * d, x + (begin + t + c.start + lo) * d, (hi - lo) * row_bytes);
+      if (pad) {
+        if (lo > 0) std::memcpy(row, pad + (t + c.start + c.up_pad) * d, lo * row_bytes);
+        if (hi < c.length)
+          std::memcpy(row + hi * d, pad + (c.up_pad + t + c.start + hi - len) * d, (c.length - hi) * row_bytes);
+      } else {
+        std::fill(row, row + lo * d, T(0));
+        std::fill(row + hi * d, row + k, T(0));
       }
     }
   });
@@ -147,7 +139,6 @@ const auto kSequenceConvGrad = [](const ExecutionContext& ctx, auto tag) {
   Tensor* dfilter = ctx.OutputOrNull("Filter@GRAD");
   Tensor* dpad = ctx.OutputOrNull("PaddingData@GRAD");
   const int64_t rows = x.dims()[0], d = x.dims()[1], m = filter.dims()[1], k = c.length * d;
-  const int64_t sequences = SequenceCount(offsets);
   const T* g = dout.data<T>();
   if (dpad) {  // zeros unless trainable padding receives something below
     dpad->Resize(ctx.Input("PaddingData").dims());
@@ -165,18 +156,16 @@ const auto kSequenceConvGrad = [](const ExecutionContext& ctx, auto tag) {
       RecordEvent ev("sequence_conv_grad::dx", "Operator");
       dx->Resize(x.dims());
       T* dxd = dx->mutable_data<T>(ctx.place());
-      ParallelFor(sequences, ContextGrain(rows, sequences, k), [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) {
-          const int64_t begin = static_cast<int64_t>(offsets[s]), len = static_cast<int64_t>(offsets[s + 1]) - begin;
-          T* dseq = dxd + begin * d;
-          std::fill(dseq, dseq + len * d, T(0));
-          for (int64_t t = 0; t < len; ++t) {  // slots [lo, hi) of row t came from consecutive rows of X
-            int64_t lo, hi;
-            c.Slots(t, len, &lo, &hi);
-            const T* src = dcol + (begin + t) * k + lo * d;
-            T* dst = dseq + (t + c.start + lo) * d;
-            for (int64_t i = 0, n = (hi - lo) * d; i < n; ++i) dst[i] += src[i];
-          }
+      ParallelForEachSequence(offsets, k, [&](int64_t, int64_t begin, int64_t end) {
+        const int64_t len = end - begin;
+        T* dseq = dxd + begin * d;
+        std::fill(dseq, dseq + len * d, T(0));
+        for (int64_t t = 0; t < len; ++t) {  // slots [lo, hi) of row t came from consecutive rows of X
+          int64_t lo, hi;
+          c.Slots(t, len, &lo, &hi);
+          const T* src = dcol + (begin + t) * k + lo * d;
+          T* dst = dseq + (t + c.start + lo) * d;
+          for (int64_t i = 0, n = (hi - lo) * d; i < n; ++i) dst[i] += src[i];
         }
       });
     }

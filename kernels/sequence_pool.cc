@@ -48,12 +48,6 @@ void InferSequencePool(InferShapeContext& ctx) {
   if (GetPoolType(ctx) == PoolType::kMax) ctx.SetOutput("MaxIndex", out, DType::INT32);
 }
 
-// Sequences per parallel slice: enough rows of `width` elements for a slice to be worth a thread.
-int64_t SequenceGrain(int64_t rows, int64_t sequences, int64_t width) {
-  const int64_t per_sequence = std::max<int64_t>(1, rows / std::max<int64_t>(1, sequences) * width);
-  return std::max<int64_t>(1, kMinParallelElements / per_sequence);
-}
-
 template <typename T>
 void PoolSequence(PoolType type, const T* x, int64_t len, int64_t begin, int64_t w, T pad, T* out, int32_t* index) {
   if (len == 0) {
@@ -123,11 +117,8 @@ const auto kSequencePool = [](const ExecutionContext& ctx, auto tag) {
   }
   const T pad = static_cast<T>(ctx.Attr<float>("pad_value"));
   const T* xd = x.data<T>();
-  ParallelFor(sequences, SequenceGrain(rows, sequences, w), [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t begin = static_cast<int64_t>(offsets[s]), len = static_cast<int64_t>(offsets[s + 1]) - begin;
-      PoolSequence<T>(type, xd + begin * w, len, begin, w, pad, o + s * w, index ? index + s * w : nullptr);
-    }
+  ParallelForEachSequence(offsets, w, [&](int64_t s, int64_t begin, int64_t end) {
+    PoolSequence<T>(type, xd + begin * w, end - begin, begin, w, pad, o + s * w, index ? index + s * w : nullptr);
   });
 };
 
@@ -142,7 +133,7 @@ const auto kSequencePoolGrad = [](const ExecutionContext& ctx, auto tag) {
   const std::vector<size_t>& offsets = SequenceOffsets(ctx, "X");
   const Tensor& dout = ctx.Input("Out@GRAD");
   const PoolType type = GetPoolType(ctx);
-  const int64_t sequences = SequenceCount(offsets), rows = x.dims()[0], w = x.dims().Product(1, x.rank());
+  const int64_t sequences = SequenceCount(offsets), w = x.dims().Product(1, x.rank());
   DDim want = x.dims();
   want[0] = sequences;
   FL_ENFORCE(dout.dims() == want, "sequence_pool_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
@@ -162,33 +153,30 @@ const auto kSequencePoolGrad = [](const ExecutionContext& ctx, auto tag) {
   T* d = dx->mutable_data<T>(ctx.place());
   const T* g = dout.data<T>();
   const bool scatter = type == PoolType::kMax || type == PoolType::kFirst || type == PoolType::kLast;
-  ParallelFor(sequences, SequenceGrain(rows, sequences, w), [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t begin = static_cast<int64_t>(offsets[s]), end = static_cast<int64_t>(offsets[s + 1]);
-      const int64_t len = end - begin;
-      const T* gs = g + s * w;
-      T* ds = d + begin * w;
-      if (scatter) std::fill(ds, ds + len * w, T(0));
-      if (len == 0) continue;
-      if (type == PoolType::kFirst) {
-        std::memcpy(ds, gs, static_cast<size_t>(w) * sizeof(T));
-      } else if (type == PoolType::kLast) {
-        std::memcpy(ds + (len - 1) * w, gs, static_cast<size_t>(w) * sizeof(T));
-      } else if (type == PoolType::kMax) {
-        const int32_t* is = index + s * w;
-        for (int64_t k = 0; k < w; ++k) {
-          FL_ENFORCE(is[k] >= begin && is[k] < end, "sequence_pool_grad: MaxIndex '", ctx.InputName("MaxIndex"),
-                     "' holds row ", is[k], " at position ", s * w + k, ", outside sequence ", s, "'s rows [", begin,
-                     ", ", end, ") of X '", ctx.InputName("X"), "' LoD ", x.LoDString());
-          d[is[k] * w + k] = gs[k];
-        }
-      } else {
-        const T scale = type == PoolType::kAverage ? T(1) / static_cast<T>(len)
-                        : type == PoolType::kSqrt  ? T(1) / std::sqrt(static_cast<T>(len))
-                                                   : T(1);
-        for (int64_t r = 0; r < len; ++r)
-          for (int64_t k = 0; k < w; ++k) ds[r * w + k] = gs[k] * scale;
+  ParallelForEachSequence(offsets, w, [&](int64_t s, int64_t begin, int64_t end) {
+    const int64_t len = end - begin;
+    const T* gs = g + s * w;
+    T* ds = d + begin * w;
+    if (scatter) std::fill(ds, ds + len * w, T(0));
+    if (len == 0) return;
+    if (type == PoolType::kFirst) {
+      std::memcpy(ds, gs, static_cast<size_t>(w) * sizeof(T));
+    } else if (type == PoolType::kLast) {
+      std::memcpy(ds + (len - 1) * w, gs, static_cast<size_t>(w) * sizeof(T));
+    } else if (type == PoolType::kMax) {
+      const int32_t* is = index + s * w;
+      for (int64_t k = 0; k < w; ++k) {
+        FL_ENFORCE(is[k] >= begin && is[k] < end, "sequence_pool_grad: MaxIndex '", ctx.InputName("MaxIndex"),
+                   "' holds row ", is[k], " at position ", s * w + k, ", outside sequence ", s, "'s rows [", begin,
+                   ", ", end, ") of X '", ctx.InputName("X"), "' LoD ", x.LoDString());
+        d[is[k] * w + k] = gs[k];
       }
+    } else {
+      const T scale = type == PoolType::kAverage ? T(1) / static_cast<T>(len)
+                      : type == PoolType::kSqrt  ? T(1) / std::sqrt(static_cast<T>(len))
+                                                 : T(1);
+      for (int64_t r = 0; r < len; ++r)
+        for (int64_t k = 0; k < w; ++k) ds[r * w + k] = gs[k] * scale;
     }
   });
 };

@@ -275,3 +275,63 @@ def test_run_time_errors():
     got, = exe.run(main, feed={"x": (np.ones((5, 3), "float32"), [[2, 3]]), "w": np.ones((9, 4), "float32")},
                    fetch_list=[out])
     np.testing.assert_array_equal(got[:, 0], [6, 6, 6, 9, 6])
+
+
+@pytest.fixture
+def two_threads():
+    saved = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(2)
+    yield
+    fluid.core.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("trainable", [False, True])
+def test_large_batch_split_over_threads(trainable, two_threads):
+    # 64 sequences of 0-100 rows x 32 channels, window of 4: the context matrix and X@GRAD split over two threads.
+    # The gradients against their closed forms per sequence: X@GRAD[r] = sum of dCol blocks that read row r,
+    # Filter@GRAD = Col^T dOut, PaddingData@GRAD = sum of dCol blocks that read each padding row.
+    lens = list(np.random.RandomState(4).randint(0, 101, size=64))
+    start, length, d, m = -2, 4, 32, 8
+    x = rng.uniform(-1, 1, (sum(lens), d))
+    w = rng.uniform(-1, 1, (length * d, m))
+    pad = rng.uniform(-1, 1, (sum(pads(start, length)), d)) if trainable else None
+    dout = rng.uniform(-1, 1, (sum(lens), m))
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data("x", shape=[d], dtype="float64", lod_level=1)
+        wv = fluid.layers.data("w", shape=[length * d, m], dtype="float64", append_batch_size=False)
+        gv = fluid.layers.data("g", shape=[m], dtype="float64")
+        ins = {"X": [xv], "Filter": [wv]}
+        wrt = [xv, wv]
+        if trainable:
+            pv = fluid.layers.data("p", shape=list(pad.shape), dtype="float64", append_batch_size=False)
+            ins["PaddingData"] = [pv]
+            wrt.append(pv)
+        for v in wrt:
+            v.stop_gradient = False
+        out = main.global_block().create_var(name="out", dtype="float64")
+        main.global_block().append_op(type="sequence_conv", inputs=ins, outputs={"Out": [out]},
+                                      attrs={"contextStart": start, "contextLength": length,
+                                             "paddingTrainable": trainable})
+        grads = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, gv))], wrt)
+    feed = {"x": (x, [lens]), "w": w, "g": dout}
+    if trainable:
+        feed["p"] = pad
+    got = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out] + grads)
+    col = np_context(x, lens, start, length, pad)
+    np.testing.assert_allclose(got[0], col @ w, rtol=1e-12, atol=1e-12)
+    dcol = dout @ w.T
+    dx, dpad = np.zeros_like(x), None if pad is None else np.zeros_like(pad)
+    up, _ = pads(start, length)
+    for b, n in zip(offsets(lens), lens):
+        for t in range(n):
+            for j in range(length):
+                r, block = t + start + j, dcol[b + t, j * d:(j + 1) * d]
+                if 0 <= r < n:
+                    dx[b + r] += block
+                elif dpad is not None:
+                    dpad[r + up if r < 0 else up + r - n] += block
+    np.testing.assert_allclose(got[1], dx, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got[2], col.T @ dout, rtol=1e-10, atol=1e-10)
+    if trainable:
+        np.testing.assert_allclose(got[3], dpad, rtol=1e-10, atol=1e-10)

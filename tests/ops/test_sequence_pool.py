@@ -250,3 +250,49 @@ def test_grad_op_checks_its_inputs():
         exe.run(main, feed=dict(feed, idx=np.array([[0, 2], [2, 2]], "int32")), fetch_list=[dx])
     got, = exe.run(main, feed=dict(feed, idx=np.array([[1, 0], [2, 2]], "int32")), fetch_list=[dx])
     np.testing.assert_array_equal(got, [[0, 1], [1, 0], [1, 1]])
+
+
+@pytest.fixture
+def two_threads():
+    saved = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(2)
+    yield
+    fluid.core.set_num_threads(saved)
+
+
+def np_pool_grad(x, lens, pooltype, dout):
+    """d(sum(Out * dout))/dX, sequence by sequence."""
+    off, dx = offsets(lens), np.zeros_like(x)
+    _, index = np_pool(x, lens, pooltype)
+    for s, n in enumerate(lens):
+        if n == 0:
+            continue
+        rows = slice(off[s], off[s + 1])
+        if pooltype in ("SUM", "AVERAGE", "SQRT"):
+            dx[rows] = dout[s] / {"SUM": 1.0, "AVERAGE": n, "SQRT": np.sqrt(n)}[pooltype]
+        elif pooltype == "FIRST":
+            dx[off[s]] = dout[s]
+        elif pooltype == "LAST":
+            dx[off[s + 1] - 1] = dout[s]
+        else:
+            for k in range(x.shape[1]):
+                dx[index[s, k], k] = dout[s, k]
+    return dx
+
+
+@pytest.mark.parametrize("pooltype", TYPES)
+def test_large_batch_split_over_threads(pooltype, two_threads):
+    # 64 sequences of 0-120 rows x 64: enough elements for the kernels to split the sequences over two threads
+    lens = list(np.random.RandomState(3).randint(0, 121, size=64))
+    x = rng.uniform(-1, 1, (sum(lens), 64))
+    dout = rng.uniform(-1, 1, (64, 64))
+    pool_test(x, lens, pooltype).check_output()
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        v = fluid.layers.data("x", shape=[64], dtype="float64", lod_level=1)
+        w = fluid.layers.data("w", shape=[64], dtype="float64")
+        v.stop_gradient = False
+        out = fluid.layers.sequence_pool(v, pooltype)
+        gx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, w))], [v])
+    got, = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": (x, [lens]), "w": dout}, fetch_list=[gx])
+    np.testing.assert_allclose(got, np_pool_grad(x, lens, pooltype, dout), rtol=1e-12, atol=1e-12)
