@@ -3,6 +3,7 @@ marks where each sequence starts, and works per sequence, never across one's end
 kernels/sequence_*.cc; LoD reading and its checks in kernels/helpers/lod.h. Each section lists its own names."""
 from ..framework import Variable  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
+from .metric_op import _check_dtype  # noqa: F401
 
 __all__ = []
 
@@ -13,21 +14,11 @@ __all__ += ["sequence_pool", "sequence_first_step", "sequence_last_step", "seque
 _POOL_TYPES = ("average", "sum", "sqrt", "max", "last", "first")
 
 
-def _pool_conv_input(layer, input):
-    """Build-time checks of the pooling and convolution layers' input: a float32/float64 Variable."""
-    from ..framework import dtype_to_str
-    if not isinstance(input, Variable):
-        raise TypeError("%s: 'input' must be a Variable, got %s" % (layer, type(input).__name__))
-    if dtype_to_str(input.dtype) not in ("float32", "float64"):
-        raise TypeError("%s: input '%s' must be float32 or float64, got %s"
-                        % (layer, input.name, dtype_to_str(input.dtype)))
-
-
 def sequence_pool(input, pool_type, is_test=False, pad_value=0.0):
     """One row per sequence of ``input``'s last LoD level: ``pool_type`` "average", "sum", "sqrt" (sum divided by
     the square root of the length), "max", "last" or "first" (any case). An empty sequence gives ``pad_value``.
     A 2-level input pools its last level; the result keeps the first level as its LoD."""
-    _pool_conv_input("sequence_pool", input)
+    _check_dtype("sequence_pool", "input", input, ("float32", "float64"))
     if not isinstance(pool_type, str) or pool_type.lower() not in _POOL_TYPES:
         raise ValueError("sequence_pool: pool_type must be one of %s (any case), got %r"
                          % (", ".join(_POOL_TYPES), pool_type))
@@ -50,7 +41,7 @@ def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=Tr
     filter ``<name>.w_0`` [filter_size * D, num_filters]; then the bias ``<name>.b_0`` [num_filters] and ``act``.
     ``padding_start`` defaults to -(filter_size // 2) (centred); ``filter_stride`` must be 1. ``padding`` is
     accepted and has no effect, as in Fluid 1.8 (the padding is always zeros: no trainable PaddingData)."""
-    _pool_conv_input("sequence_conv", input)
+    _check_dtype("sequence_conv", "input", input, ("float32", "float64"))
     if len(input.shape) != 2:
         raise ValueError("sequence_conv: input '%s' must be 2-D [T, D], got shape %s" % (input.name, list(input.shape)))
     if input.shape[1] is None or input.shape[1] < 1:
@@ -79,16 +70,16 @@ def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=Tr
 
 def sequence_first_step(input):
     """The first row of each sequence: ``sequence_pool(input, "first")``."""
-    _pool_conv_input("sequence_first_step", input)
+    _check_dtype("sequence_first_step", "input", input, ("float32", "float64"))
     return sequence_pool(input=input, pool_type="first")
 
 
 def sequence_last_step(input):
     """The last row of each sequence: ``sequence_pool(input, "last")``."""
-    _pool_conv_input("sequence_last_step", input)
+    _check_dtype("sequence_last_step", "input", input, ("float32", "float64"))
     return sequence_pool(input=input, pool_type="last")
 
-# ------------------------------------------------------------ softmax, reverse, enumerate, erase, im2sequence, row_conv
+# ---------------------------------------------------------------- softmax, reverse, enumerate, erase, im2sequence, row_conv  # noqa: E501
 
 # ---------------------------------------------------------------- expansion, concat, reshape, slice, pad, mask
 
