@@ -1,5 +1,6 @@
 """Benchmark conv models: LeNet learns a synthetic 10-class image task; lenet, resnet_small and vgg_small
-build, run, and agree with their PyTorch references (same initial weights) over the first steps."""
+build, run, and agree with their PyTorch references (same initial weights) over the first steps; so does text_cnn,
+the sequence convolution net on LoD ids, against its padded-batch Conv1d reference."""
 import numpy as np
 import pytest
 
@@ -125,7 +126,7 @@ def test_first_steps_agree_with_torch(name, batch):
         np.testing.assert_allclose(mean, bn.running_mean.numpy(), **tol)
 
 
-@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["lenet", "resnet_small", "vgg_small", "lstm", "mobilenet_v2", "text_cnn"])
 def test_new_models_are_listed_with_a_torch_reference_only(name):
     from fluidlite.bench import reference
     assert name in models.MODELS
@@ -158,3 +159,37 @@ def test_eager_deletion_changes_no_result(name, batch, monkeypatch):
     for a, b in zip(losses["-1"], losses["0"]):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(losses["0"][0], losses["0"][2])  # the steps trained: later losses differ
+
+
+# ------------------------------------------------------------------ text_cnn: sequence convolutions on LoD ids
+
+def test_text_cnn_builds_steps_and_feeds_one_lod_batch():
+    mod = models.load("text_cnn")
+    built, step, params, feed, _ = _run(mod, 16)
+    words = feed["words"]
+    lens, = words.recursive_sequence_lengths()
+    assert len(lens) == 16 and min(lens) >= mod.MIN_LEN and max(lens) <= mod.MAX_LEN
+    assert np.array(words).shape == (sum(lens), 1) and feed["label"].shape == (16, 1)
+    ops = [op.type for op in built.main.global_block().ops]
+    for t in ("sequence_conv", "sequence_pool", "sequence_conv_grad", "sequence_pool_grad"):
+        assert ops.count(t) == 2, (t, ops)
+    assert "sequence_pad" not in ops and ops.count("adagrad") == 8  # table, 2 x (filter, bias), fc w_0, w_1, b_0
+    assert params["sequence_conv_0.w_0"].shape == (3 * 128, 128) and params["sequence_conv_1.w_0"].shape == (512, 128)
+    losses = [step() for _ in range(3)]
+    assert abs(losses[0] - np.log(mod.NUM_CLASSES)) < 0.5  # near chance at initialisation
+    assert losses[2] < losses[0]  # the same batch three times: Adagrad lowers its loss
+
+
+def test_text_cnn_first_steps_agree_with_padded_conv1d():
+    pytest.importorskip("torch")
+    from fluidlite.bench import reference
+    mod = models.load("text_cnn")
+    built, step, params, feed, _ = _run(mod, 64)
+    ref = mod.reference_torch(params, reference.plain_feed(feed))
+    assert tuple(ref.words.shape) == (64, max(feed["words"].recursive_sequence_lengths()[0]))
+    # step 1: the initial weights; steps 2-3: after Adagrad's updates (sparse for the table in both)
+    ours = [step() for _ in range(3)]
+    theirs = [float(ref.step()) for _ in range(3)]
+    np.testing.assert_allclose(ours[0], theirs[0], **mod.TOLERANCE)
+    np.testing.assert_allclose(ours[1:], theirs[1:], rtol=2e-3, atol=1e-4)
+    assert abs(ours[2] - ours[0]) > 1e-3  # the later steps compare updated weights, not the initial ones

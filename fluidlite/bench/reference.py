@@ -6,7 +6,8 @@ A model module provides its reference implementations as functions named ``refer
     def reference_torch(params, feed): ...
 
 ``params`` maps fluidlite's parameter names to numpy arrays read from the scope right after the startup
-program ran (so every framework starts from the same weights), ``feed`` is the batch fluidlite is fed.
+program ran (so every framework starts from the same weights), ``feed`` is the batch fluidlite is fed: numpy
+arrays, and for LoD inputs ``(array, recursive_seq_lens)`` pairs (``plain_feed``).
 ``step()`` runs one training (or inference) step and returns what fluidlite's first fetch returns, so
 the first step of each framework can be checked against fluidlite's before anything is timed. A model
 may set ``TOLERANCE = {"rtol": ..., "atol": ...}`` for that check (default below).
@@ -64,9 +65,26 @@ def tolerance(model_module):
     return dict(getattr(model_module, "TOLERANCE", DEFAULT_TOLERANCE))
 
 
+def plain_feed(feed):
+    """A model's feed as the references take it: copies of its arrays, and each LoDTensor (or ``(array, lengths)``
+    pair) as an ``(array, recursive_seq_lens)`` pair, so that a reference can pad or pack the sequences."""
+    from fluidlite import core
+
+    def plain(v):
+        if isinstance(v, core.LoDTensor):
+            return np.array(v), [list(level) for level in v.recursive_sequence_lengths()]
+        if isinstance(v, tuple):
+            return np.array(v[0], copy=True), [list(level) for level in v[1]]
+        return np.array(v, copy=True)
+    return {k: plain(v) for k, v in feed.items()}
+
+
 def perturbed(params, feed, factor=PERTURB_FACTOR):
-    """Copies of params and feed with every float array scaled by `factor` (test hook)."""
+    """Copies of params and feed with every float array scaled by `factor` (test hook); a feed's LoD pairs keep
+    their lengths."""
     def scale(a):
+        if isinstance(a, tuple):
+            return scale(a[0]), a[1]
         a = np.asarray(a)
         return a * a.dtype.type(factor) if a.dtype.kind == "f" else a.copy()
     return {k: scale(v) for k, v in params.items()}, {k: scale(v) for k, v in feed.items()}
