@@ -225,9 +225,10 @@ _GENRES = ["Animation", "Children's", "Comedy", "Drama", "Action", "Thriller"]
 _TITLE_WORDS = ["Toy", "Story", "Jumanji", "Heat", "The", "Night", "City", "Lost"]
 
 
-def install_movielens(data_home, n_users=8, n_movies=10, n_ratings=60, monkeypatch=None, seed=0):
+def install_movielens(data_home, n_users=8, n_movies=10, n_ratings=60, monkeypatch=None, seed=0, rate=None):
     """Write ml-1m.zip with ml-1m/{movies,users,ratings}.dat ('::'-separated, latin-1). Returns
-    {"movies": [(id, title, [genres])], "users": [(id, gender, age, job)], "ratings": [(uid, mid, r)]}."""
+    {"movies": [(id, title, [genres])], "users": [(id, gender, age, job)], "ratings": [(uid, mid, r)]}.
+    Ratings are drawn uniformly from 1-5, or are rate(user id, movie id) (a pattern a model can learn)."""
     folder = _folder(data_home, "movielens", monkeypatch)
     rng = np.random.default_rng(seed)
     movies = []
@@ -238,6 +239,8 @@ def install_movielens(data_home, n_users=8, n_movies=10, n_ratings=60, monkeypat
     users = [(u, "MF"[u % 2], movielens.age_table[u % 7], u % 21) for u in range(1, n_users + 1)]
     ratings = [(int(rng.integers(1, n_users + 1)), movies[int(rng.integers(0, n_movies))][0],
                 int(rng.integers(1, 6))) for _ in range(n_ratings)]
+    if rate is not None:
+        ratings = [(u, m, int(rate(u, m))) for u, m, _ in ratings]
     path = os.path.join(folder, "ml-1m.zip")
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("ml-1m/movies.dat", "".join("%d::%s (199%d)::%s\n" % (m, t, m % 10, "|".join(g))
