@@ -12,3 +12,61 @@ __all__ = []
 # ---------------------------------------------------------------- GRU: dynamic_gru, gru_unit
 
 # ---------------------------------------------------------------- CRF: linear_chain_crf, crf_decoding, chunk_eval
+# The ops are kernels/linear_chain_crf.cc, crf_decoding.cc and chunk_eval.cc (their shared checks: helpers/crf.h).
+# Each takes a LoDTensor (the sequences are its last LoD level) or, given a length, a padded [N, L, ...] tensor.
+
+__all__ += ["linear_chain_crf"]
+
+
+def _crf_check(layer, arg, v, dtypes):
+    """TypeError unless `v` is a Variable of one of `dtypes` (names); its dtype name."""
+    from ..framework import dtype_to_str
+    if not isinstance(v, Variable):
+        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, arg, type(v).__name__))
+    name = dtype_to_str(v.dtype)
+    if name not in dtypes:
+        raise TypeError("%s: '%s' (%s) must be %s, got %s" % (layer, arg, v.name, " or ".join(dtypes), name))
+    return name
+
+
+def _crf_tags(layer, input, length):
+    """The tag count D of an emission [T, D] (LoD form) or [N, L, D] (padded: a length is given)."""
+    rank = 2 if length is None else 3
+    if len(input.shape) != rank:
+        raise ValueError("%s: input %s must have rank %d (%s), got shape %s" % (
+            layer, input.name, rank, "[T, D], a LoDTensor" if length is None else "[N, L, D], padded with length",
+            list(input.shape)))
+    if input.shape[-1] <= 0:
+        raise ValueError("%s: input %s must have a known number of tags (its last dim), got shape %s"
+                         % (layer, input.name, list(input.shape)))
+    return input.shape[-1]
+
+
+def linear_chain_crf(input, label, param_attr=None, length=None):
+    """The negative log-likelihood of each sequence's tags under a linear-chain CRF (Fluid's linear_chain_crf).
+
+    input: the unscaled emission scores, float32 / float64, a LoDTensor [T, D] or, with `length`, padded [N, L, D].
+    label: the true tags, int64 [T, 1] with input's LoD, or [N, L] / [N, L, 1].
+    param_attr: the transition parameter [D + 2, D] (row 0 start weights, row 1 end weights, row 2 + j the weights
+        from tag j to each tag); name it to share it with crf_decoding.
+    length: int64 [N] or [N, 1], the true length of each padded row (the padded form).
+
+    Returns LogLikelihood [S, 1], one row per sequence: log Z - score(label), the negative log-likelihood (0 for an
+    empty sequence); take its mean as the loss.
+    """
+    _crf_check("linear_chain_crf", "input", input, ("float32", "float64"))
+    _crf_check("linear_chain_crf", "label", label, ("int64",))
+    if length is not None:
+        _crf_check("linear_chain_crf", "length", length, ("int64",))
+    size = _crf_tags("linear_chain_crf", input, length)
+    helper = LayerHelper("linear_chain_crf", input=input, param_attr=param_attr)
+    transition = helper.create_parameter(attr=helper.param_attr, shape=[size + 2, size], dtype=input.dtype)
+    alpha, emission_exps, transition_exps, log_likelihood = (
+        helper.create_variable_for_type_inference(dtype=input.dtype) for _ in range(4))
+    inputs = {"Emission": [input], "Transition": [transition], "Label": [label]}
+    if length is not None:
+        inputs["Length"] = [length]
+    helper.append_op(type="linear_chain_crf", inputs=inputs,
+                     outputs={"Alpha": [alpha], "EmissionExps": [emission_exps], "TransitionExps": [transition_exps],
+                              "LogLikelihood": [log_likelihood]})
+    return log_likelihood
