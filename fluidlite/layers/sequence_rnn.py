@@ -15,7 +15,7 @@ __all__ = []
 # The ops are kernels/linear_chain_crf.cc, crf_decoding.cc and chunk_eval.cc (their shared checks: helpers/crf.h).
 # Each takes a LoDTensor (the sequences are its last LoD level) or, given a length, a padded [N, L, ...] tensor.
 
-__all__ += ["linear_chain_crf"]
+__all__ += ["linear_chain_crf", "crf_decoding"]
 
 
 def _crf_check(layer, arg, v, dtypes):
@@ -70,3 +70,42 @@ def linear_chain_crf(input, label, param_attr=None, length=None):
                      outputs={"Alpha": [alpha], "EmissionExps": [emission_exps], "TransitionExps": [transition_exps],
                               "LogLikelihood": [log_likelihood]})
     return log_likelihood
+
+
+def crf_decoding(input, param_attr, label=None, length=None):
+    """The Viterbi path of each sequence under the CRF that linear_chain_crf trained (Fluid's crf_decoding).
+
+    input: the emission scores, float32 / float64, a LoDTensor [T, D] or, with `length`, padded [N, L, D].
+    param_attr: a ParamAttr (or name) naming the transition parameter linear_chain_crf created, e.g.
+        fluid.ParamAttr(name='crfw'); it must already exist in the main program.
+    label: int64 tags like linear_chain_crf's; given, the result is 1 where the decoded tag equals it, else 0.
+    length: int64 [N] or [N, 1], the true length of each padded row (the padded form).
+
+    Returns ViterbiPath, int64 [T, 1] with input's LoD (or [N, L], padding positions 0).
+    """
+    from ..framework import Parameter, VarType
+    from ..param_attr import ParamAttr
+    _crf_check("crf_decoding", "input", input, ("float32", "float64"))
+    if label is not None:
+        _crf_check("crf_decoding", "label", label, ("int64",))
+    if length is not None:
+        _crf_check("crf_decoding", "length", length, ("int64",))
+    _crf_tags("crf_decoding", input, length)
+    attr = ParamAttr._to_attr(param_attr)
+    if attr is False or attr.name is None:
+        raise ValueError("crf_decoding: param_attr must name the transition parameter that linear_chain_crf created "
+                         "(e.g. fluid.ParamAttr(name='crfw')), got %r" % (param_attr,))
+    helper = LayerHelper("crf_decoding", input=input)
+    block = helper.main_program.global_block()
+    transition = block._find_var(attr.name) if block.has_var(attr.name) else None
+    if not isinstance(transition, Parameter):
+        raise ValueError("crf_decoding: no parameter named '%s' in the main program: create it first with "
+                         "linear_chain_crf(..., param_attr=fluid.ParamAttr(name='%s'))" % (attr.name, attr.name))
+    viterbi_path = helper.create_variable_for_type_inference(dtype=VarType.INT64)
+    inputs = {"Emission": [input], "Transition": [transition]}
+    if label is not None:
+        inputs["Label"] = [label]
+    if length is not None:
+        inputs["Length"] = [length]
+    helper.append_op(type="crf_decoding", inputs=inputs, outputs={"ViterbiPath": [viterbi_path]})
+    return viterbi_path
