@@ -15,7 +15,7 @@ __all__ = []
 # The ops are kernels/linear_chain_crf.cc, crf_decoding.cc and chunk_eval.cc (their shared checks: helpers/crf.h).
 # Each takes a LoDTensor (the sequences are its last LoD level) or, given a length, a padded [N, L, ...] tensor.
 
-__all__ += ["linear_chain_crf", "crf_decoding"]
+__all__ += ["linear_chain_crf", "crf_decoding", "chunk_eval"]
 
 
 def _crf_check(layer, arg, v, dtypes):
@@ -109,3 +109,36 @@ def crf_decoding(input, param_attr, label=None, length=None):
         inputs["Length"] = [length]
     helper.append_op(type="crf_decoding", inputs=inputs, outputs={"ViterbiPath": [viterbi_path]})
     return viterbi_path
+
+
+def chunk_eval(input, label, chunk_scheme, num_chunk_types, excluded_chunk_types=None, seq_length=None):
+    """Precision, recall and F1 of chunk detection (Fluid's chunk_eval), e.g. on crf_decoding's output.
+
+    input / label: int64 tag ids of the same shape and LoD, [T, 1] LoDTensors or padded [N, L] / [N, L, 1] with
+        `seq_length`. An id is chunk_type * num_tag_types + tag_type, with the tag types of `chunk_scheme` ("IOB":
+        B 0, I 1; "IOE": I 0, E 1; "IOBES": B 0, I 1, E 2, S 3; "plain": one), and num_chunk_types * num_tag_types
+        is O (outside every chunk).
+    excluded_chunk_types: chunk types not counted.
+    seq_length: int64 [N] or [N, 1], the length of each padded row.
+
+    Returns (precision, recall, f1_score, num_infer_chunks, num_label_chunks, num_correct_chunks), each [1]: the
+    first three float32, the counts int64 (accumulate the counts with fluid.metrics.ChunkEvaluator).
+    """
+    _crf_check("chunk_eval", "input", input, ("int64",))
+    _crf_check("chunk_eval", "label", label, ("int64",))
+    if seq_length is not None:
+        _crf_check("chunk_eval", "seq_length", seq_length, ("int64",))
+    if chunk_scheme not in ("IOB", "IOE", "IOBES", "plain"):
+        raise ValueError("chunk_eval: chunk_scheme must be 'IOB', 'IOE', 'IOBES' or 'plain', got %r" % (chunk_scheme,))
+    if isinstance(num_chunk_types, bool) or not isinstance(num_chunk_types, int) or num_chunk_types < 0:
+        raise ValueError("chunk_eval: num_chunk_types must be an int >= 0, got %r" % (num_chunk_types,))
+    helper = LayerHelper("chunk_eval", input=input)
+    outs = [helper.create_variable_for_type_inference(dtype=d) for d in ["float32"] * 3 + ["int64"] * 3]
+    inputs = {"Inference": [input], "Label": [label]}
+    if seq_length is not None:
+        inputs["SeqLength"] = [seq_length]
+    slots = ["Precision", "Recall", "F1-Score", "NumInferChunks", "NumLabelChunks", "NumCorrectChunks"]
+    helper.append_op(type="chunk_eval", inputs=inputs, outputs={s: [v] for s, v in zip(slots, outs)},
+                     attrs={"num_chunk_types": num_chunk_types, "chunk_scheme": chunk_scheme,
+                            "excluded_chunk_types": list(excluded_chunk_types or [])})
+    return tuple(outs)
