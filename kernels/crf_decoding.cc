@@ -5,6 +5,7 @@
 // training). Ties go to the smaller tag id, as in Fluid. Padding rows (the Length form) are 0. Parallel over
 // sequences.
 #include <limits>
+#include <utility>
 
 #include "helpers/crf.h"
 #include "helpers/scratch.h"
@@ -23,30 +24,15 @@ void CrfDecodingInferShape(InferShapeContext& ctx) {
 
 // The best path of one sequence x [len, d] into path[0, len). score [2 * d] and track [len * d] are scratch:
 // score holds the best score of a path ending in each tag at the current position, track[k][i] the tag at k - 1 of
-// the best path ending in tag i at k.
+// the best path ending in tag i at k. wm is w's D x D transitions (TileMatrix).
 template <typename T>
-void ViterbiSequence(const T* x, int64_t len, int64_t d, Transitions<T> w, int64_t* path, T* score, int32_t* track) {
+void ViterbiSequence(const T* x, int64_t len, int64_t d, Transitions<T> w, const TileMatrix<T>& wm, int64_t* path,
+                     T* score, int32_t* track) {
   T* cur = score;
   T* next = score + d;
   for (int64_t i = 0; i < d; ++i) cur[i] = w.start()[i] + x[i];
   for (int64_t k = 1; k < len; ++k) {
-    int32_t* tk = track + k * d;
-    for (int64_t i = 0; i < d; ++i) {
-      next[i] = std::numeric_limits<T>::lowest();
-      tk[i] = 0;
-    }
-    // Row by row of the transitions, so the inner loop runs over contiguous memory; the strict > keeps the first
-    // (smallest) j among equal scores.
-    for (int64_t j = 0; j < d; ++j) {
-      const T c = cur[j];
-      const T* row = w.from(j);
-      for (int64_t i = 0; i < d; ++i) {
-        const T s = c + row[i];
-        const bool better = s > next[i];
-        next[i] = better ? s : next[i];
-        tk[i] = better ? static_cast<int32_t>(j) : tk[i];
-      }
-    }
+    VectorMaxPlusMatrix(cur, wm, next, track + k * d);
     const T* xk = x + k * d;
     for (int64_t i = 0; i < d; ++i) next[i] += xk[i];
     std::swap(cur, next);
@@ -76,10 +62,11 @@ const auto kCrfDecoding = [](const ExecutionContext& ctx, auto tag) {
   std::fill(path, path + out->numel(), int64_t(0));
   const T* x = ctx.Input("Emission").data<T>();
   const Transitions<T> w{wt.data<T>(), d};
+  const TileMatrix<T> wm(w.matrix(), d, d, 1, std::numeric_limits<T>::lowest());
   ForEachSpanInParts(spans, SpanParts(spans, d * d), [&](int, int64_t s) {
     const int64_t b = spans.begin[s], len = spans.length[s];
     if (len == 0) return;
-    ViterbiSequence(x + b * d, len, d, w, path + b, Scratch<T>(0, 2 * d), Scratch<int32_t>(1, len * d));
+    ViterbiSequence(x + b * d, len, d, w, wm, path + b, Scratch<T>(0, 2 * d), Scratch<int32_t>(1, len * d));
   });
   if (!has_label) return;
   const int64_t* label = ctx.Input("Label").data<int64_t>();

@@ -61,9 +61,11 @@ T Normalize(T* v, int64_t n, const ExecutionContext& ctx, const char* what, int6
 }
 
 // One sequence, rows [0, len) of x / xe / alpha: fills EmissionExps and Alpha, returns log Z - score(label).
+// wm is exp(w)'s D x D transitions (TileMatrix).
 template <typename T>
 T ForwardSequence(const T* x, const int64_t* label, int64_t len, int64_t d, Transitions<T> w, Transitions<T> we,
-                  T* __restrict xe, T* __restrict alpha, const ExecutionContext& ctx, int64_t seq) {
+                  const TileMatrix<T>& wm, T* __restrict xe, T* __restrict alpha, const ExecutionContext& ctx,
+                  int64_t seq) {
   T log_z = 0;
   for (int64_t k = 0; k < len; ++k) {
     const T* xk = x + k * d;
@@ -74,14 +76,8 @@ T ForwardSequence(const T* x, const int64_t* label, int64_t len, int64_t d, Tran
     for (int64_t i = 0; i < d; ++i) xek[i] = VecExp(xk[i] - m);
     if (k == 0) {
       for (int64_t i = 0; i < d; ++i) ak[i] = we.start()[i] * xek[i];
-    } else {  // ak = (alpha[k-1] @ exp(w)) * xe[k]: row by row of exp(w), so the inner loop is contiguous
-      const T* prev = ak - d;
-      for (int64_t i = 0; i < d; ++i) ak[i] = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        const T pj = prev[j];
-        const T* row = we.from(j);
-        for (int64_t i = 0; i < d; ++i) ak[i] += pj * row[i];
-      }
+    } else {  // ak = (alpha[k-1] @ exp(w)) * xe[k]
+      VectorTimesMatrix(ak - d, wm, ak);
       for (int64_t i = 0; i < d; ++i) ak[i] *= xek[i];
     }
     log_z += m + std::log(Normalize(ak, d, ctx, "forward probabilities", seq, k));
@@ -99,34 +95,35 @@ T ForwardSequence(const T* x, const int64_t* label, int64_t len, int64_t d, Tran
 }
 
 // One sequence of the gradient: dx [len, d] = g * (marginals - one-hot(label)); when dw is given, adds the start,
-// end and pairwise terms into it. beta [len, d] and t [d] are scratch.
+// end and pairwise terms into it. wt is exp(w) transposed, so that exp(w) @ t is t @ wt (VectorTimesMatrix); beta
+// [len, d], norms [2 * len] and t [d] are scratch.
 template <typename T>
-void BackwardSequence(const T* xe, const T* alpha, const int64_t* label, int64_t len, int64_t d, Transitions<T> we, T g,
-                      T* __restrict dx, T* __restrict dw, T* __restrict beta, T* __restrict t,
-                      const ExecutionContext& ctx, int64_t seq) {
+void BackwardSequence(const T* xe, const T* alpha, const int64_t* label, int64_t len, int64_t d, Transitions<T> we,
+                      const TileMatrix<T>& wt, T g, T* __restrict dx, T* __restrict dw, T* __restrict beta,
+                      T* __restrict norms, T* __restrict t, const ExecutionContext& ctx, int64_t seq) {
   // The backward vectors, scaled to sum 1 per row: beta[k][i] ~ sum over the paths from tag i at k to the end.
+  // beta_norm[k] is the scale row k was divided by.
+  T* beta_norm = norms;
   T* bl = beta + (len - 1) * d;
   for (int64_t i = 0; i < d; ++i) bl[i] = we.end()[i];
-  Normalize(bl, d, ctx, "backward probabilities", seq, len - 1);
+  beta_norm[len - 1] = Normalize(bl, d, ctx, "backward probabilities", seq, len - 1);
   for (int64_t k = len - 2; k >= 0; --k) {
     const T* next = beta + (k + 1) * d;
     const T* xn = xe + (k + 1) * d;
     for (int64_t j = 0; j < d; ++j) t[j] = xn[j] * next[j];
     T* bk = beta + k * d;
-    for (int64_t i = 0; i < d; ++i) {
-      const T* row = we.from(i);
-      T s = 0;
-      for (int64_t j = 0; j < d; ++j) s += row[j] * t[j];
-      bk[i] = s;
-    }
-    Normalize(bk, d, ctx, "backward probabilities", seq, k);
+    VectorTimesMatrix(t, wt, bk);
+    beta_norm[k] = Normalize(bk, d, ctx, "backward probabilities", seq, k);
   }
+  // P(tag i at k) = alpha[k][i] * beta[k][i] / mass[k].
+  T* mass = norms + len;
   for (int64_t k = 0; k < len; ++k) {
     const T* ak = alpha + k * d;
     const T* bk = beta + k * d;
     T* dk = dx + k * d;
     T s = 0;
     for (int64_t i = 0; i < d; ++i) s += ak[i] * bk[i];
+    mass[k] = s;
     const T scale = g / s;
     for (int64_t i = 0; i < d; ++i) dk[i] = ak[i] * bk[i] * scale;
     dk[label[k]] -= g;
@@ -138,21 +135,15 @@ void BackwardSequence(const T* xe, const T* alpha, const int64_t* label, int64_t
     dstart[i] += dx[i];
     dend[i] += dx[(len - 1) * d + i];
   }
-  // P(tag i at k-1, tag j at k) ~ alpha[k-1][i] * exp(w[i][j]) * xe[k][j] * beta[k][j].
+  // P(tag i at k-1, tag j at k) = alpha[k-1][i] * exp(w[i][j]) * t[j] / z with t = xe[k] * beta[k]. Summed over i
+  // and j that is alpha[k-1] . (exp(w) @ t), and exp(w) @ t is the unscaled beta[k-1]: z = mass[k-1] *
+  // beta_norm[k-1], no second pass over the transitions.
   for (int64_t k = 1; k < len; ++k) {
     const T* ap = alpha + (k - 1) * d;
     const T* bk = beta + k * d;
     const T* xk = xe + k * d;
     for (int64_t j = 0; j < d; ++j) t[j] = xk[j] * bk[j];
-    Normalize(t, d, ctx, "backward probabilities", seq, k);
-    T z = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      const T* row = we.from(i);
-      T s = 0;
-      for (int64_t j = 0; j < d; ++j) s += row[j] * t[j];
-      z += ap[i] * s;
-    }
-    const T scale = g / z;
+    const T scale = g / (mass[k - 1] * beta_norm[k - 1]);
     for (int64_t i = 0; i < d; ++i) {
       const T* row = we.from(i);
       T* drow = dw + (i + 2) * d;
@@ -185,10 +176,12 @@ const auto kLinearChainCrf = [](const ExecutionContext& ctx, auto tag) {
   const T* x = et.data<T>();
   const int64_t* label = ctx.Input("Label").data<int64_t>();
   const Transitions<T> tw{w, d}, twe{we, d};
+  const TileMatrix<T> wm(twe.matrix(), d, d, 1, T(0));
   ForEachSpanInParts(spans, SpanParts(spans, d * d), [&](int, int64_t s) {
     const int64_t b = spans.begin[s], len = spans.length[s];
     // An empty sequence has no path: its cost is 0, as in Fluid.
-    ll[s] = len == 0 ? T(0) : ForwardSequence(x + b * d, label + b, len, d, tw, twe, xe + b * d, alpha + b * d, ctx, s);
+    ll[s] =
+        len == 0 ? T(0) : ForwardSequence(x + b * d, label + b, len, d, tw, twe, wm, xe + b * d, alpha + b * d, ctx, s);
   });
 };
 
@@ -208,6 +201,7 @@ const auto kLinearChainCrfGrad = [](const ExecutionContext& ctx, auto tag) {
   const T* alpha = ctx.Input("Alpha").data<T>();
   const int64_t* label = ctx.Input("Label").data<int64_t>();
   const Transitions<T> we{wet.data<T>(), d};
+  const TileMatrix<T> wt(we.matrix(), d, 1, d, T(0));  // exp(w) transposed
   const int parts = SpanParts(spans, d * d);
   const int64_t wsize = wet.numel();
   // Part 0 adds into Transition@GRAD itself, each other part into its own zeroed buffer.
@@ -217,9 +211,10 @@ const auto kLinearChainCrfGrad = [](const ExecutionContext& ctx, auto tag) {
     if (len == 0) return;
     T* beta = Scratch<T>(0, len * d);
     T* t = Scratch<T>(1, d);
+    T* norms = Scratch<T>(3, 2 * len);
     T* dxs = dx ? dx + b * d : Scratch<T>(2, len * d);  // the emission rows are needed for the start / end terms
     T* dws = !dw ? nullptr : part == 0 ? dw : partial.data() + (part - 1) * wsize;
-    BackwardSequence(xe + b * d, alpha + b * d, label + b, len, d, we, g[s], dxs, dws, beta, t, ctx, s);
+    BackwardSequence(xe + b * d, alpha + b * d, label + b, len, d, we, wt, g[s], dxs, dws, beta, norms, t, ctx, s);
   });
   for (int p = 1; dw && p < parts; ++p)
     for (int64_t i = 0; i < wsize; ++i) dw[i] += partial[(p - 1) * wsize + i];

@@ -6,7 +6,10 @@
 // as [rows, width] and each sequence as a run of rows (SequenceSpans).
 #pragma once
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lod.h"
@@ -159,6 +162,95 @@ struct Transitions {
   const T* start() const { return w; }
   const T* end() const { return w + tags; }
   const T* from(int64_t j) const { return w + (j + 2) * tags; }
+  const T* matrix() const { return from(0); }  // the D x D transitions, row j = from(j)
 };
+
+// The recursions below are row vector x matrix products over the D x D transitions (sums for the forward and
+// backward vectors, max-plus for Viterbi). They sweep the matrix rows while a tile of 4 AVX2 registers of outputs
+// (GCC vector types, as in moments.h) stays in registers: each step is one contiguous load and 4 independent
+// updates, so neither memory traffic nor a dependency chain limits it (a per-element loop that loads and stores
+// its outputs on every row ran 1.2-2x slower at D = 59, one register per sweep 1.6x). The matrix is copied once
+// per kernel call with its rows padded to whole tiles, so every tile is full.
+template <typename T>
+struct TileMatrix {
+  typedef T V __attribute__((vector_size(32)));
+  static constexpr int64_t kLanes = 32 / sizeof(T), kTile = 4 * kLanes;
+  int64_t d, stride;
+  std::vector<T> data;
+  // Element (j, i) = m[j * row_step + i * col_step] for i, j in [0, d) (row_step 1, col_step d: the transpose); the
+  // padding columns hold `pad`.
+  TileMatrix(const T* m, int64_t d, int64_t row_step, int64_t col_step, T pad)
+      : d(d), stride((d + kTile - 1) / kTile * kTile), data(d * stride, pad) {
+    for (int64_t j = 0; j < d; ++j)
+      for (int64_t i = 0; i < d; ++i) data[j * stride + i] = m[j * row_step + i * col_step];
+  }
+  const T* row(int64_t j) const { return data.data() + j * stride; }
+  // Stores the outputs i0 .. i0 + kTile of a tile (fewer at the end of the row).
+  template <typename U, typename VU>
+  void Store(const VU* tile, U* out, int64_t i0) const {
+    if (i0 + kTile <= d) {
+      std::memcpy(out + i0, tile, sizeof(VU) * 4);
+    } else {
+      U tmp[kTile];
+      std::memcpy(tmp, tile, sizeof(VU) * 4);
+      std::copy(tmp, tmp + (d - i0), out + i0);
+    }
+  }
+};
+
+// out[i] = sum_j v[j] * m(j, i) for i in [0, d): the row vector v times the matrix.
+template <typename T>
+void VectorTimesMatrix(const T* __restrict v, const TileMatrix<T>& m, T* __restrict out) {
+  typedef typename TileMatrix<T>::V V;
+  constexpr int64_t L = TileMatrix<T>::kLanes;
+  for (int64_t i0 = 0; i0 < m.d; i0 += TileMatrix<T>::kTile) {
+    V acc[4] = {};
+    for (int64_t j = 0; j < m.d; ++j) {
+      const T vj = v[j];
+      const T* r = m.row(j) + i0;
+      for (int q = 0; q < 4; ++q) {
+        V x;
+        std::memcpy(&x, r + q * L, sizeof(V));
+        acc[q] += vj * x;
+      }
+    }
+    m.Store(acc, out, i0);
+  }
+}
+
+// out[i] = max_j v[j] + m(j, i) and arg[i] = the first j that attains it (the max-plus product of Viterbi; strict
+// comparisons from T's lowest value, as in Fluid, so ties keep the smaller j).
+template <typename T>
+void VectorMaxPlusMatrix(const T* __restrict v, const TileMatrix<T>& m, T* __restrict out, int32_t* __restrict arg) {
+  typedef typename TileMatrix<T>::V V;
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;  // a comparison's lanes: T's width
+  typedef I VI __attribute__((vector_size(32)));
+  constexpr int64_t L = TileMatrix<T>::kLanes;
+  for (int64_t i0 = 0; i0 < m.d; i0 += TileMatrix<T>::kTile) {
+    V best[4];
+    VI at[4];
+    for (int q = 0; q < 4; ++q) {
+      best[q] = V{} + std::numeric_limits<T>::lowest();
+      at[q] = VI{};
+    }
+    for (int64_t j = 0; j < m.d; ++j) {
+      const T vj = v[j];
+      const VI jv = VI{} + static_cast<I>(j);
+      const T* r = m.row(j) + i0;
+      for (int q = 0; q < 4; ++q) {
+        V x;
+        std::memcpy(&x, r + q * L, sizeof(V));
+        const V s = vj + x;
+        const VI better = s > best[q];  // all ones where s wins
+        best[q] = (V)(((VI)s & better) | ((VI)best[q] & ~better));
+        at[q] = (jv & better) | (at[q] & ~better);
+      }
+    }
+    m.Store(best, out, i0);
+    I args[TileMatrix<T>::kTile];
+    std::memcpy(args, at, sizeof(at));
+    for (int64_t l = 0; l < TileMatrix<T>::kTile && i0 + l < m.d; ++l) arg[i0 + l] = static_cast<int32_t>(args[l]);
+  }
+}
 
 }  // namespace fl

@@ -17,10 +17,12 @@ def path_score(x, w, path):
 
 
 def brute_force_path(x, w):
-    """The best path of one sequence x [L, D] over all D^L paths (the first in lexicographic order among equals:
-    Fluid keeps the smaller tag on ties)."""
+    """The best path of one sequence x [L, D] over all D^L paths. Among equal scores, Fluid's: the smallest last tag,
+    then the smallest tag before it, and so on (its backtrack keeps the first best predecessor), i.e. the first
+    path in lexicographic order of the reversed paths."""
     best, best_score = None, -np.inf
-    for p in itertools.product(range(x.shape[1]), repeat=x.shape[0]):
+    for r in itertools.product(range(x.shape[1]), repeat=x.shape[0]):
+        p = r[::-1]
         s = path_score(x, w, p)
         if s > best_score:
             best, best_score = p, s
@@ -94,6 +96,30 @@ def test_ties_go_to_the_smaller_tag():
     OpTest("crf_decoding", {"Emission": (x, [[4]]), "Transition": w},
            {"ViterbiPath": (np.zeros((4, 1), "int64"), [[4]])}).check_output()
     x = np.array([[0.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    assert brute_force_path(x, w) == [1, 0]
+    OpTest("crf_decoding", {"Emission": (x, [[2]]), "Transition": w},
+           {"ViterbiPath": (np.array([[1], [0]], "int64"), [[2]])}).check_output()
+
+
+@pytest.mark.parametrize("tags", [4, 9, 11])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_many_ties_against_brute_force(tags, dtype):
+    # scores of small integers: many paths tie exactly; the kernel's register blocks (8 float / 4 double tags) and
+    # its scalar tail must both keep Fluid's choice
+    rng = np.random.RandomState(tags)
+    lens = [3, 1, 2]
+    x = rng.randint(0, 2, (sum(lens), tags)).astype(dtype)
+    w = rng.randint(-1, 1, (tags + 2, tags)).astype(dtype)
+    path = reference(x.astype("float64"), w.astype("float64"), lens)
+    OpTest("crf_decoding", {"Emission": (x, [lens]), "Transition": w},
+           {"ViterbiPath": (path, [lens])}).check_output()
+
+
+def test_tie_rule_is_not_plain_lexicographic():
+    # (0, 1) and (1, 0) both score 2, the others 1: Fluid keeps the smaller LAST tag, so (1, 0)
+    x, w = np.ones((2, 2)), np.zeros((4, 2))
+    w[2:] = [[-1.0, 0.0], [0.0, -1.0]]  # 0 -> 0 and 1 -> 1 cost 1
+    assert path_score(x, w, (0, 1)) == path_score(x, w, (1, 0)) == 2.0
     assert brute_force_path(x, w) == [1, 0]
     OpTest("crf_decoding", {"Emission": (x, [[2]]), "Transition": w},
            {"ViterbiPath": (np.array([[1], [0]], "int64"), [[2]])}).check_output()
