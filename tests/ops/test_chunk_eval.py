@@ -130,6 +130,14 @@ def test_chunks_do_not_cross_sequences():
     lod_test(ids, ids, [4], "IOB", 3, want=(1.0, 1.0, 1.0, 1, 1, 1)).check_output()
 
 
+def test_two_lod_levels_count_per_last_level_sequence():
+    # B-PER I-PER | I-PER | O B-LOC under 2 outer sequences: the inner ones are the sequences (Fluid takes one level)
+    ids = np.array([2, 3, 3, 6, 4], "int64").reshape(-1, 1)
+    lod = [[2, 1], [2, 1, 2]]
+    OpTest("chunk_eval", {"Inference": (ids, lod), "Label": (ids, lod)}, expected(1.0, 1.0, 1.0, 3, 3, 3),
+           {"num_chunk_types": 3, "chunk_scheme": "IOB"}).check_output()
+
+
 def test_nothing_inferred_or_correct_gives_zeros():
     lod_test([6, 6, 6], [0, 1, 6], [3], "IOB", 3, want=(0.0, 0.0, 0.0, 0, 1, 0)).check_output()
     lod_test([0, 6, 6], [6, 6, 6], [3], "IOB", 3, want=(0.0, 0.0, 0.0, 1, 0, 0)).check_output()

@@ -104,8 +104,8 @@ def test_ties_go_to_the_smaller_tag():
 @pytest.mark.parametrize("tags", [4, 9, 11])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_many_ties_against_brute_force(tags, dtype):
-    # scores of small integers: many paths tie exactly; the kernel's register blocks (8 float / 4 double tags) and
-    # its scalar tail must both keep Fluid's choice
+    # scores of small integers: many paths tie exactly; the kernel's register tiles (32 float / 16 double tags, the
+    # last one padded) must keep Fluid's choice
     rng = np.random.RandomState(tags)
     lens = [3, 1, 2]
     x = rng.randint(0, 2, (sum(lens), tags)).astype(dtype)
@@ -179,6 +179,12 @@ def test_padded_form(lens, length_shape, with_label):
         inputs["Label"] = lp[:, :, None]
         want = padded_rows((label == path).astype("int64"), lens, max_len)  # 0 at the padding too
     OpTest("crf_decoding", inputs, {"ViterbiPath": want}).check_output()
+
+
+def test_a_batch_of_no_sequences():
+    OpTest("crf_decoding", {"Emission": np.zeros((0, 3, 4)), "Transition": np.zeros((6, 4)),
+                            "Length": np.zeros((0,), "int64")},
+           {"ViterbiPath": np.zeros((0, 3), "int64")}).check_output()
 
 
 # ------------------------------------------------------------------ the layer

@@ -192,6 +192,13 @@ def test_padded_form(lens, label_rank, length_shape, dtype):
            ).check_output(atol=tol, rtol=tol)
 
 
+def test_a_batch_of_no_sequences():
+    OpTest("linear_chain_crf", {"Emission": np.zeros((0, 3, 4)), "Transition": np.zeros((6, 4)),
+                                "Label": np.zeros((0, 3), "int64"), "Length": np.zeros((0,), "int64")},
+           {"LogLikelihood": np.zeros((0, 1)), "Alpha": np.zeros((0, 3, 4)), "EmissionExps": np.zeros((0, 3, 4)),
+            "TransitionExps": np.ones((6, 4))}).check_output()
+
+
 # ------------------------------------------------------------------ gradients
 
 @pytest.mark.parametrize("lens", [[1, 3, 2], [4], [1], [2, 0, 3]])
