@@ -121,6 +121,7 @@ inline int64_t CheckCrfInputs(InferShapeContext& ctx) {
              ctx.Describe("Emission"), " must be float32 or float64, got ", DTypeName(et));
   ctx.EnforceSameDType("Emission", "Transition");
   const int64_t tags = e[rank - 1];
+  FL_ENFORCE(tags != 0, ctx.Type(), ": ", ctx.Describe("Emission"), " must have at least one tag (its last dim)");
   FL_ENFORCE(w.size() == 2, ctx.Type(), ": ", ctx.Describe("Transition"), " must have rank 2 [D + 2, D]");
   FL_ENFORCE(w[0] < 0 || w[1] < 0 || w[0] == w[1] + 2, ctx.Type(), ": ", ctx.Describe("Transition"),
              " must be [D + 2, D] (start weights, end weights, then D rows of transitions)");

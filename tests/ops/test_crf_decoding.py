@@ -289,6 +289,7 @@ def test_length_errors():
 @pytest.mark.parametrize("x_shape,w_shape,label_shape,message", [
     ([-1, 4], [6, 5], None, r"Transition 'w' \[6, 5\] must be \[D \+ 2, D\]"),
     ([-1, 3], [6, 4], None, r"Emission 'x' \[-1, 3\] has 3 tags but Transition 'w' \[6, 4\] is for 4"),
+    ([-1, 0], [2, 0], None, r"Emission 'x' \[-1, 0\] must have at least one tag \(its last dim\)"),
     ([-1, 2, 4], [6, 4], None, r"Emission 'x' \[-1, 2, 4\] must have rank 2 \[T, D\]"),
     ([-1, 4], [6, 4], [-1, 3], r"Label 'label' \[-1, 3\] must be \[T\] or \[T, 1\]"),
     ([6, 4], [6, 4], [5, 1], r"Label 'label' \[5, 1\] and Emission 'x' \[6, 4\] must have the same number of rows"),
