@@ -123,6 +123,10 @@ void BackwardSequence(const T* xe, const T* alpha, const int64_t* label, int64_t
     T* dk = dx + k * d;
     T s = 0;
     for (int64_t i = 0; i < d; ++i) s += ak[i] * bk[i];
+    FL_ENFORCE(s > T(0) && std::isfinite(s), ctx.Type(), ": the tag probabilities of sequence ", seq, " at position ",
+               k, " sum to ", s, ": the forward and backward vectors underflowed, or Alpha '", ctx.InputName("Alpha"),
+               "' and EmissionExps '", ctx.InputName("EmissionExps"),
+               "' are not linear_chain_crf's outputs for these inputs");
     mass[k] = s;
     const T scale = g / s;
     for (int64_t i = 0; i < d; ++i) dk[i] = ak[i] * bk[i] * scale;

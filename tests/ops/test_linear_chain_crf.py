@@ -322,6 +322,26 @@ def test_nan_emission_is_an_error_not_garbage():
         run_op((x, [[2, 2]]), w, (label, [[2, 2]]))
 
 
+def test_grad_of_foreign_forward_outputs_is_an_error():
+    # linear_chain_crf_grad built by hand over an Alpha of zeros: no tag has any probability mass
+    main = fluid.Program()
+    block = main.global_block()
+    names = {"Emission": [4, 3], "Transition": [5, 3], "Alpha": [4, 3], "EmissionExps": [4, 3],
+             "TransitionExps": [5, 3], "LogLikelihood@GRAD": [2, 1]}
+    ins = {slot: [declare(block, slot.lower().replace("@", "_"), shape, "float64")] for slot, shape in names.items()}
+    ins["Label"] = [declare(block, "label", [4, 1], "int64")]
+    block.append_op(type="linear_chain_crf_grad", inputs=ins,
+                    outputs={"Emission@GRAD": [declare(block, "dx", None, "float64")]})
+    feed = {v[0].name: np.ones(names[s]) for s, v in ins.items() if s != "Label"}
+    feed["alpha"] = np.zeros((4, 3))
+    feed["label"] = (np.zeros((4, 1), "int64"), [[2, 2]])
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"linear_chain_crf_grad: the tag probabilities of sequence 0 "
+                                                       r"at position 0 sum to 0: the forward and backward vectors "
+                                                       r"underflowed, or Alpha 'alpha' and EmissionExps "
+                                                       r"'emissionexps' are not linear_chain_crf's outputs"):
+        fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=["dx"])
+
+
 def build_errors():
     block = fluid.Program().global_block()
     outs = {s: [declare(block, s.lower(), None)] for s in ("Alpha", "EmissionExps", "TransitionExps", "LogLikelihood")}
