@@ -1,13 +1,13 @@
 """fluid.nets: small networks composed of fluid.layers, with Fluid 1.8's signatures and defaults.
 
 Each function only appends existing layers (conv2d, pool2d, batch_norm, dropout, split, sigmoid, fc, reshape,
-transpose, scale, matmul), so their checks, gradients and saved programs are those of the layers.
-``sequence_conv_pool`` needs the LoD sequence layers (sequence_conv, sequence_pool), which fluidlite lacks.
+transpose, scale, matmul, sequence_conv, sequence_pool), so their checks, gradients and saved programs are those of
+the layers.
 """
 from . import layers
 from .framework import Variable, dtype_to_str
 
-__all__ = ["simple_img_conv_pool", "img_conv_group", "glu", "scaled_dot_product_attention"]
+__all__ = ["simple_img_conv_pool", "img_conv_group", "sequence_conv_pool", "glu", "scaled_dot_product_attention"]
 
 
 def _check_float_var(func, name, v, dtypes=("float32", "float64")):
@@ -67,6 +67,16 @@ def img_conv_group(input, conv_num_filter, pool_size, conv_padding=1, conv_filte
                 tmp = layers.dropout(x=tmp, dropout_prob=drop_rate)
     return layers.pool2d(input=tmp, pool_size=pool_size, pool_type=pool_type, pool_stride=pool_stride,
                          use_cudnn=use_cudnn)
+
+
+def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="sigmoid", pool_type="max",
+                       bias_attr=None):
+    """sequence_conv (``num_filters`` filters of ``filter_size`` rows, with bias and ``act``) over each sequence of
+    the LoD ``input`` [T, D], then sequence_pool of type ``pool_type``: one row per sequence."""
+    _check_float_var("sequence_conv_pool", "input", input)
+    conv_out = layers.sequence_conv(input=input, num_filters=num_filters, filter_size=filter_size,
+                                    param_attr=param_attr, bias_attr=bias_attr, act=act)
+    return layers.sequence_pool(input=conv_out, pool_type=pool_type)
 
 
 def glu(input, dim=-1):

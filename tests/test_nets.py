@@ -163,6 +163,49 @@ def test_img_conv_group_dropout_only_above_threshold_and_off_in_test_clone():
     assert net2.op_types() == ["conv2d", "elementwise_add", "tanh", "pool2d"]
 
 
+def _sequence_conv_pool_ref(x, lens, w, b, filter_size, act, pool_type):
+    """Per sequence: rows t - filter_size // 2 .. of the sequence (zeros outside it) @ w + b, act, then the pool."""
+    d, start = x.shape[1], -(filter_size // 2)
+    acts = {"sigmoid": _sigmoid, "tanh": np.tanh, None: lambda v: v}
+    pooled, begin = [], 0
+    for n in lens:
+        seq = x[begin:begin + n]
+        begin += n
+        rows = []
+        for t in range(n):
+            window = [seq[t + start + j] if 0 <= t + start + j < n else np.zeros(d) for j in range(filter_size)]
+            rows.append(np.concatenate(window) @ w + b)
+        h = acts[act](np.array(rows))
+        pooled.append({"max": h.max(0), "sqrt": h.sum(0) / np.sqrt(n), "average": h.mean(0)}[pool_type])
+    return np.array(pooled)
+
+
+@pytest.mark.parametrize("filter_size,act,pool_type", [(3, "sigmoid", "max"), (4, "tanh", "sqrt"),
+                                                       (2, None, "average")])
+def test_sequence_conv_pool_matches_numpy(filter_size, act, pool_type):
+    lens = [3, 1, 5]
+    x = RNG.randn(sum(lens), 4).astype("float32")
+    with _Net() as net:
+        v = fluid.layers.data(name="x", shape=[4], dtype="float32", lod_level=1)
+        kw = {} if act == "sigmoid" and pool_type == "max" else {"act": act, "pool_type": pool_type}  # the defaults
+        out = fluid.nets.sequence_conv_pool(input=v, num_filters=6, filter_size=filter_size, **kw)
+    got, = net.run({"x": (x, [lens])}, [out])
+    want = _sequence_conv_pool_ref(x.astype(np.float64), lens, net.param("sequence_conv_0.w_0"),
+                                   net.param("sequence_conv_0.b_0"), filter_size, act, pool_type)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert net.op_types() == ["sequence_conv", "elementwise_add"] + ([act] if act else []) + ["sequence_pool"]
+    assert net.param("sequence_conv_0.w_0").shape == (4 * filter_size, 6)
+
+
+def test_sequence_conv_pool_errors():
+    with _Net():
+        with pytest.raises(TypeError, match=r"sequence_conv_pool: 'input' must have dtype float32 or float64, "
+                                            r"got int64"):
+            fluid.nets.sequence_conv_pool(_var("ids", [5, 1], "int64"), num_filters=2, filter_size=3)
+        with pytest.raises(ValueError, match=r"sequence_pool: pool_type must be one of"):
+            fluid.nets.sequence_conv_pool(_var("x", [5, 3]), num_filters=2, filter_size=3, pool_type="median")
+
+
 @pytest.mark.parametrize("shape,dim", [([3, 6, 4], 1), ([2, 5, 8], -1), ([4, 2], 1), ([6, 3], 0)])
 def test_glu_matches_numpy(shape, dim):
     x = RNG.randn(*shape).astype("float32")
@@ -317,4 +360,4 @@ def test_img_conv_group_and_simple_img_conv_pool_errors():
 
 def test_nets_names():
     assert sorted(fluid.nets.__all__) == ["glu", "img_conv_group", "scaled_dot_product_attention",
-                                          "simple_img_conv_pool"]
+                                          "sequence_conv_pool", "simple_img_conv_pool"]
