@@ -117,7 +117,7 @@ def _references(mod, fl, frameworks, threads):
             out.append((fw, None, reason))
             continue
         if params is None:
-            params, feed = fl.params(), {k: np.asarray(v) for k, v in fl.feed_dict.items()}
+            params, feed = fl.params(), reference.numpy_feed(fl.feed_dict)
         p, f = reference.perturbed(params, feed) if fw == perturb else (params, feed)
         if fw == "torch":
             reference.set_torch_threads(threads)

@@ -14,7 +14,6 @@ import gc
 import json
 import sys
 
-import numpy as np
 
 
 def main(argv):
@@ -29,7 +28,7 @@ def main(argv):
     mod = models.load(model)
     fl = _Fluidlite(mod, batch_size, seed, fluid.CPUPlace())
     params = {k: v.copy() for k, v in fl.params().items()}
-    feed = {k: np.array(v, copy=True) for k, v in fl.feed_dict.items()}
+    feed = reference.numpy_feed(fl.feed_dict)
     del fl
     gc.collect()
 

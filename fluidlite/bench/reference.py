@@ -6,7 +6,8 @@ A model module provides its reference implementations as functions named ``refer
     def reference_torch(params, feed): ...
 
 ``params`` maps fluidlite's parameter names to numpy arrays read from the scope right after the startup
-program ran (so every framework starts from the same weights), ``feed`` is the batch fluidlite is fed.
+program ran (so every framework starts from the same weights), ``feed`` is the batch fluidlite is fed (numpy
+arrays; a LoD input as an ``(array, recursive_seq_lens)`` pair, see ``numpy_feed``).
 ``step()`` runs one training (or inference) step and returns what fluidlite's first fetch returns, so
 the first step of each framework can be checked against fluidlite's before anything is timed. A model
 may set ``TOLERANCE = {"rtol": ..., "atol": ...}`` for that check (default below).
@@ -64,9 +65,22 @@ def tolerance(model_module):
     return dict(getattr(model_module, "TOLERANCE", DEFAULT_TOLERANCE))
 
 
+def numpy_feed(feed):
+    """fluidlite's feed as the references take it: copies as numpy arrays, and a LoD input (a LoDTensor with a LoD,
+    or an ``(array, recursive_seq_lens)`` pair) as an ``(array, recursive_seq_lens)`` pair."""
+    out = {}
+    for k, v in feed.items():
+        lens = v[1] if isinstance(v, tuple) else getattr(v, "recursive_sequence_lengths", lambda: None)()
+        a = np.array(v[0] if isinstance(v, tuple) else v, copy=True)
+        out[k] = (a, [list(level) for level in lens]) if lens else a
+    return out
+
+
 def perturbed(params, feed, factor=PERTURB_FACTOR):
     """Copies of params and feed with every float array scaled by `factor` (test hook)."""
     def scale(a):
+        if isinstance(a, tuple):  # (array, recursive_seq_lens)
+            return (scale(a[0]), a[1])
         a = np.asarray(a)
         return a * a.dtype.type(factor) if a.dtype.kind == "f" else a.copy()
     return {k: scale(v) for k, v in params.items()}, {k: scale(v) for k, v in feed.items()}
