@@ -153,8 +153,8 @@ struct Cell {
 
   // From the activated gates g, c_prev (null: zeros), c, s = act_h(c) and dh: the gate pre-activation gradients
   // dg (4D). dc holds the gradient reaching c from later steps and Cell@GRAD on entry and the total gradient of
-  // the pre-clip cell on return; dc_prev (null: not wanted) and the peephole gradients dpeep (3D, null: not
-  // wanted) are added to. tmp: D scratch.
+  // the pre-clip cell on return; dc_prev (null: not wanted) is set to the gradient reaching c_prev through this
+  // step, and the peephole gradients dpeep (3D, null: not wanted) are added to. tmp: D scratch.
   void Backward(const T* __restrict g, const T* __restrict c_prev, const T* __restrict c, const T* __restrict s,
                 const T* __restrict dh, T* __restrict dc, T* __restrict dg, T* __restrict dc_prev, T* __restrict dpeep,
                 T* __restrict tmp) const {
@@ -185,9 +185,9 @@ struct Cell {
     ActivationGrad(gate, gi, dgi, dgi, 2 * d);
     if (dc_prev) {
       if (peep)
-        for (int64_t j = 0; j < d; ++j) dc_prev[j] += dc[j] * gf[j] + dgi[j] * peep[j] + dgf[j] * peep[d + j];
+        for (int64_t j = 0; j < d; ++j) dc_prev[j] = dc[j] * gf[j] + dgi[j] * peep[j] + dgf[j] * peep[d + j];
       else
-        for (int64_t j = 0; j < d; ++j) dc_prev[j] += dc[j] * gf[j];
+        for (int64_t j = 0; j < d; ++j) dc_prev[j] = dc[j] * gf[j];
     }
     if (dpeep) {
       if (c_prev)
@@ -232,45 +232,48 @@ SequenceBatch BatchOf(const ExecutionContext& ctx, const char* slot) {
   return MakeSequenceBatch(offsets, ctx.Attr<bool>("is_reverse"));
 }
 
-// Rows are copied in parallel once a copy is large enough to pay for a second thread.
-int64_t RowGrain(int64_t width) { return std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, width)); }
+// The rows of one step go to the thread pool in parts of at least this many hidden units: the cell's few
+// activations per unit cost more than a plain elementwise loop, so it pays from a smaller size.
+constexpr int64_t kCellGrain = 2048;
 
-// dst[k] = src[rows[k]] (+ bias, when given): input order -> batch order.
-template <typename T>
-void Gather(const T* src, int64_t width, const std::vector<int64_t>& rows, const T* bias, T* dst) {
-  ParallelFor(static_cast<int64_t>(rows.size()), RowGrain(width), [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      const T* s = src + rows[k] * width;
-      T* o = dst + k * width;
-      if (bias)
-        for (int64_t j = 0; j < width; ++j) o[j] = s[j] + bias[j];
-      else std::memcpy(o, s, sizeof(T) * width);
-    }
+// fn(k0, k1, part) over rows [0, n) of a step in at most max_parts parts (0 <= part < max_parts: a part's own
+// accumulators), in parallel when the step is large enough.
+template <typename F>
+void ForRows(int64_t n, int64_t d, int max_parts, F fn) {
+  const int64_t parts = std::clamp<int64_t>(n * d / kCellGrain, 1, std::min<int64_t>(max_parts, n));
+  if (parts == 1) {
+    fn(int64_t{0}, n, 0);
+    return;
+  }
+  ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) fn(n * p / parts, n * (p + 1) / parts, static_cast<int>(p));
   });
 }
 
-// dst[rows[k]] = src[k]: batch order -> input order.
+// A row of `width` copied.
 template <typename T>
-void Scatter(const T* src, int64_t width, const std::vector<int64_t>& rows, T* dst) {
-  ParallelFor(static_cast<int64_t>(rows.size()), RowGrain(width), [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) std::memcpy(dst + rows[k] * width, src + k * width, sizeof(T) * width);
-  });
+void CopyRow(const T* src, int64_t width, T* dst) {
+  std::memcpy(dst, src, sizeof(T) * width);
 }
 
-// An initial state [N, width] checked against the batch and reordered to the batch's sequence order (null when
-// the slot is absent).
-template <typename T>
-const T* OrderedState(const ExecutionContext& ctx, const char* slot, const SequenceBatch& batch, int64_t width,
-                      Tensor* buf) {
+// An initial state [N, width] checked against the batch; null when the slot is absent.
+const Tensor* InitialState(const ExecutionContext& ctx, const char* slot, const SequenceBatch& batch, int64_t width) {
   const Tensor* s = ctx.InputOrNull(slot);
   if (!s) return nullptr;
   const int64_t n = static_cast<int64_t>(batch.order.size());
   FL_ENFORCE(s->rank() == 2 && s->dims()[0] == n && s->dims()[1] == width, ctx.Type(), ": ", slot, " '",
-             ctx.InputName(slot), "' ", s->dims(), " must be [", n, ", ", width,
-             "]: one row per sequence of Input's "
-             "LoD (",
-             n, " sequences)");
-  T* o = buf->mutable_data<T>(DDim{n, width}, ctx.place());
+             ctx.InputName(slot), "' ", s->dims(), " must be [", n, ", ", width, "]: one row per sequence of ",
+             "Input's LoD (", n, " sequences)");
+  return s;
+}
+
+// An initial state reordered to the batch's sequence order (null when the slot is absent).
+template <typename T>
+const T* OrderedState(const ExecutionContext& ctx, const char* slot, const SequenceBatch& batch, int64_t width,
+                      Tensor* buf) {
+  const Tensor* s = InitialState(ctx, slot, batch, width);
+  if (!s) return nullptr;
+  T* o = buf->mutable_data<T>(DDim{static_cast<int64_t>(batch.order.size()), width}, ctx.place());
   GatherRows(s->data<T>(), width, batch.order, o);
   return o;
 }
@@ -296,57 +299,75 @@ void ProjectionActivate(Activation act, T clip, T* r, int64_t n) {
     for (int64_t i = 0; i < n; ++i) r[i] = r[i] < -clip ? -clip : (r[i] > clip ? clip : r[i]);
 }
 
+// The batch-ordered outputs carry the step offsets: sequence k of their LoD is time step k.
+LoD StepLoD(const SequenceBatch& batch) {
+  return LoD{std::vector<size_t>(batch.step_begin.begin(), batch.step_begin.end())};
+}
+
 // ------------------------------------------------------------------ forward
 
-// Both ops. projected: lstmp (ProjWeight, Projection, BatchHidden); else lstm (Hidden).
+// Both ops. projected: lstmp (ProjWeight, Projection, BatchHidden); else lstm (Hidden). The previous step's
+// recurrent input and cell live in two rolling [N, width] buffers (a step reads one and writes the other); each
+// row's results go straight to its place in the input-ordered outputs.
 template <typename T>
 void LstmForward(const ExecutionContext& ctx, bool projected) {
   const Tensor& input = ctx.Input("Input");
-  const Tensor& weight = ctx.Input("Weight");
-  const int64_t d = input.dims()[1] / 4, t_rows = input.dims()[0];
+  const int64_t d = input.dims()[1] / 4;
   const int64_t r_width = projected ? ctx.Input("ProjWeight").dims()[1] : d;  // the recurrent input's width
   const SequenceBatch batch = BatchOf(ctx, "Input");
+  const int64_t n_seq = static_cast<int64_t>(batch.order.size());
   const Place& place = ctx.place();
+  const T* x = input.data<T>();
   const T* bias = ctx.Input("Bias").data<T>();
-  const T* w = weight.data<T>();
+  const T* w = ctx.Input("Weight").data<T>();
   const Cell<T> cell = MakeCell<T>(ctx, projected, d, bias);
+  const int threads = ThreadPool::Instance().Size();
 
-  Tensor h0_buf, c0_buf, hb_buf, cb_buf, rb_buf;
+  Tensor h0_buf, c0_buf, rec_buf, cell_buf;
   const T* h0 = OrderedState<T>(ctx, "H0", batch, r_width, &h0_buf);
   const T* c0 = OrderedState<T>(ctx, "C0", batch, d, &c0_buf);
   T* gates = ctx.Alloc<T>("BatchGate");
   T* s = ctx.Alloc<T>("BatchCellPreAct");
-  T* cb = Temp<T>(&cb_buf, t_rows, d, place);
-  T* hb = projected ? ctx.Alloc<T>("BatchHidden") : Temp<T>(&hb_buf, t_rows, d, place);
-  T* rb = projected ? Temp<T>(&rb_buf, t_rows, r_width, place) : hb;  // what the next step multiplies by Weight
+  T* cell_out = ctx.Alloc<T>("Cell");
+  T* out = ctx.Alloc<T>(projected ? "Projection" : "Hidden");
+  T* batch_hidden = projected ? ctx.Alloc<T>("BatchHidden") : nullptr;
+  T* rec = Temp<T>(&rec_buf, 2 * n_seq, r_width, place);  // rolling recurrent inputs (lstm: h, lstmp: r)
+  T* cells = Temp<T>(&cell_buf, 2 * n_seq, d, place);     // rolling cells
   const T* proj_w = projected ? ctx.Input("ProjWeight").data<T>() : nullptr;
   const Activation proj_act = projected ? ProjActivation(ctx) : Activation::kIdentity;
   const T proj_clip = projected ? static_cast<T>(ctx.Attr<float>("proj_clip")) : T(0);
 
-  Gather(input.data<T>(), 4 * d, batch.rows, bias, gates);  // x + b, in batch order
   for (int64_t t = 0; t < batch.steps(); ++t) {
     const int64_t b0 = batch.step_begin[t], n = batch.alive(t);
-    const int64_t pb0 = t > 0 ? batch.step_begin[t - 1] : 0;
+    const int64_t* rows = batch.rows.data() + b0;
+    // The sequences alive now are the first n of the previous step, at the same positions.
+    const T* rec_prev = t > 0 ? rec + ((t - 1) & 1) * n_seq * r_width : h0;
+    const T* c_prev = t > 0 ? cells + ((t - 1) & 1) * n_seq * d : c0;
+    T* rec_cur = rec + (t & 1) * n_seq * r_width;
+    T* c_cur = cells + (t & 1) * n_seq * d;
     T* g = gates + b0 * 4 * d;
-    if (t > 0)  // the sequences alive now are the first n of the previous step
-      blas::Gemm<T>(false, false, n, 4 * d, r_width, T(1), rb + pb0 * r_width, w, T(1), g);
-    else if (h0) blas::Gemm<T>(false, false, n, 4 * d, r_width, T(1), h0, w, T(1), g);
-    for (int64_t k = 0; k < n; ++k) {
-      const T* c_prev = t > 0 ? cb + (pb0 + k) * d : (c0 ? c0 + k * d : nullptr);
-      const int64_t r = b0 + k;
-      cell.Forward(g + k * 4 * d, c_prev, cb + r * d, s + r * d, hb + r * d);
+    for (int64_t k = 0; k < n; ++k) {  // x + b of this step's rows
+      const T* xr = x + rows[k] * 4 * d;
+      T* gr = g + k * 4 * d;
+      for (int64_t j = 0; j < 4 * d; ++j) gr[j] = xr[j] + bias[j];
     }
+    if (rec_prev) blas::Gemm<T>(false, false, n, 4 * d, r_width, T(1), rec_prev, w, T(1), g);
+    ForRows(n, d, threads, [&](int64_t k0, int64_t k1, int) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const int64_t r = b0 + k;
+        T* h = projected ? batch_hidden + r * d : rec_cur + k * d;
+        cell.Forward(g + k * 4 * d, c_prev ? c_prev + k * d : nullptr, c_cur + k * d, s + r * d, h);
+        CopyRow(c_cur + k * d, d, cell_out + rows[k] * d);
+        if (!projected) CopyRow(h, d, out + rows[k] * d);
+      }
+    });
     if (projected) {
-      T* rt = rb + b0 * r_width;
-      blas::Gemm<T>(false, false, n, r_width, d, T(1), hb + b0 * d, proj_w, T(0), rt);
-      ProjectionActivate(proj_act, proj_clip, rt, n * r_width);
+      blas::Gemm<T>(false, false, n, r_width, d, T(1), batch_hidden + b0 * d, proj_w, T(0), rec_cur);
+      ProjectionActivate(proj_act, proj_clip, rec_cur, n * r_width);
+      for (int64_t k = 0; k < n; ++k) CopyRow(rec_cur + k * r_width, r_width, out + rows[k] * r_width);
     }
   }
-  Scatter(cb, d, batch.rows, ctx.Alloc<T>("Cell"));
-  if (projected) Scatter(rb, r_width, batch.rows, ctx.Alloc<T>("Projection"));
-  else Scatter(hb, d, batch.rows, ctx.Alloc<T>("Hidden"));
-  // The batch-ordered outputs carry the step offsets: sequence k of their LoD is time step k.
-  const LoD steps{std::vector<size_t>(batch.step_begin.begin(), batch.step_begin.end())};
+  const LoD steps = StepLoD(batch);
   for (const char* slot : {"BatchGate", "BatchCellPreAct", projected ? "BatchHidden" : nullptr})
     if (slot) ctx.Output(slot)->set_lod(steps);
 }
@@ -363,17 +384,14 @@ void CheckBatchInput(const ExecutionContext& ctx, const char* slot, int64_t rows
              ctx.InputName(slot), "' ", t.dims(), " must be [", rows, ", ", width, "] as the forward op wrote it");
 }
 
-// Out@GRAD in batch order, or zeros when that output feeds nothing.
+// An input-ordered [rows, width] input (a forward output or an output gradient), null when absent and allowed to be.
 template <typename T>
-T* BatchGrad(const ExecutionContext& ctx, const char* slot, const SequenceBatch& batch, int64_t width, Tensor* buf) {
-  const int64_t rows = static_cast<int64_t>(batch.rows.size());
-  const Tensor* g = ctx.InputOrNull(slot);
-  if (!g) return Zeroed<T>(buf, rows, width, ctx.place());
-  FL_ENFORCE(g->numel() == rows * width, ctx.Type(), ": ", slot, " '", ctx.InputName(slot), "' ", g->dims(),
+const T* RowsOf(const ExecutionContext& ctx, const char* slot, int64_t rows, int64_t width, bool optional) {
+  const Tensor* v = optional ? ctx.InputOrNull(slot) : &ctx.Input(slot);
+  if (!v) return nullptr;
+  FL_ENFORCE(v->numel() == rows * width, ctx.Type(), ": ", slot, " '", ctx.InputName(slot), "' ", v->dims(),
              " must be [", rows, ", ", width, "]");
-  T* p = Temp<T>(buf, rows, width, ctx.place());
-  Gather<T>(g->data<T>(), width, batch.rows, nullptr, p);
-  return p;
+  return v->data<T>();
 }
 
 // An output gradient of an initial state: the batch-ordered rows put back in the sequences' order.
@@ -387,6 +405,27 @@ void UnorderState(const ExecutionContext& ctx, const char* slot, const SequenceB
   ScatterRows(ordered, width, batch.order, o);
 }
 
+// prev[i] = the recurrent input that row i's step multiplied by Weight: the previous row of its sequence in the
+// walking order (src: Hidden or Projection), or H0's row for the sequence's first step (zeros without H0).
+template <typename T>
+void PreviousRows(const std::vector<size_t>& offsets, bool reverse, const T* src, const T* h0, int64_t width, T* prev) {
+  ForEachSequence(offsets, [&](int64_t s, int64_t begin, int64_t end) {
+    if (begin == end) return;
+    const int64_t first = reverse ? end - 1 : begin;  // the row of the sequence's first step
+    if (h0) CopyRow(h0 + s * width, width, prev + first * width);
+    else std::fill(prev + first * width, prev + (first + 1) * width, T(0));
+    const int64_t later = end - begin - 1;  // rows with a previous step, contiguous
+    if (later > 0)
+      std::memcpy(prev + (reverse ? begin : begin + 1) * width, src + (reverse ? begin + 1 : begin) * width,
+                  sizeof(T) * later * width);
+  });
+}
+
+// The walk runs the steps backwards. Per step: the gradient reaching each row's h (lstm: Hidden@GRAD plus what
+// the next step sends back through Weight; lstmp: from dr through ProjWeight) and c (Cell@GRAD plus the next
+// step's), the cell backwards into a rolling block of gate gradients, one GEMM sending dg W^T to the previous
+// step, and each row's dg copied to its input-ordered place (Input@GRAD's buffer). Bias and peephole gradients
+// add up per thread part; Weight@GRAD and ProjWeight@GRAD are one GEMM each after the walk.
 template <typename T>
 void LstmBackward(const ExecutionContext& ctx, bool projected) {
   Tensor* d_input = ctx.OutputOrNull("Input@GRAD");
@@ -402,114 +441,124 @@ void LstmBackward(const ExecutionContext& ctx, bool projected) {
   const SequenceBatch batch = BatchOf(ctx, "Cell");  // Cell carries Input's LoD
   const Tensor& weight = ctx.Input("Weight");
   const int64_t d = cell_out.dims()[1], t_rows = cell_out.dims()[0];
+  const int64_t n_seq = static_cast<int64_t>(batch.order.size());
   const int64_t r_width = weight.dims()[0];  // D (lstm) or P (lstmp)
   const T* w = weight.data<T>();
-  const T* bias = ctx.Input("Bias").data<T>();
-  const Cell<T> cell = MakeCell<T>(ctx, projected, d, bias);
+  const Tensor& bias_t = ctx.Input("Bias");
+  const Cell<T> cell = MakeCell<T>(ctx, projected, d, bias_t.data<T>());
+  const int threads = ThreadPool::Instance().Size();
   CheckBatchInput(ctx, "BatchGate", t_rows, 4 * d);
   CheckBatchInput(ctx, "BatchCellPreAct", t_rows, d);
   if (projected) CheckBatchInput(ctx, "BatchHidden", t_rows, d);
   const T* gates = ctx.Input("BatchGate").data<T>();
   const T* s = ctx.Input("BatchCellPreAct").data<T>();
+  const T* cells = cell_out.data<T>();
+  const T* d_cell_in = RowsOf<T>(ctx, "Cell@GRAD", t_rows, d, true);
+  const T* rec_out = RowsOf<T>(ctx, projected ? "Projection" : "Hidden", t_rows, r_width, false);
+  const T* d_out = RowsOf<T>(ctx, projected ? "Projection@GRAD" : "Hidden@GRAD", t_rows, r_width, true);
 
-  Tensor cb_buf, dc_buf, dh_buf, dg_buf, pb_buf, dp_buf, h0_buf, c0_buf, dh0_buf, dc0_buf, prev_buf, tmp_buf;
+  Tensor h0_buf, c0_buf, dh0_buf, dc0_buf, dg_full_buf, dg_buf, dh_buf, dc_buf, dr_buf, acc_buf, tmp_buf, prev_buf;
   const T* h0 = OrderedState<T>(ctx, "H0", batch, r_width, &h0_buf);
   const T* c0 = OrderedState<T>(ctx, "C0", batch, d, &c0_buf);
-  const int64_t n_seq = static_cast<int64_t>(batch.order.size());
   T* dh0 = h0 && d_h0 ? Zeroed<T>(&dh0_buf, n_seq, r_width, place) : nullptr;
   T* dc0 = c0 && d_c0 ? Zeroed<T>(&dc0_buf, n_seq, d, place) : nullptr;
-  T* cb = Temp<T>(&cb_buf, t_rows, d, place);
-  Gather<T>(cell_out.data<T>(), d, batch.rows, nullptr, cb);
-  T* dc = BatchGrad<T>(ctx, "Cell@GRAD", batch, d, &dc_buf);
-  T* dg = Temp<T>(&dg_buf, t_rows, 4 * d, place);
-  T* tmp = Temp<T>(&tmp_buf, 1, d, place);
-  T* db = nullptr;  // Bias@GRAD: the gate biases' after the walk, the peepholes' during it
-  if (d_bias) {
-    db = d_bias->mutable_data<T>(ctx.Input("Bias").dims(), place);
-    std::fill(db, db + d_bias->numel(), T(0));
-  }
-  T* dpeep = db && cell.peep ? db + 4 * d : nullptr;
-
-  // lstm: dh is Hidden@GRAD plus what later steps send back; lstmp: dr is Projection@GRAD plus that, and dh comes
-  // from dr through the projection, step by step.
-  T* dh = nullptr;
-  T* pb = nullptr;
+  // Every row's gate gradient in input order: Input@GRAD itself when it is wanted.
+  T* dg_all =
+      d_input ? d_input->mutable_data<T>(DDim{t_rows, 4 * d}, place) : Temp<T>(&dg_full_buf, t_rows, 4 * d, place);
+  T* dg = Temp<T>(&dg_buf, n_seq, 4 * d, place);        // this step's rows, batch order (the GEMM's operand)
+  T* dh = Temp<T>(&dh_buf, n_seq, d, place);            // this step's dh: the next step's part, then Out@GRAD's
+  T* dcs = Temp<T>(&dc_buf, 2 * n_seq, d, place);       // rolling dc: this step's, and the previous step's
+  T* tmp = Temp<T>(&tmp_buf, threads, d, place);        // the cell's scratch row, one per part
+  T* acc = Zeroed<T>(&acc_buf, threads, 7 * d, place);  // per part: gate bias gradients, then the peepholes'
+  // lstmp: dr of every row in batch order (ProjWeight@GRAD pairs it with BatchHidden), Projection@GRAD to begin.
   T* dr = nullptr;
   const T* proj_w = nullptr;
+  const T* hb = nullptr;
   Activation proj_act = Activation::kIdentity;
   T proj_clip = T(0);
   if (projected) {
-    const Tensor& proj = ctx.Input("Projection");
-    FL_ENFORCE(proj.numel() == t_rows * r_width, "lstmp_grad: Projection '", ctx.InputName("Projection"), "' ",
-               proj.dims(), " must be [", t_rows, ", ", r_width, "]");
-    pb = Temp<T>(&pb_buf, t_rows, r_width, place);
-    Gather<T>(proj.data<T>(), r_width, batch.rows, nullptr, pb);
-    dr = BatchGrad<T>(ctx, "Projection@GRAD", batch, r_width, &dp_buf);
-    dh = Temp<T>(&dh_buf, t_rows, d, place);
+    dr = Temp<T>(&dr_buf, t_rows, r_width, place);
+    for (int64_t r = 0; r < t_rows; ++r) {
+      T* o = dr + r * r_width;
+      if (d_out) CopyRow(d_out + batch.rows[r] * r_width, r_width, o);
+      else std::fill(o, o + r_width, T(0));
+    }
     proj_w = ctx.Input("ProjWeight").data<T>();
+    hb = ctx.Input("BatchHidden").data<T>();
     proj_act = ProjActivation(ctx);
     proj_clip = static_cast<T>(ctx.Attr<float>("proj_clip"));
-  } else {
-    dh = BatchGrad<T>(ctx, "Hidden@GRAD", batch, d, &dh_buf);
-    dr = dh;
   }
-  const T* hb = projected ? ctx.Input("BatchHidden").data<T>() : nullptr;
 
+  int64_t n_next = 0;  // rows of the step after this one: the first n_next rows hear from it
   for (int64_t t = batch.steps() - 1; t >= 0; --t) {
     const int64_t b0 = batch.step_begin[t], n = batch.alive(t);
-    const int64_t pb0 = t > 0 ? batch.step_begin[t - 1] : 0;
+    const int64_t* rows = batch.rows.data() + b0;
+    const int64_t* prev_rows = t > 0 ? batch.rows.data() + batch.step_begin[t - 1] : nullptr;
+    T* dc = dcs + (t & 1) * n_seq * d;
+    T* dc_prev = t > 0 ? dcs + ((t - 1) & 1) * n_seq * d : dc0;
     if (projected) {  // dr of this step is complete: through proj_clip and the activation, then to h
       T* drt = dr + b0 * r_width;
-      const T* rt = pb + b0 * r_width;
-      const int64_t m = n * r_width;
-      if (proj_clip > T(0))
-        for (int64_t i = 0; i < m; ++i) drt[i] = rt[i] > -proj_clip && rt[i] < proj_clip ? drt[i] : T(0);
-      ActivationGrad(proj_act, rt, drt, drt, m);
-      blas::Gemm<T>(false, true, n, d, r_width, T(1), drt, proj_w, T(0), dh + b0 * d);
+      for (int64_t k = 0; k < n; ++k) {
+        T* row = drt + k * r_width;
+        const T* rt = rec_out + rows[k] * r_width;
+        if (proj_clip > T(0))
+          for (int64_t j = 0; j < r_width; ++j) row[j] = rt[j] > -proj_clip && rt[j] < proj_clip ? row[j] : T(0);
+        ActivationGrad(proj_act, rt, row, row, r_width);
+      }
+      blas::Gemm<T>(false, true, n, d, r_width, T(1), drt, proj_w, T(0), dh);
     }
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t r = b0 + k;
-      const T* c_prev = t > 0 ? cb + (pb0 + k) * d : (c0 ? c0 + k * d : nullptr);
-      T* dc_prev = t > 0 ? dc + (pb0 + k) * d : (dc0 ? dc0 + k * d : nullptr);
-      cell.Backward(gates + r * 4 * d, c_prev, cb + r * d, s + r * d, dh + r * d, dc + r * d, dg + r * 4 * d, dc_prev,
-                    dpeep, tmp);
+    ForRows(n, d, threads, [&](int64_t k0, int64_t k1, int part) {
+      T* a = acc + part * 7 * d;
+      for (int64_t k = k0; k < k1; ++k) {
+        const int64_t r = b0 + k, row = rows[k];
+        T* dhk = dh + k * d;
+        T* dck = dc + k * d;
+        if (!projected) {  // dh = (the next step's part) + Hidden@GRAD
+          if (k >= n_next) std::fill(dhk, dhk + d, T(0));
+          if (d_out)
+            for (int64_t j = 0; j < d; ++j) dhk[j] += d_out[row * d + j];
+        }
+        if (k >= n_next) std::fill(dck, dck + d, T(0));
+        if (d_cell_in)
+          for (int64_t j = 0; j < d; ++j) dck[j] += d_cell_in[row * d + j];
+        const T* cp = t > 0 ? cells + prev_rows[k] * d : (c0 ? c0 + k * d : nullptr);
+        T* dgk = dg + k * 4 * d;
+        cell.Backward(gates + r * 4 * d, cp, cells + row * d, s + r * d, dhk, dck, dgk,
+                      dc_prev ? dc_prev + k * d : nullptr, cell.peep ? a + 4 * d : nullptr, tmp + part * d);
+        for (int64_t j = 0; j < 4 * d; ++j) a[j] += dgk[j];
+        CopyRow(dgk, 4 * d, dg_all + row * 4 * d);
+      }
+    });
+    // The previous step's recurrent input: lstm dh (fresh, the only part besides Hidden@GRAD), lstmp dr (added).
+    if (t > 0) {
+      if (projected)
+        blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dg, w, T(1), dr + batch.step_begin[t - 1] * r_width);
+      else blas::Gemm<T>(false, true, n, d, 4 * d, T(1), dg, w, T(0), dh);
+    } else if (dh0) {
+      blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dg, w, T(0), dh0);
     }
-    const T* dgt = dg + b0 * 4 * d;
-    if (t > 0)  // the previous step's recurrent input: dr_prev += dg W^T
-      blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dgt, w, T(1), dr + pb0 * r_width);
-    else if (dh0) blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dgt, w, T(0), dh0);
+    n_next = n;
   }
 
-  if (d_weight) {  // Weight@GRAD = sum over steps of r_prev^T dg: one GEMM over the rows with a previous input
-    T* dw = d_weight->mutable_data<T>(weight.dims(), place);
-    const int64_t first = h0 || batch.steps() == 0 ? 0 : batch.step_begin[1];  // without H0, step 0 adds nothing
-    T* prev = Temp<T>(&prev_buf, std::max<int64_t>(t_rows - first, 1), r_width, place);
-    if (first == 0 && h0) std::memcpy(prev, h0, sizeof(T) * batch.alive(0) * r_width);
-    const Tensor& src = projected ? ctx.Input("Projection") : ctx.Input("Hidden");
-    const T* srcp = src.data<T>();
-    FL_ENFORCE(src.numel() == t_rows * r_width, ctx.Type(), ": ", projected ? "Projection" : "Hidden", " ", src.dims(),
-               " must be [", t_rows, ", ", r_width, "]");
-    for (int64_t t = 1; t < batch.steps(); ++t) {
-      const int64_t b0 = batch.step_begin[t], pb0 = batch.step_begin[t - 1];
-      for (int64_t k = 0; k < batch.alive(t); ++k)
-        std::memcpy(prev + (b0 + k - first) * r_width, srcp + batch.rows[pb0 + k] * r_width, sizeof(T) * r_width);
-    }
-    blas::Gemm<T>(true, false, r_width, 4 * d, t_rows - first, T(1), prev, dg + first * 4 * d, T(0), dw);
+  if (d_weight) {  // Weight@GRAD = prev^T dg over every row: one GEMM
+    const Tensor* h0_in = InitialState(ctx, "H0", batch, r_width);
+    T* prev = Temp<T>(&prev_buf, t_rows, r_width, place);
+    PreviousRows(SequenceOffsets(ctx, "Cell"), ctx.Attr<bool>("is_reverse"), rec_out,
+                 h0_in ? h0_in->data<T>() : nullptr, r_width, prev);
+    blas::Gemm<T>(true, false, r_width, 4 * d, t_rows, T(1), prev, dg_all, T(0),
+                  d_weight->mutable_data<T>(weight.dims(), place));
   }
-  if (d_proj_w) {  // ProjWeight@GRAD = BatchHidden^T dr
-    T* dpw = d_proj_w->mutable_data<T>(ctx.Input("ProjWeight").dims(), place);
-    blas::Gemm<T>(true, false, d, r_width, t_rows, T(1), hb, dr, T(0), dpw);
+  if (d_proj_w)  // ProjWeight@GRAD = BatchHidden^T dr
+    blas::Gemm<T>(true, false, d, r_width, t_rows, T(1), hb, dr, T(0),
+                  d_proj_w->mutable_data<T>(ctx.Input("ProjWeight").dims(), place));
+  if (d_bias) {
+    T* db = d_bias->mutable_data<T>(bias_t.dims(), place);
+    const int64_t width = cell.peep ? 7 * d : 4 * d;
+    std::fill(db, db + d_bias->numel(), T(0));
+    for (int p = 0; p < threads; ++p)
+      for (int64_t j = 0; j < width; ++j) db[j] += acc[p * 7 * d + j];
   }
-  if (db) {  // the gate biases: column sums of dg
-    for (int64_t r = 0; r < t_rows; ++r) {
-      const T* row = dg + r * 4 * d;
-      for (int64_t j = 0; j < 4 * d; ++j) db[j] += row[j];
-    }
-  }
-  if (d_input) {
-    Scatter(dg, 4 * d, batch.rows, d_input->mutable_data<T>(DDim{t_rows, 4 * d}, place));
-    d_input->set_lod(cell_out.lod());
-  }
+  if (d_input) d_input->set_lod(cell_out.lod());
   UnorderState(ctx, "H0@GRAD", batch, dh0, r_width);
   UnorderState(ctx, "C0@GRAD", batch, dc0, d);
 }

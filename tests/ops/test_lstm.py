@@ -193,6 +193,53 @@ def test_lstm_grad_activations(gate, cell, cand):
     OpTest("lstm", ins, outs, attrs).check_grad(["Input", "Weight", "Bias", "H0", "C0"], ["Hidden", "Cell"])
 
 
+def _lstm_program(op, d, p=None):
+    """A float64 program: op over x (LoD) with its parameters fed, loss = mean(out) + mean(cell), and the gradients
+    of x and every parameter."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[4 * d], dtype="float64", lod_level=1)
+        x.stop_gradient = False
+        if op == "lstm":
+            out, cell = fluid.layers.dynamic_lstm(input=x, size=4 * d, dtype="float64")
+        else:
+            out, cell = fluid.layers.dynamic_lstmp(input=x, size=4 * d, proj_size=p, dtype="float64")
+        loss = fluid.layers.sums([fluid.layers.mean(out), fluid.layers.mean(cell)])
+        params = main.global_block().all_parameters()
+        grads = fluid.gradients([loss], [x] + params)
+    return main, startup, [out, cell] + grads
+
+
+@pytest.mark.parametrize("op", ["lstm", "lstmp"])
+def test_rows_of_a_step_split_over_threads(op):
+    # Enough sequences alive per step (70 x D = 64) that the cell's rows go to the pool in parts, each with its own
+    # bias / peephole accumulators: the same values as one thread, and the forward as numpy's.
+    d, lens = 64, list(rng.randint(1, 7, size=70))
+    x = rand(sum(lens), 4 * d)
+    main, startup, fetch = _lstm_program(op, d, p=16)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": fluid.create_lod_tensor(x, [lens], fluid.CPUPlace())}
+    saved = fluid.core.get_num_threads()
+    try:
+        results = {}
+        for threads in (1, 2):
+            fluid.core.set_num_threads(threads)
+            results[threads] = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+    finally:
+        fluid.core.set_num_threads(saved)
+    for a, b in zip(results[1], results[2]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    get = lambda n: np.array(scope.find_var(n).get_tensor())  # noqa: E731
+    if op == "lstm":
+        want = lstm_ref(x, lens, get("lstm_0.w_0"), get("lstm_0.b_0"))
+    else:
+        want = lstm_ref(x, lens, get("lstmp_0.w_0"), get("lstmp_0.b_0"), proj_w=get("lstmp_0.w_1"))
+    np.testing.assert_allclose(results[2][0], want[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results[2][1], want[1], rtol=1e-12, atol=1e-12)
+
+
 # ------------------------------------------------------------------ lstmp
 
 @pytest.mark.parametrize("lens", LENS)
