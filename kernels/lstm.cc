@@ -622,6 +622,10 @@ FL_REGISTER_OP(lstm, op) {
           "Gradient of lstm: the steps walked backwards in batch order, one GEMM per step for the hidden-state "
           "gradient, one GEMM over all rows for Weight@GRAD. Hidden@GRAD or Cell@GRAD may be missing (zeros).")
       .Optional({"Hidden@GRAD", "Cell@GRAD"})
+      // Fluid's lstm_grad lists Input; the kernel needs only its LoD and shape, which Cell and BatchGate carry, so
+      // programs built here do not keep the [T, 4 * D] input alive until the gradient runs.
+      .AcceptsUnread({"Input"})
+      .ShapeLike("Input", "BatchGate")
       .CPUKernel<float, double>(kLstmGrad);
 }
 

@@ -240,6 +240,26 @@ def test_rows_of_a_step_split_over_threads(op):
     np.testing.assert_allclose(results[2][1], want[1], rtol=1e-12, atol=1e-12)
 
 
+def test_lstm_grad_leaves_input_out_but_accepts_it():
+    # Fluid's lstm_grad lists Input. fluidlite's backward leaves it out (the kernel takes the LoD from Cell and
+    # Input@GRAD's shape from BatchGate), so the [T, 4D] input is freed after the forward op; a Fluid program that
+    # passes it still runs, to the same values.
+    d, lens = 3, [2, 5, 1]
+    main, startup, fetch = _lstm_program("lstm", d)
+    grad_op, = [op for op in main.global_block().ops if op.type == "lstm_grad"]
+    assert "Input" not in grad_op.input_names and grad_op.output("Input@GRAD") == ["x@GRAD"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": fluid.create_lod_tensor(rand(sum(lens), 4 * d), [lens], fluid.CPUPlace())}
+    ours = exe.run(main, feed=feed, fetch_list=fetch, scope=scope, return_numpy=False)
+    assert ours[2].recursive_sequence_lengths() == [lens]  # Input@GRAD has Input's LoD
+    grad_op.desc.set_input("Input", ["x"])
+    fluids = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+    for a, b in zip(ours, fluids):
+        np.testing.assert_array_equal(np.array(a), b)
+
+
 # ------------------------------------------------------------------ lstmp
 
 @pytest.mark.parametrize("lens", LENS)
