@@ -64,6 +64,17 @@ def test_text_lstm_agrees_with_torch_packed_lstm(torch_one_thread):
     assert abs(ours[2] - ours[0]) > 1e-3  # the later steps compare updated weights, not the initial ones
 
 
+def test_text_lstm_torch_padded_variant_computes_the_same(torch_one_thread):
+    # benchmarks/text_lstm_torch.py's second torch reference: nn.LSTM over the padded batch, last steps gathered.
+    mod = models.load("text_lstm")
+    step, params, feed, _, _ = _run(mod.build(8, 5))
+    packed = mod.TorchPackedLSTM(params, reference.numpy_feed(feed))
+    padded = mod.TorchPackedLSTM(params, reference.numpy_feed(feed), padded=True)
+    ours = [step() for _ in range(2)]
+    for ref in (packed, padded):
+        np.testing.assert_allclose([float(ref.step()) for _ in range(2)], ours, rtol=2e-4, atol=1e-5)
+
+
 def test_text_lstm_reference_feed_keeps_the_lod():
     mod = models.load("text_lstm")
     feed = reference.numpy_feed(mod.build(4, 0).feed())

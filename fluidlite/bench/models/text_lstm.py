@@ -108,9 +108,11 @@ def torch_gates(m):
 
 
 class TorchPackedLSTM:
-    """embedding on the packed ids -> nn.LSTM on the PackedSequence -> h_n -> Linear -> CrossEntropyLoss, SGD."""
+    """embedding on the packed ids -> nn.LSTM on the PackedSequence -> h_n -> Linear -> CrossEntropyLoss, SGD.
+    padded=True: nn.LSTM over the padded [max length, N] batch instead, each sequence's output at its last step
+    gathered (the same function: the padding comes after every last step; benchmarks/text_lstm_torch.py)."""
 
-    def __init__(self, params, feed, lr=LEARNING_RATE):
+    def __init__(self, params, feed, lr=LEARNING_RATE, padded=False):
         import torch
         from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
@@ -130,13 +132,20 @@ class TorchPackedLSTM:
         mods = torch.nn.ModuleList([self.emb, self.lstm, self.fc])
         self.opt = torch.optim.SGD(mods.parameters(), lr=lr)
         self.loss_fn = torch.nn.CrossEntropyLoss()
-        packed = pack_padded_sequence(torch.from_numpy(padded_ids(ids, lengths)), torch.tensor(lengths),
-                                      enforce_sorted=False)
-        self.ids, self.pack = packed.data, packed
+        self.padded = padded
+        ids_tn = torch.from_numpy(padded_ids(ids, lengths))
+        if padded:  # [max length, N] ids, and where each sequence's last step is in the [max length * N] outputs
+            self.ids, self.last = ids_tn, torch.tensor([(n - 1) * len(lengths) + s for s, n in enumerate(lengths)])
+        else:
+            packed = pack_padded_sequence(ids_tn, torch.tensor(lengths), enforce_sorted=False)
+            self.ids, self.pack = packed.data, packed
         self.PackedSequence = PackedSequence
         self.y = torch.from_numpy(np.ascontiguousarray(feed["label"].reshape(-1)))
 
     def forward(self):
+        if self.padded:
+            out, _ = self.lstm(self.emb(self.ids))
+            return self.fc(out.reshape(-1, out.shape[-1])[self.last])
         p = self.pack
         x = self.PackedSequence(self.emb(self.ids), p.batch_sizes, p.sorted_indices, p.unsorted_indices)
         _, (h_n, _) = self.lstm(x)
@@ -150,5 +159,8 @@ class TorchPackedLSTM:
         return loss.detach().numpy()
 
 
+TORCH_INPUT = "packed"  # the torch reference's input: "packed" (PackedSequence) or "padded" ([max length, N])
+
+
 def reference_torch(params, feed):
-    return TorchPackedLSTM(params, feed)
+    return TorchPackedLSTM(params, feed, padded=TORCH_INPUT == "padded")
