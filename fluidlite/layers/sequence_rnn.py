@@ -26,6 +26,9 @@ def _lstm_check(layer, input, size, bias_attr, h_0, c_0, dtype):
         dtype_name = None
     if dtype_name not in ("float32", "float64"):
         raise TypeError("%s: dtype must be 'float32' or 'float64', got %r" % (layer, dtype))
+    if dtype_name != dtype_to_str(input.dtype):
+        raise TypeError("%s: input %s is %s but dtype (the parameters' and outputs' dtype) is %s: pass dtype=%r"
+                        % (layer, input.name, dtype_to_str(input.dtype), dtype_name, dtype_to_str(input.dtype)))
     if bias_attr is False:
         raise ValueError("%s: bias_attr must not be False: the op always adds its gate biases" % layer)
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0 or size % 4:

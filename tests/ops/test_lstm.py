@@ -280,6 +280,7 @@ def test_lstmp_projection_activation_as_fluid(proj_activation, cell_activation):
 
 @pytest.mark.parametrize("cell_clip,proj_clip", [(0.3, 0.0), (0.0, 0.2), (0.25, 0.15)])
 def test_lstmp_clips(cell_clip, proj_clip):
+    rng.seed(3)  # data with both clipped and unclipped values, whatever ran before
     ins, outs, attrs = lstmp_case([4, 2, 3], 3, 2, scale=2.0, cell_clip=cell_clip, proj_clip=proj_clip,
                                   proj_activation="identity")
     cell, proj = outs["Cell"][0], outs["Projection"][0]
@@ -536,6 +537,12 @@ def test_dynamic_lstm_layer_errors():
                                       c_0=fluid.layers.data(name="c0", shape=[8]))
         with pytest.raises(TypeError, match=r"dynamic_lstm: h_0 must be a Variable or None, got ndarray"):
             fluid.layers.dynamic_lstm(input=x, size=32, h_0=np.zeros((2, 8)))
+        with pytest.raises(ValueError, match=r"dynamic_lstm: h_0 h0_only is given without c_0: give both initial "
+                                             r"states, only c_0, or neither"):
+            fluid.layers.dynamic_lstm(input=x, size=32, h_0=fluid.layers.data(name="h0_only", shape=[8]))
+        with pytest.raises(TypeError, match=r"dynamic_lstm: input x64 is float64 but dtype \(the parameters' and "
+                                            r"outputs' dtype\) is float32: pass dtype='float64'"):
+            fluid.layers.dynamic_lstm(input=_lod_data("x64", 32, "float64"), size=32)
 
 
 def test_dynamic_lstmp_layer_errors():
