@@ -116,8 +116,10 @@ void LstmpInferShape(InferShapeContext& ctx) {
 
 // ------------------------------------------------------------------ the cell
 
-// One row of the cell, forward and backward, for any activations. Each row's data (4D gates and a few D-wide
-// vectors) stays in L1 across the short passes below; each pass is one vectorised loop (activation.h).
+// The cell on hidden units [a, a + len) of one row, forward and backward, for any activations: a step's units can
+// go to different threads (each owns its units of every gate, so nothing is shared). A row's data (4D gates and a
+// few D-wide vectors) stays in L1 across the short passes below; each pass is one vectorised loop (activation.h).
+// Row pointers are the rows' starts; the gates of a row are [candidate | input | forget | output], D each.
 template <typename T>
 struct Cell {
   int64_t d = 0;
@@ -125,77 +127,90 @@ struct Cell {
   const T* peep = nullptr;  // [w_ic | w_fc | w_oc], 3D, or null without peepholes
   T clip = T(0);            // > 0: c is clipped to [-clip, clip]
 
-  // g: the row's 4D gate pre-activations, replaced by the activated gates; c_prev null: zeros.
-  void Forward(T* __restrict g, const T* __restrict c_prev, T* __restrict c, T* __restrict s, T* __restrict h) const {
-    T* gc = g;
-    T* gi = g + d;
-    T* gf = g + 2 * d;
-    T* go = g + 3 * d;
-    if (peep && c_prev)
-      for (int64_t j = 0; j < d; ++j) {
-        gi[j] += c_prev[j] * peep[j];
-        gf[j] += c_prev[j] * peep[d + j];
-      }
-    Activate(cand, gc, gc, d);
-    Activate(gate, gi, gi, 2 * d);  // the input and forget gates are adjacent
-    if (c_prev)
-      for (int64_t j = 0; j < d; ++j) c[j] = gc[j] * gi[j] + c_prev[j] * gf[j];
-    else
-      for (int64_t j = 0; j < d; ++j) c[j] = gc[j] * gi[j];
-    if (clip > T(0))
-      for (int64_t j = 0; j < d; ++j) c[j] = c[j] < -clip ? -clip : (c[j] > clip ? clip : c[j]);
-    if (peep)
-      for (int64_t j = 0; j < d; ++j) go[j] += c[j] * peep[2 * d + j];
-    Activate(gate, go, go, d);
-    Activate(cell, c, s, d);
-    for (int64_t j = 0; j < d; ++j) h[j] = go[j] * s[j];
+  // g: the row's gate pre-activations, replaced by the activated gates; c_prev null: zeros.
+  void Forward(T* g, const T* c_prev, T* c, T* s, T* h, int64_t a, int64_t len) const {
+    ForwardUnits(g + a, g + d + a, g + 2 * d + a, g + 3 * d + a, c_prev ? c_prev + a : nullptr, c + a, s + a, h + a,
+                 peep ? peep + a : nullptr, len);
   }
 
   // From the activated gates g, c_prev (null: zeros), c, s = act_h(c) and dh: the gate pre-activation gradients
-  // dg (4D). dc holds the gradient reaching c from later steps and Cell@GRAD on entry and the total gradient of
-  // the pre-clip cell on return; dc_prev (null: not wanted) is set to the gradient reaching c_prev through this
-  // step, and the peephole gradients dpeep (3D, null: not wanted) are added to. tmp: D scratch.
-  void Backward(const T* __restrict g, const T* __restrict c_prev, const T* __restrict c, const T* __restrict s,
-                const T* __restrict dh, T* __restrict dc, T* __restrict dg, T* __restrict dc_prev, T* __restrict dpeep,
-                T* __restrict tmp) const {
-    const T* gc = g;
-    const T* gi = g + d;
-    const T* gf = g + 2 * d;
-    const T* go = g + 3 * d;
-    T* dgc = dg;
-    T* dgi = dg + d;
-    T* dgf = dg + 2 * d;
-    T* dgo = dg + 3 * d;
-    for (int64_t j = 0; j < d; ++j) {
+  // dg. dc holds the gradient reaching c from later steps and Cell@GRAD on entry and the total gradient of the
+  // pre-clip cell on return; dc_prev (null: not wanted) is set to the gradient reaching c_prev through this step;
+  // the gate-bias gradients (db, 4D) and, with peepholes, the peephole gradients (db + 4D, 3D) are added to.
+  // tmp: scratch of len.
+  void Backward(const T* g, const T* c_prev, const T* c, const T* s, const T* dh, T* dc, T* dg, T* dc_prev, T* db,
+                T* tmp, int64_t a, int64_t len) const {
+    BackwardUnits(g + a, g + d + a, g + 2 * d + a, g + 3 * d + a, c_prev ? c_prev + a : nullptr, c + a, s + a, dh + a,
+                  dc + a, dg + a, dg + d + a, dg + 2 * d + a, dg + 3 * d + a, dc_prev ? dc_prev + a : nullptr,
+                  peep ? peep + a : nullptr, db + a, peep ? db + 4 * d + a : nullptr, tmp, len);
+  }
+
+ private:
+  // peep: the unit's w_ic, with w_fc and w_oc d and 2d further.
+  void ForwardUnits(T* __restrict gc, T* __restrict gi, T* __restrict gf, T* __restrict go, const T* __restrict cp,
+                    T* __restrict c, T* __restrict s, T* __restrict h, const T* __restrict pw, int64_t n) const {
+    if (pw && cp)
+      for (int64_t j = 0; j < n; ++j) {
+        gi[j] += cp[j] * pw[j];
+        gf[j] += cp[j] * pw[d + j];
+      }
+    Activate(cand, gc, gc, n);
+    Activate(gate, gi, gi, n);
+    Activate(gate, gf, gf, n);
+    if (cp)
+      for (int64_t j = 0; j < n; ++j) c[j] = gc[j] * gi[j] + cp[j] * gf[j];
+    else
+      for (int64_t j = 0; j < n; ++j) c[j] = gc[j] * gi[j];
+    if (clip > T(0))
+      for (int64_t j = 0; j < n; ++j) c[j] = c[j] < -clip ? -clip : (c[j] > clip ? clip : c[j]);
+    if (pw)
+      for (int64_t j = 0; j < n; ++j) go[j] += c[j] * pw[2 * d + j];
+    Activate(gate, go, go, n);
+    Activate(cell, c, s, n);
+    for (int64_t j = 0; j < n; ++j) h[j] = go[j] * s[j];
+  }
+
+  void BackwardUnits(const T* __restrict gc, const T* __restrict gi, const T* __restrict gf, const T* __restrict go,
+                     const T* __restrict cp, const T* __restrict c, const T* __restrict s, const T* __restrict dh,
+                     T* __restrict dc, T* __restrict dgc, T* __restrict dgi, T* __restrict dgf, T* __restrict dgo,
+                     T* __restrict dcp, const T* __restrict pw, T* __restrict db, T* __restrict dpw, T* __restrict tmp,
+                     int64_t n) const {
+    for (int64_t j = 0; j < n; ++j) {
       dgo[j] = dh[j] * s[j];
       tmp[j] = dh[j] * go[j];
     }
-    ActivationGrad(gate, go, dgo, dgo, d);
-    ActivationGrad(cell, s, tmp, tmp, d);
-    const T* wo = peep ? peep + 2 * d : nullptr;
-    for (int64_t j = 0; j < d; ++j) {
-      T total = dc[j] + tmp[j] + (wo ? dgo[j] * wo[j] : T(0));
+    ActivationGrad(gate, go, dgo, dgo, n);
+    ActivationGrad(cell, s, tmp, tmp, n);
+    for (int64_t j = 0; j < n; ++j) {
+      T total = dc[j] + tmp[j] + (pw ? dgo[j] * pw[2 * d + j] : T(0));
       if (clip > T(0) && (c[j] >= clip || c[j] <= -clip)) total = T(0);  // clipped: c does not move
       dc[j] = total;
       dgc[j] = total * gi[j];
       dgi[j] = total * gc[j];
-      dgf[j] = c_prev ? total * c_prev[j] : T(0);
+      dgf[j] = cp ? total * cp[j] : T(0);
     }
-    ActivationGrad(cand, gc, dgc, dgc, d);
-    ActivationGrad(gate, gi, dgi, dgi, 2 * d);
-    if (dc_prev) {
-      if (peep)
-        for (int64_t j = 0; j < d; ++j) dc_prev[j] = dc[j] * gf[j] + dgi[j] * peep[j] + dgf[j] * peep[d + j];
+    ActivationGrad(cand, gc, dgc, dgc, n);
+    ActivationGrad(gate, gi, dgi, dgi, n);
+    ActivationGrad(gate, gf, dgf, dgf, n);
+    if (dcp) {
+      if (pw)
+        for (int64_t j = 0; j < n; ++j) dcp[j] = dc[j] * gf[j] + dgi[j] * pw[j] + dgf[j] * pw[d + j];
       else
-        for (int64_t j = 0; j < d; ++j) dc_prev[j] = dc[j] * gf[j];
+        for (int64_t j = 0; j < n; ++j) dcp[j] = dc[j] * gf[j];
     }
-    if (dpeep) {
-      if (c_prev)
-        for (int64_t j = 0; j < d; ++j) {
-          dpeep[j] += dgi[j] * c_prev[j];
-          dpeep[d + j] += dgf[j] * c_prev[j];
+    for (int64_t j = 0; j < n; ++j) {
+      db[j] += dgc[j];
+      db[d + j] += dgi[j];
+      db[2 * d + j] += dgf[j];
+      db[3 * d + j] += dgo[j];
+    }
+    if (dpw) {
+      if (cp)
+        for (int64_t j = 0; j < n; ++j) {
+          dpw[j] += dgi[j] * cp[j];
+          dpw[d + j] += dgf[j] * cp[j];
         }
-      for (int64_t j = 0; j < d; ++j) dpeep[2 * d + j] += dgo[j] * c[j];
+      for (int64_t j = 0; j < n; ++j) dpw[2 * d + j] += dgo[j] * c[j];
     }
   }
 };
@@ -232,21 +247,27 @@ SequenceBatch BatchOf(const ExecutionContext& ctx, const char* slot) {
   return MakeSequenceBatch(offsets, ctx.Attr<bool>("is_reverse"));
 }
 
-// The rows of one step go to the thread pool in parts of at least this many hidden units: the cell's few
-// activations per unit cost more than a plain elementwise loop, so it pays from a smaller size.
+// A step goes to the thread pool split by hidden units when its recurrent GEMM is large enough to be split
+// anyway (blas.h's threshold), or, without one, when its cell has this many units (a few activations each).
 constexpr int64_t kCellGrain = 2048;
 
-// fn(k0, k1, part) over rows [0, n) of a step in at most max_parts parts (0 <= part < max_parts: a part's own
-// accumulators), in parallel when the step is large enough.
+// Parts of a step: 1, or one per thread, each owning a block of units (multiples of 16 where D allows).
+int StepParts(int threads, int64_t gemm_flops, int64_t cell_units, int64_t d) {
+  if (threads < 2 || d < 32) return 1;
+  const bool big = gemm_flops > 0 ? gemm_flops >= 2 * blas::kMinFlopsPerPart : cell_units >= 2 * kCellGrain;
+  return big ? static_cast<int>(std::min<int64_t>(threads, d / 16)) : 1;
+}
+
+// fn(p, a, len) for each part p of a step: units [a, a + len), in parallel when there are several parts.
 template <typename F>
-void ForRows(int64_t n, int64_t d, int max_parts, F fn) {
-  const int64_t parts = std::clamp<int64_t>(n * d / kCellGrain, 1, std::min<int64_t>(max_parts, n));
+void ForUnits(int parts, int64_t d, F fn) {
+  auto unit = [&](int64_t p) { return p == parts ? d : (d * p / parts + 8) / 16 * 16; };
   if (parts == 1) {
-    fn(int64_t{0}, n, 0);
+    fn(0, int64_t{0}, d);
     return;
   }
   ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) fn(n * p / parts, n * (p + 1) / parts, static_cast<int>(p));
+    for (int64_t p = p0; p < p1; ++p) fn(static_cast<int>(p), unit(p), unit(p + 1) - unit(p));
   });
 }
 
@@ -346,19 +367,29 @@ void LstmForward(const ExecutionContext& ctx, bool projected) {
     T* rec_cur = rec + (t & 1) * n_seq * r_width;
     T* c_cur = cells + (t & 1) * n_seq * d;
     T* g = gates + b0 * 4 * d;
-    for (int64_t k = 0; k < n; ++k) {  // x + b of this step's rows
-      const T* xr = x + rows[k] * 4 * d;
-      T* gr = g + k * 4 * d;
-      for (int64_t j = 0; j < 4 * d; ++j) gr[j] = xr[j] + bias[j];
-    }
-    if (rec_prev) blas::Gemm<T>(false, false, n, 4 * d, r_width, T(1), rec_prev, w, T(1), g);
-    ForRows(n, d, threads, [&](int64_t k0, int64_t k1, int) {
-      for (int64_t k = k0; k < k1; ++k) {
+    // One parallel region per step: each part owns a block of hidden units and computes, for every row, those
+    // units' x + b, their gate columns of the recurrent GEMM and their cell; the step ends when all parts have.
+    const int parts = StepParts(threads, rec_prev ? 2 * n * 4 * d * r_width : 0, n * d, d);
+    ForUnits(parts, d, [&](int, int64_t a, int64_t len) {
+      for (int64_t k = 0; k < n; ++k) {  // x + b
+        const T* xr = x + rows[k] * 4 * d;
+        T* gr = g + k * 4 * d;
+        for (int64_t q = 0; q < 4; ++q)
+          for (int64_t j = q * d + a; j < q * d + a + len; ++j) gr[j] = xr[j] + bias[j];
+      }
+      if (rec_prev) {
+        if (parts == 1) blas::Gemm<T>(false, false, n, 4 * d, r_width, T(1), rec_prev, w, T(1), g);
+        else
+          for (int64_t q = 0; q < 4; ++q)  // this part's columns of each gate
+            blas::SerialGemm<T>(false, false, n, len, r_width, T(1), rec_prev, r_width, w + q * d + a, 4 * d, T(1),
+                                g + q * d + a, 4 * d);
+      }
+      for (int64_t k = 0; k < n; ++k) {
         const int64_t r = b0 + k;
         T* h = projected ? batch_hidden + r * d : rec_cur + k * d;
-        cell.Forward(g + k * 4 * d, c_prev ? c_prev + k * d : nullptr, c_cur + k * d, s + r * d, h);
-        CopyRow(c_cur + k * d, d, cell_out + rows[k] * d);
-        if (!projected) CopyRow(h, d, out + rows[k] * d);
+        cell.Forward(g + k * 4 * d, c_prev ? c_prev + k * d : nullptr, c_cur + k * d, s + r * d, h, a, len);
+        CopyRow(c_cur + k * d + a, len, cell_out + rows[k] * d + a);
+        if (!projected) CopyRow(h + a, len, out + rows[k] * d + a);
       }
     });
     if (projected) {
@@ -465,11 +496,11 @@ void LstmBackward(const ExecutionContext& ctx, bool projected) {
   // Every row's gate gradient in input order: Input@GRAD itself when it is wanted.
   T* dg_all =
       d_input ? d_input->mutable_data<T>(DDim{t_rows, 4 * d}, place) : Temp<T>(&dg_full_buf, t_rows, 4 * d, place);
-  T* dg = Temp<T>(&dg_buf, n_seq, 4 * d, place);        // this step's rows, batch order (the GEMM's operand)
-  T* dh = Temp<T>(&dh_buf, n_seq, d, place);            // this step's dh: the next step's part, then Out@GRAD's
-  T* dcs = Temp<T>(&dc_buf, 2 * n_seq, d, place);       // rolling dc: this step's, and the previous step's
-  T* tmp = Temp<T>(&tmp_buf, threads, d, place);        // the cell's scratch row, one per part
-  T* acc = Zeroed<T>(&acc_buf, threads, 7 * d, place);  // per part: gate bias gradients, then the peepholes'
+  T* dgs = Temp<T>(&dg_buf, 2 * n_seq, 4 * d, place);  // rolling dg, batch order (the GEMMs' operand)
+  T* dh = Temp<T>(&dh_buf, n_seq, d, place);           // this step's dh: the next step's part, then Out@GRAD's
+  T* dcs = Temp<T>(&dc_buf, 2 * n_seq, d, place);      // rolling dc: this step's, and the previous step's
+  T* tmp = Temp<T>(&tmp_buf, threads, d, place);       // the cell's scratch, one row per part
+  T* acc = Zeroed<T>(&acc_buf, 1, 7 * d, place);       // gate-bias gradients, then the peepholes'
   // lstmp: dr of every row in batch order (ProjWeight@GRAD pairs it with BatchHidden), Projection@GRAD to begin.
   T* dr = nullptr;
   const T* proj_w = nullptr;
@@ -496,6 +527,8 @@ void LstmBackward(const ExecutionContext& ctx, bool projected) {
     const int64_t* prev_rows = t > 0 ? batch.rows.data() + batch.step_begin[t - 1] : nullptr;
     T* dc = dcs + (t & 1) * n_seq * d;
     T* dc_prev = t > 0 ? dcs + ((t - 1) & 1) * n_seq * d : dc0;
+    T* dg = dgs + (t & 1) * n_seq * 4 * d;
+    const T* dg_next = dgs + ((t + 1) & 1) * n_seq * 4 * d;  // the next step's, read while this one is written
     if (projected) {  // dr of this step is complete: through proj_clip and the activation, then to h
       T* drt = dr + b0 * r_width;
       for (int64_t k = 0; k < n; ++k) {
@@ -507,38 +540,42 @@ void LstmBackward(const ExecutionContext& ctx, bool projected) {
       }
       blas::Gemm<T>(false, true, n, d, r_width, T(1), drt, proj_w, T(0), dh);
     }
-    ForRows(n, d, threads, [&](int64_t k0, int64_t k1, int part) {
-      T* a = acc + part * 7 * d;
-      for (int64_t k = k0; k < k1; ++k) {
+    // One parallel region per step, split by hidden units: lstm's part of dh from the next step (its units'
+    // columns of dg_next W^T), then the cell backwards over every row for those units.
+    const bool rec_gemm = !projected && n_next > 0;
+    const int parts = StepParts(threads, rec_gemm ? 2 * n_next * 4 * d * d : 0, n * d, d);
+    ForUnits(parts, d, [&](int part, int64_t a, int64_t len) {
+      if (rec_gemm) {
+        if (parts == 1) blas::Gemm<T>(false, true, n_next, d, 4 * d, T(1), dg_next, w, T(0), dh);
+        else
+          blas::SerialGemm<T>(false, true, n_next, len, 4 * d, T(1), dg_next, 4 * d, w + a * 4 * d, 4 * d, T(0), dh + a,
+                              d);
+      }
+      for (int64_t k = 0; k < n; ++k) {
         const int64_t r = b0 + k, row = rows[k];
-        T* dhk = dh + k * d;
-        T* dck = dc + k * d;
+        T* dhk = dh + k * d + a;
+        T* dck = dc + k * d + a;
         if (!projected) {  // dh = (the next step's part) + Hidden@GRAD
-          if (k >= n_next) std::fill(dhk, dhk + d, T(0));
+          if (k >= n_next) std::fill(dhk, dhk + len, T(0));
           if (d_out)
-            for (int64_t j = 0; j < d; ++j) dhk[j] += d_out[row * d + j];
+            for (int64_t j = 0; j < len; ++j) dhk[j] += d_out[row * d + a + j];
         }
-        if (k >= n_next) std::fill(dck, dck + d, T(0));
+        if (k >= n_next) std::fill(dck, dck + len, T(0));  // dc = (the next step's part) + Cell@GRAD
         if (d_cell_in)
-          for (int64_t j = 0; j < d; ++j) dck[j] += d_cell_in[row * d + j];
+          for (int64_t j = 0; j < len; ++j) dck[j] += d_cell_in[row * d + a + j];
         const T* cp = t > 0 ? cells + prev_rows[k] * d : (c0 ? c0 + k * d : nullptr);
         T* dgk = dg + k * 4 * d;
-        cell.Backward(gates + r * 4 * d, cp, cells + row * d, s + r * d, dhk, dck, dgk,
-                      dc_prev ? dc_prev + k * d : nullptr, cell.peep ? a + 4 * d : nullptr, tmp + part * d);
-        for (int64_t j = 0; j < 4 * d; ++j) a[j] += dgk[j];
-        CopyRow(dgk, 4 * d, dg_all + row * 4 * d);
+        cell.Backward(gates + r * 4 * d, cp, cells + row * d, s + r * d, dh + k * d, dc + k * d, dgk,
+                      dc_prev ? dc_prev + k * d : nullptr, acc, tmp + part * d, a, len);
+        for (int64_t q = 0; q < 4; ++q) CopyRow(dgk + q * d + a, len, dg_all + row * 4 * d + q * d + a);
       }
     });
-    // The previous step's recurrent input: lstm dh (fresh, the only part besides Hidden@GRAD), lstmp dr (added).
-    if (t > 0) {
-      if (projected)
-        blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dg, w, T(1), dr + batch.step_begin[t - 1] * r_width);
-      else blas::Gemm<T>(false, true, n, d, 4 * d, T(1), dg, w, T(0), dh);
-    } else if (dh0) {
-      blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dg, w, T(0), dh0);
-    }
+    if (projected && t > 0)  // the previous step's dr += dg W^T
+      blas::Gemm<T>(false, true, n, r_width, 4 * d, T(1), dg, w, T(1), dr + batch.step_begin[t - 1] * r_width);
     n_next = n;
   }
+  if (dh0 && batch.steps() > 0)  // step 0's dg through Weight: the gradient of the initial recurrent input
+    blas::Gemm<T>(false, true, batch.alive(0), r_width, 4 * d, T(1), dgs, w, T(0), dh0);
 
   if (d_weight) {  // Weight@GRAD = prev^T dg over every row: one GEMM
     const Tensor* h0_in = InitialState(ctx, "H0", batch, r_width);
@@ -554,9 +591,7 @@ void LstmBackward(const ExecutionContext& ctx, bool projected) {
   if (d_bias) {
     T* db = d_bias->mutable_data<T>(bias_t.dims(), place);
     const int64_t width = cell.peep ? 7 * d : 4 * d;
-    std::fill(db, db + d_bias->numel(), T(0));
-    for (int p = 0; p < threads; ++p)
-      for (int64_t j = 0; j < width; ++j) db[j] += acc[p * 7 * d + j];
+    std::copy(acc, acc + width, db);
   }
   if (d_input) d_input->set_lod(cell_out.lod());
   UnorderState(ctx, "H0@GRAD", batch, dh0, r_width);

@@ -212,11 +212,12 @@ def _lstm_program(op, d, p=None):
 
 @pytest.mark.parametrize("op", ["lstm", "lstmp"])
 def test_rows_of_a_step_split_over_threads(op):
-    # Enough sequences alive per step (70 x D = 64) that the cell's rows go to the pool in parts, each with its own
-    # bias / peephole accumulators: the same values as one thread, and the forward as numpy's.
-    d, lens = 64, list(rng.randint(1, 7, size=70))
+    # Enough sequences alive per step (up to 130, D = 64) that steps go to the pool split by hidden units (each part
+    # its units' gate columns of the recurrent GEMMs and their cell): the same values as one thread, and the forward
+    # as numpy's.
+    d, lens = 64, [1] * 10 + list(rng.randint(2, 7, size=120))
     x = rand(sum(lens), 4 * d)
-    main, startup, fetch = _lstm_program(op, d, p=16)
+    main, startup, fetch = _lstm_program(op, d, p=48)
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
