@@ -312,7 +312,7 @@ T* Zeroed(Tensor* t, int64_t rows, int64_t width, const Place& place) {
   return p;
 }
 
-// proj_clip then the projection activation, in place over n * p values (lstmp forward).
+// The projection activation then proj_clip, in place over n values (lstmp forward).
 template <typename T>
 void ProjectionActivate(Activation act, T clip, T* r, int64_t n) {
   Activate(act, r, r, n);
