@@ -185,10 +185,8 @@ def test_lstm_grad_without_initial_states():
     OpTest("lstm", ins, outs, attrs).check_grad(["Input", "Weight", "Bias", "C0"], ["Hidden", "Cell"])
 
 
-@pytest.mark.parametrize("gate,cell,cand", [("sigmoid", "tanh", "tanh"), ("tanh", "sigmoid", "relu"),
-                                            ("relu", "identity", "sigmoid"), ("identity", "relu", "identity"),
-                                            ("sigmoid", "relu", "tanh"), ("tanh", "tanh", "identity")])
-def test_lstm_grad_activations(gate, cell, cand):
+@pytest.mark.parametrize("gate,cell,cand", list(itertools.product(ACT_NAMES, repeat=3)))
+def test_lstm_grad_every_activation_combination(gate, cell, cand):
     ins, outs, attrs = lstm_case([3, 2], 2, gate_activation=gate, cell_activation=cell, candidate_activation=cand)
     OpTest("lstm", ins, outs, attrs).check_grad(["Input", "Weight", "Bias", "H0", "C0"], ["Hidden", "Cell"])
 
@@ -303,6 +301,14 @@ def test_lstmp_forward_dtypes(dtype):
 @pytest.mark.parametrize("is_reverse", [False, True])
 def test_lstmp_grad(lens, is_reverse):
     ins, outs, attrs = lstmp_case(lens, 2, 3, is_reverse=is_reverse)
+    OpTest("lstmp", ins, outs, attrs).check_grad(["Input", "Weight", "ProjWeight", "Bias", "H0", "C0"],
+                                                 ["Projection", "Cell"])
+
+
+@pytest.mark.parametrize("proj_activation", ACT_NAMES)
+@pytest.mark.parametrize("cell_activation", ["tanh", "relu", "sigmoid", "identity"])
+def test_lstmp_grad_projection_activations(proj_activation, cell_activation):
+    ins, outs, attrs = lstmp_case([3, 2], 2, 2, proj_activation=proj_activation, cell_activation=cell_activation)
     OpTest("lstmp", ins, outs, attrs).check_grad(["Input", "Weight", "ProjWeight", "Bias", "H0", "C0"],
                                                  ["Projection", "Cell"])
 
