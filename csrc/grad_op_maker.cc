@@ -1,5 +1,7 @@
 #include "grad_op_maker.h"
 
+#include <algorithm>
+
 #include "op_context.h"
 
 namespace fl {
@@ -73,6 +75,7 @@ void MakeDerivedGradOp(GradOpMaker& g) {
   const OpInfo& grad = OpRegistry::Instance().Get(fwd.grad_op);
   OpDesc& op = g.NewOp(grad.type);
   for (const std::string& r : grad.grad_reads) {
+    if (std::find(grad.unread_reads.begin(), grad.unread_reads.end(), r) != grad.unread_reads.end()) continue;
     std::vector<std::string> args = fwd.FindInput(r)    ? g.Input(r)
                                     : fwd.FindOutput(r) ? g.Output(r)
                                                         : g.OutputGrad(SlotOfGrad(r));

@@ -242,6 +242,11 @@ OpBuilder& OpBuilder::Optional(std::vector<std::string> reads) {
   return *this;
 }
 
+OpBuilder& OpBuilder::AcceptsUnread(std::vector<std::string> reads) {
+  for (auto& r : reads) info_->unread_reads.push_back(r);
+  return *this;
+}
+
 OpBuilder& OpBuilder::ShapeLike(const std::string& input, const std::string& read) {
   info_->shape_like.emplace_back(input, read);
   return *this;
@@ -288,7 +293,7 @@ void DeriveGradOp(OpInfo& grad) {
   FL_ENFORCE(grad.inputs.empty() && grad.outputs.empty(), "grad op ", type,
              " declares its own slots: they are derived from ", fwd.type, "'s registration");
   for (const std::string& r : grad.grad_reads) {
-    const bool optional = Contains(grad.optional_reads, r);
+    const bool optional = Contains(grad.optional_reads, r) || Contains(grad.unread_reads, r);
     const SlotSpec* s = fwd.FindInput(r);
     if (s == nullptr) s = fwd.FindOutput(r);
     if (s != nullptr) {
@@ -303,6 +308,8 @@ void DeriveGradOp(OpInfo& grad) {
   }
   for (auto& r : grad.optional_reads)
     FL_ENFORCE(Contains(grad.grad_reads, r), "grad op ", type, ": optional read ", r, " is not read");
+  for (auto& r : grad.unread_reads)
+    FL_ENFORCE(Contains(grad.grad_reads, r), "grad op ", type, ": unread read ", r, " is not in its reads");
   for (const SlotSpec& in : fwd.inputs) {
     if (in.no_grad) continue;
     grad.outputs.push_back(SlotSpec{GradName(in.name), "gradient of " + in.name, in.duplicable, true});

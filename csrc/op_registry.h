@@ -114,6 +114,9 @@ struct OpInfo {
   std::string grad_op;
   const OpInfo* forward = nullptr;
   std::vector<std::string> grad_reads, optional_reads;
+  // Reads the grad op accepts (Fluid's grad op has the slot, so Fluid programs load) but its kernel never reads: the
+  // derived maker leaves them out, so the forward values are not kept alive for the grad op.
+  std::vector<std::string> unread_reads;
   std::vector<std::pair<std::string, std::string>> shape_like;
   // Derived at Finalize for DefaultGradInferShape: (X@GRAD output, the input whose shape it takes).
   std::vector<std::pair<std::string, std::string>> grad_shape_sources;
@@ -251,6 +254,9 @@ class OpBuilder {
   // On a GradOp builder: reads that may be missing (an output nobody used), and the read whose shape X@GRAD
   // takes when the grad op does not read X.
   OpBuilder& Optional(std::vector<std::string> reads);
+  // On a GradOp builder: reads accepted but not passed (OpInfo::unread_reads), e.g. an input Fluid's grad op lists
+  // whose values the kernel does not need.
+  OpBuilder& AcceptsUnread(std::vector<std::string> reads);
   OpBuilder& ShapeLike(const std::string& input, const std::string& read);
   // ParamOut may be Param itself: the kernel reads each element of `in` before writing that of `out`.
   OpBuilder& Inplace(const std::string& out, const std::string& in) {

@@ -66,17 +66,15 @@ def tolerance(model_module):
 
 
 def plain_feed(feed):
-    """A model's feed as the references take it: copies of its arrays, and each LoDTensor (or ``(array, lengths)``
-    pair) as an ``(array, recursive_seq_lens)`` pair, so that a reference can pad or pack the sequences."""
-    from fluidlite import core
-
-    def plain(v):
-        if isinstance(v, core.LoDTensor):
-            return np.array(v), [list(level) for level in v.recursive_sequence_lengths()]
-        if isinstance(v, tuple):
-            return np.array(v[0], copy=True), [list(level) for level in v[1]]
-        return np.array(v, copy=True)
-    return {k: plain(v) for k, v in feed.items()}
+    """A model's feed as the references take it: copies of its arrays, and each LoD input (a LoDTensor with a LoD,
+    or an ``(array, recursive_seq_lens)`` pair) as an ``(array, recursive_seq_lens)`` pair, so that a reference can
+    pad or pack the sequences."""
+    out = {}
+    for k, v in feed.items():
+        lens = v[1] if isinstance(v, tuple) else getattr(v, "recursive_sequence_lengths", lambda: None)()
+        a = np.array(v[0] if isinstance(v, tuple) else v, copy=True)
+        out[k] = (a, [list(level) for level in lens]) if lens else a
+    return out
 
 
 def perturbed(params, feed, factor=PERTURB_FACTOR):

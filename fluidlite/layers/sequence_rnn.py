@@ -2,12 +2,133 @@
 layers that tag their output: the input is a LoDTensor of already-projected gates; the kernels reorder the batch by
 length (kernels/helpers/sequence_batch.h) so that each time step is one GEMM over the sequences still alive. Each
 section lists its own names."""
-from ..framework import Variable  # noqa: F401
+from ..framework import Variable, convert_np_dtype_to_dtype_, dtype_to_str  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
 
 __all__ = []
 
 # ---------------------------------------------------------------- LSTM: dynamic_lstm, dynamic_lstmp
+
+__all__ += ["dynamic_lstm", "dynamic_lstmp"]
+
+
+def _lstm_check(layer, input, size, bias_attr, h_0, c_0, dtype):
+    """Fluid 1.8's checks of dynamic_lstm / dynamic_lstmp, as ValueError / TypeError naming the layer and the
+    variable; returns the hidden size D."""
+    if not isinstance(input, Variable):
+        raise TypeError("%s: input must be a Variable, got %s" % (layer, type(input).__name__))
+    if dtype_to_str(input.dtype) not in ("float32", "float64"):
+        raise TypeError("%s: input %s must be float32 or float64, got %s" % (layer, input.name,
+                                                                         dtype_to_str(input.dtype)))
+    try:
+        dtype_name = dtype_to_str(convert_np_dtype_to_dtype_(dtype))
+    except (TypeError, ValueError, KeyError):
+        dtype_name = None
+    if dtype_name not in ("float32", "float64"):
+        raise TypeError("%s: dtype must be 'float32' or 'float64', got %r" % (layer, dtype))
+    if dtype_name != dtype_to_str(input.dtype):
+        raise TypeError("%s: input %s is %s but dtype (the parameters' and outputs' dtype) is %s: pass dtype=%r"
+                        % (layer, input.name, dtype_to_str(input.dtype), dtype_name, dtype_to_str(input.dtype)))
+    if bias_attr is False:
+        raise ValueError("%s: bias_attr must not be False: the op always adds its gate biases" % layer)
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0 or size % 4:
+        raise ValueError("%s: size must be 4 * hidden size (a multiple of 4), got %r" % (layer, size))
+    if len(input.shape) != 2 or input.shape[1] not in (-1, size):
+        raise ValueError("%s: input %s has width %s but size is %d: input must be [T, size], the projected gate "
+                         "inputs (an fc of size 4 * hidden size)" % (layer, input.name,
+                                                                     input.shape[-1] if input.shape else None, size))
+    for arg, v in (("h_0", h_0), ("c_0", c_0)):
+        if v is None:
+            continue
+        if not isinstance(v, Variable):
+            raise TypeError("%s: %s must be a Variable or None, got %s" % (layer, arg, type(v).__name__))
+        if dtype_to_str(v.dtype) not in ("float32", "float64"):
+            raise TypeError("%s: %s %s must be float32 or float64, got %s" % (layer, arg, v.name,
+                                                                           dtype_to_str(v.dtype)))
+    if h_0 is not None and c_0 is None:  # the op's rule: c_0 alone is fine, h_0 needs c_0
+        raise ValueError("%s: h_0 %s is given without c_0: give both initial states, only c_0, or neither"
+                         % (layer, h_0.name))
+    return size // 4
+
+
+def _initial_state(layer, arg, v, width):
+    if v is not None and (len(v.shape) != 2 or v.shape[1] not in (-1, width)):
+        raise ValueError("%s: %s %s must have shape [batch_size, %d], got %s" % (layer, arg, v.name, width,
+                                                                               tuple(v.shape)))
+
+
+def dynamic_lstm(input, size, h_0=None, c_0=None, param_attr=None, bias_attr=None, use_peepholes=True,
+                 is_reverse=False, gate_activation="sigmoid", cell_activation="tanh", candidate_activation="tanh",
+                 dtype="float32", name=None):
+    """LSTM over the sequences of a LoD batch (Fluid's dynamic_lstm, op ``lstm``). ``input`` is the LoDTensor
+    [T, 4 * D] of projected gate inputs (an fc of size 4 * D, gates ordered candidate, input, forget, output) and
+    ``size`` = 4 * D. With peepholes (default) the input and forget gates see c_{t-1} and the output gate c_t.
+
+    Parameters: ``<name>.w_0`` [D, 4 * D] (recurrent weights), ``<name>.b_0`` [1, 7 * D] (gate biases, then the
+    peephole weights w_ic, w_fc, w_oc; [1, 4 * D] without peepholes). ``h_0`` / ``c_0``: [N, D] initial states,
+    one row per sequence (h_0 needs c_0). Returns (hidden, cell), each [T, D] with input's LoD."""
+    d = _lstm_check("dynamic_lstm", input, size, bias_attr, h_0, c_0, dtype)
+    _initial_state("dynamic_lstm", "h_0", h_0, d)
+    _initial_state("dynamic_lstm", "c_0", c_0, d)
+    helper = LayerHelper("lstm", input=input, param_attr=param_attr, bias_attr=bias_attr, name=name)
+    weight = helper.create_parameter(attr=helper.param_attr, shape=[d, 4 * d], dtype=dtype)
+    bias = helper.create_parameter(attr=helper.bias_attr, shape=[1, (7 if use_peepholes else 4) * d], dtype=dtype,
+                                   is_bias=True)
+    hidden, cell, batch_gate, batch_cell_pre_act = (helper.create_variable_for_type_inference(dtype)
+                                                    for _ in range(4))
+    inputs = {"Input": [input], "Weight": [weight], "Bias": [bias]}
+    inputs.update({slot: [v] for slot, v in (("H0", h_0), ("C0", c_0)) if v is not None})
+    helper.append_op(type="lstm", inputs=inputs,
+                     outputs={"Hidden": [hidden], "Cell": [cell], "BatchGate": [batch_gate],
+                              "BatchCellPreAct": [batch_cell_pre_act]},
+                     attrs={"use_peepholes": bool(use_peepholes), "is_reverse": bool(is_reverse),
+                            "gate_activation": gate_activation, "cell_activation": cell_activation,
+                            "candidate_activation": candidate_activation})
+    return hidden, cell
+
+
+def dynamic_lstmp(input, size, proj_size, param_attr=None, bias_attr=None, use_peepholes=True, is_reverse=False,
+                  gate_activation="sigmoid", cell_activation="tanh", candidate_activation="tanh",
+                  proj_activation="tanh", dtype="float32", name=None, h_0=None, c_0=None, cell_clip=None,
+                  proj_clip=None):
+    """LSTM with a recurrent projection (Fluid's dynamic_lstmp, op ``lstmp``): as dynamic_lstm, but the recurrence
+    feeds back r_t = proj_activation(h_t W_proj) of width ``proj_size`` = P. (As in Fluid 1.8's kernels, any
+    proj_activation but "identity" applies cell_activation.) ``cell_clip`` / ``proj_clip`` clip the cell state and
+    the projection to [-clip, clip] (None: no clipping).
+
+    Parameters: ``<name>.w_0`` [P, 4 * D] (recurrent weights), ``<name>.w_1`` [D, P] (projection; both take
+    ``param_attr``, as in Fluid), ``<name>.b_0`` [1, 7 * D] or [1, 4 * D]. ``h_0`` [N, P] (the initial projection)
+    and ``c_0`` [N, D] (h_0 needs c_0). Returns (projection [T, P], cell [T, D]), each with input's LoD."""
+    d = _lstm_check("dynamic_lstmp", input, size, bias_attr, h_0, c_0, dtype)
+    if not isinstance(proj_size, int) or isinstance(proj_size, bool) or proj_size <= 0:
+        raise ValueError("dynamic_lstmp: proj_size must be a positive int, got %r" % (proj_size,))
+    _initial_state("dynamic_lstmp", "h_0", h_0, proj_size)
+    _initial_state("dynamic_lstmp", "c_0", c_0, d)
+    attrs = {"use_peepholes": bool(use_peepholes), "is_reverse": bool(is_reverse),
+             "gate_activation": gate_activation, "cell_activation": cell_activation,
+             "candidate_activation": candidate_activation, "proj_activation": proj_activation}
+    for arg, v in (("cell_clip", cell_clip), ("proj_clip", proj_clip)):
+        if v is None:  # Fluid leaves the op's default (0: no clipping)
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise ValueError("dynamic_lstmp: %s must not be negative, got %r" % (arg, v))
+        attrs[arg] = float(v)
+    helper = LayerHelper("lstmp", input=input, param_attr=param_attr, bias_attr=bias_attr, name=name)
+    weight = helper.create_parameter(attr=helper.param_attr, shape=[proj_size, 4 * d], dtype=dtype)
+    proj_weight = helper.create_parameter(attr=helper.param_attr, shape=[d, proj_size], dtype=dtype)
+    bias = helper.create_parameter(attr=helper.bias_attr, shape=[1, (7 if use_peepholes else 4) * d], dtype=dtype,
+                                   is_bias=True)
+    # Fluid also creates an unused "ordered_proj0" temporary third; made here too so temporaries keep its names.
+    projection, cell, _ordered_proj0, batch_hidden, batch_gate, batch_cell_pre_act = (
+        helper.create_variable_for_type_inference(dtype) for _ in range(6))
+    inputs = {"Input": [input], "Weight": [weight], "ProjWeight": [proj_weight], "Bias": [bias]}
+    inputs.update({slot: [v] for slot, v in (("H0", h_0), ("C0", c_0)) if v is not None})
+    helper.append_op(type="lstmp", inputs=inputs,
+                     outputs={"Projection": [projection], "Cell": [cell], "BatchHidden": [batch_hidden],
+                              "BatchGate": [batch_gate], "BatchCellPreAct": [batch_cell_pre_act]},
+                     attrs=attrs)
+    return projection, cell
+
 
 # ---------------------------------------------------------------- GRU: dynamic_gru, gru_unit
 
