@@ -118,6 +118,11 @@ class PreparedOp {
   };
   std::vector<InplaceAlias> inplace_;
   void CheckAliases();  // at Bind: an undeclared output == input alias raises
+  // A backward op's outputs x@GRAD (and x@GRAD@RENAME@k) paired with x: after the kernel, a gradient the op left
+  // without LoD takes x's when it has x's rows. Composed gradients (a transpose2 or concat standing in for a grad
+  // op) and grads shaped like a saved intermediate follow their own op's LoD rule otherwise.
+  std::vector<std::pair<Variable*, const Variable*>> grad_lod_;
+  void ShareForwardLoDWithGrads() const;
 };
 
 class ExecutionContext {

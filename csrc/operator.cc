@@ -183,6 +183,27 @@ void PreparedOp::Bind(Scope& scope) {
   resolve(info_->inputs, desc_->inputs(), ins_, "input");
   resolve(info_->outputs, desc_->outputs(), outs_, "output");
   CheckAliases();
+  grad_lod_.clear();
+  auto role = desc_->attrs().find("op_role");
+  const bool backward = role != desc_->attrs().end() && std::holds_alternative<int32_t>(role->second) &&
+                        (std::get<int32_t>(role->second) & static_cast<int>(OpRole::kBackward));
+  if (backward && !info_->run)
+    for (auto& kv : desc_->outputs())
+      for (auto& name : kv.second) {
+        if (name == kEmptyVarName || !IsGradName(name)) continue;
+        const Variable* fwd = scope.FindVar(StripGradSuffix(name));
+        Variable* grad = scope.FindVar(name);
+        if (fwd && grad && fwd != grad) grad_lod_.emplace_back(grad, fwd);
+      }
+}
+
+void PreparedOp::ShareForwardLoDWithGrads() const {
+  for (auto& [grad, fwd] : grad_lod_) {
+    const Tensor* f = fwd->GetTensor();
+    Tensor* g = grad->IsSelectedRows() ? nullptr : grad->GetTensor() ? grad->GetMutableTensor() : nullptr;
+    if (!f || !g || f->lod().empty() || !g->lod().empty() || !f->IsInitialized() || !g->IsInitialized()) continue;
+    if (f->rank() > 0 && g->rank() > 0 && f->dims()[0] == g->dims()[0]) g->set_lod(f->lod());
+  }
 }
 
 // An output bound to the variable of an input: kernels write Out while reading X, so unless the op
@@ -487,6 +508,7 @@ void PreparedOp::Run(const Place& place) {
                << place.ToString() << "]:library_type[PLAIN]";
   }
   (*kernel_)(ctx);
+  if (!grad_lod_.empty()) ShareForwardLoDWithGrads();
 }
 
 // ------------------------------------------------------------------ ExecutionContext
