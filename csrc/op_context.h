@@ -36,6 +36,12 @@ class InferShapeContext {
   virtual void SetOutputDim(const char* slot, const DDim& dims, int i = 0) = 0;
   virtual void SetOutputDType(const char* slot, DType dtype, int i = 0) = 0;  // compile time only
   virtual void ShareLoD(const char* in_slot, const char* out_slot, int i = 0, int j = 0) = 0;
+  // Build time: an input variable's lod_level, and setting an output's, for ops that compute their output's LoD
+  // instead of sharing one (lod_reset, sequence ops: Fluid's GetLoDLevel/SetLoDLevel). At run time the tensors
+  // carry the LoD itself (the kernel sets it): InputLoDLevel is the input tensor's level count and
+  // SetOutputLoDLevel does nothing.
+  virtual int InputLoDLevel(const char* slot, int i = 0) const = 0;
+  virtual void SetOutputLoDLevel(const char* slot, int level, int i = 0) = 0;
   virtual const Attribute& GetAttr(const std::string& name) const = 0;
   template <typename T>
   const T& Attr(const std::string& name) const {

@@ -95,6 +95,8 @@ class ForwardCheckContext : public InferShapeContext {
   }
   void SetOutputDType(const char*, DType, int) override {}
   void ShareLoD(const char*, const char*, int, int) override {}
+  int InputLoDLevel(const char* slot, int i) const override { return g_.InputLoDLevel(Need(InName(slot)), i); }
+  void SetOutputLoDLevel(const char*, int, int) override {}
   const Attribute& GetAttr(const std::string& name) const override { return g_.GetAttr(name); }
 
  private:
@@ -277,6 +279,10 @@ class RuntimeInferShapeContext : public InferShapeContext {
     if (InRows(in, i)) v->GetMutableTensor()->set_lod({});
     else v->GetMutableTensor()->set_lod(InTensor(in, i).lod());
   }
+  int InputLoDLevel(const char* slot, int i) const override {
+    return InRows(slot, i) ? 0 : static_cast<int>(InTensor(slot, i).lod().size());
+  }
+  void SetOutputLoDLevel(const char*, int, int) override {}  // the kernel sets the output's LoD
   const Attribute& GetAttr(const std::string& name) const override {
     ExecutionContext ctx(op_, Place::CPU());
     return ctx.GetAttr(name.c_str());

@@ -95,6 +95,9 @@ class Tensor {
   LoD lod_;
 };
 
+// Fluid's spelling of a LoD: "{}", "{{0, 2, 5}}", "{{0, 1, 2}, {0, 2, 5}}".
+std::string LoDString(const LoD& lod);
+
 // Why `lod` is not a valid LoD (Fluid's CheckLoD), or "" if it is: every level has at least 2 offsets,
 // starts at 0 and never decreases; level i ends at the entry count of level i+1; with rows >= 0 the last
 // level ends at rows (the tensor's dims[0]), with rows < 0 only the structure is checked.
