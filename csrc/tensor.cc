@@ -42,8 +42,7 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
 
 std::string LoDString(const LoD& lod) {
   std::string s = "{";
-  for (size_t l = 0; l < lod.size(); ++l) {
-    if (l) s += ", ";
+  for (size_t l = 0; l < lod.size(); ++l) {  // no separator between levels, as Fluid's operator<<
     s += "{";
     for (size_t i = 0; i < lod[l].size(); ++i) {
       if (i) s += ", ";

@@ -69,7 +69,7 @@ class Tensor {
 
   const LoD& lod() const { return lod_; }
   void set_lod(const LoD& lod) { lod_ = lod; }
-  std::string LoDString() const;  // Fluid's "{}" / "{{0, 2, 5}}"
+  std::string LoDString() const;  // Fluid's "{}" / "{{0, 2, 5}}" / "{{0, 1, 2}{0, 2, 5}}"
 
   const std::shared_ptr<Allocation>& holder() const { return holder_; }
   size_t offset() const { return offset_; }
@@ -95,7 +95,7 @@ class Tensor {
   LoD lod_;
 };
 
-// Fluid's spelling of a LoD: "{}", "{{0, 2, 5}}", "{{0, 1, 2}, {0, 2, 5}}".
+// Fluid's spelling of a LoD (its operator<<): "{}", "{{0, 2, 5}}", "{{0, 1, 2}{0, 2, 5}}".
 std::string LoDString(const LoD& lod);
 
 // Why `lod` is not a valid LoD (Fluid's CheckLoD), or "" if it is: every level has at least 2 offsets,

@@ -157,9 +157,9 @@ def test_invalid_target_lod_is_an_error_naming_the_offsets(attrs, y, message):
 
 
 def test_append_must_fit_x_levels():
-    with pytest.raises(core.EnforceNotMet, match=r"lod_reset: the new LoD \{\{0, 1, 3\}, \{0, 2, 5, 10\}, "
+    with pytest.raises(core.EnforceNotMet, match=r"lod_reset: the new LoD \{\{0, 1, 3\}\{0, 2, 5, 10\}"
                                                  r"\{0, 1, 2, 4, 5, 6, 10\}\} \(from attribute target_lod, appended "
-                                                 r"to X's \{\{0, 1, 3\}, \{0, 2, 5, 10\}\}\) does not fit X 'x' "
+                                                 r"to X's \{\{0, 1, 3\}\{0, 2, 5, 10\}\}\) does not fit X 'x' "
                                                  r"\[10, 3\]: level 1 ends at 10 but level 2 has 6 entries"):
         _run([[1, 2], [2, 3, 5]], {"target_lod": [0, 1, 2, 4, 5, 6, 10], "append": True})
 
@@ -232,7 +232,7 @@ def test_layers_lod_reset_and_lod_append_end_to_end():
         assert t.recursive_sequence_lengths() == w
     # Appending a level with as many entries as x has rows' worth of sequences is not: 3 sequences, 2 entries.
     feed["level7"] = np.array([0, 2, 6], "int64")
-    with pytest.raises(core.EnforceNotMet, match=r"lod_reset: the new LoD \{\{0, 2, 5, 6\}, \{0, 2, 6\}\} \(from the "
+    with pytest.raises(core.EnforceNotMet, match=r"lod_reset: the new LoD \{\{0, 2, 5, 6\}\{0, 2, 6\}\} \(from the "
                                                  r"values of Y 'level7', appended to X's \{\{0, 2, 5, 6\}\}\) does not "
                                                  r"fit X 'x' \[6, 1\]: level 0 ends at 6 but level 1 has 2 entries"):
         exe.run(main, feed=feed, fetch_list=[e])
