@@ -100,11 +100,11 @@ class _SlotConverter:
         t = core.LoDTensor()
         t.set(arr, self.place)
         if self.lod_level > 0:
-            t.set_recursive_sequence_lengths(self.lengths)
-            problem = t._lod_problem()
-            if problem:
+            try:
+                t.set_recursive_sequence_lengths(self.lengths)
+            except ValueError as e:  # the nested lists' innermost items did not become one row each
                 raise ValueError("DataFeeder: %s: its sequence lengths %s do not fit the batch of shape %s: %s"
-                                 % (self._describe(), self.lengths, arr.shape, problem))
+                                 % (self._describe(), self.lengths, arr.shape, str(e).split(": ", 2)[-1])) from None
         return t
 
 
