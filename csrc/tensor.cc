@@ -1,5 +1,6 @@
 #include "tensor.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "logging.h"
@@ -38,6 +39,11 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
   t.dims_ = dims_;
   t.dims_[0] = end - begin;
   return t;
+}
+
+uint64_t Tensor::NextLoDVersion() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::string LoDString(const LoD& lod) {
