@@ -85,8 +85,9 @@ class PreparedOp {
   void Run(const Place& place);
   // "CPUPlace Op(abs), inputs:{X[x:float[2, 3]({})]}, outputs:{...}." — Fluid's DebugStringEx.
   std::string DebugString(const Place& place) const;
-  // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[2, 3]\"". Rebuilt only when a shape
-  // changed since the last call, so profiling a steady-state run costs a dims comparison per op.
+  // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[6, 3]({{0, 2, 6}})\"" (a tensor's LoD when it
+  // has one, long levels abbreviated). Rebuilt only when a shape or a LoD changed since the last call, so profiling
+  // a steady-state run costs a dims (and LoD) comparison per argument.
   const char* ProfileArgs();
 
   const OpInfo* info() const { return info_; }
@@ -110,6 +111,7 @@ class PreparedOp {
   DType kernel_dtype_ = DType::UNDEFINED;
   Place kernel_place_;
   std::vector<DDim> profiled_dims_;
+  std::vector<uint64_t> profiled_lods_;  // their Tensor::lod_version()s, parallel to profiled_dims_
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
   bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)

@@ -382,8 +382,30 @@ std::string PreparedOp::DebugString(const Place& place) const {
   return s + "}.";
 }
 
+namespace {
+// A LoD for profiler args: levels of up to 8 offsets in full, longer ones as their first 6, "..." and the last, so
+// that a batch of many sequences keeps its args short.
+std::string LoDSummary(const LoD& lod) {
+  constexpr size_t kFull = 8, kHead = 6;
+  std::string s = "{";
+  for (const auto& level : lod) {
+    s += "{";
+    for (size_t i = 0; i < level.size(); ++i) {
+      if (level.size() > kFull && i == kHead) {
+        s += ", ...";
+        i = level.size() - 1;
+      }
+      if (i) s += ", ";
+      s += std::to_string(level[i]);
+    }
+    s += "}";
+  }
+  return s + "}";
+}
+}  // namespace
+
 const char* PreparedOp::ProfileArgs() {
-  // Fast path: compare the current dims with those the cached string was built from.
+  // Fast path: compare the current dims and LoDs with those the cached string was built from.
   if (profile_args_) {
     size_t k = 0;
     bool same = true;
@@ -391,7 +413,8 @@ const char* PreparedOp::ProfileArgs() {
       for (const auto& slot : *side)
         for (Variable* v : slot) {
           const Tensor* t = TensorOrValue(v);
-          if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor)) {
+          if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor) ||
+              (t ? t->lod_version() : 0) != profiled_lods_[k]) {
             same = false;
           }
           ++k;
@@ -399,6 +422,7 @@ const char* PreparedOp::ProfileArgs() {
     if (same && k == profiled_dims_.size()) return profile_args_;
   }
   profiled_dims_.clear();
+  profiled_lods_.clear();
   std::string parts[2] = {"\"", "\""};
   int side_index = 0;
   for (const auto* side : {&ins_, &outs_}) {
@@ -409,9 +433,11 @@ const char* PreparedOp::ProfileArgs() {
         const Tensor* t = TensorOrValue(v);
         DDim d = t ? t->dims() : kNoTensor;
         profiled_dims_.push_back(d);
+        profiled_lods_.push_back(t ? t->lod_version() : 0);
         if (!t) continue;
         if (out.size() > 1) out += ", ";
         out += specs[s].name + d.ToString();
+        if (!t->lod().empty() && !v->IsSelectedRows()) out += "(" + LoDSummary(t->lod()) + ")";
       }
   }
   profile_args_ = Intern("\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\"");
