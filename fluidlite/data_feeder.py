@@ -86,8 +86,8 @@ class _SlotConverter:
                 reason = None
                 if self.shape and self.shape[0] < 0:
                     reason = self._row_size_error(int(np.prod(known)))
-                raise ValueError("%s: %s: cannot reshape the batch of shape %s to the declared shape%s"
-                                 % (self.caller, self._describe(), arr.shape, ": " + reason if reason else "")) from None
+                raise ValueError("%s: %s: cannot reshape the batch of shape %s to the declared shape%s" % (
+                    self.caller, self._describe(), arr.shape, ": " + reason if reason else "")) from None
         elif self.checked and arr.ndim == len(self.shape):
             for d, (want, got) in enumerate(zip(self.shape, arr.shape)):
                 if want >= 0 and want != got:
@@ -105,8 +105,8 @@ class _SlotConverter:
             try:
                 t.set_recursive_sequence_lengths(self.lengths)
             except ValueError as e:  # the nested lists' innermost items did not become one row each
-                raise ValueError("%s: %s: its sequence lengths %s do not fit the batch of shape %s: %s"
-                                 % (self.caller, self._describe(), self.lengths, arr.shape, str(e).split(": ", 2)[-1])) from None
+                raise ValueError("%s: %s: its sequence lengths %s do not fit the batch of shape %s: %s" % (
+                    self.caller, self._describe(), self.lengths, arr.shape, str(e).split(": ", 2)[-1])) from None
         return t
 
 
