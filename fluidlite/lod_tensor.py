@@ -26,11 +26,14 @@ def flatten_sequences(seqs, levels, lengths):
     return rows
 
 
-def _check_lengths(recursive_seq_lens):
-    if not isinstance(recursive_seq_lens, (list, tuple)) or not all(
-            isinstance(level, (list, tuple)) for level in recursive_seq_lens):
+def _as_lengths(recursive_seq_lens):
+    """recursive_seq_lens as a list of lists of ints: any sequence of sequences of integers (a numpy array too, as
+    Fluid's pybind conversion takes)."""
+    try:
+        return [[int(n) for n in level] for level in recursive_seq_lens]
+    except (TypeError, ValueError):
         raise TypeError("create_lod_tensor: recursive_seq_lens must be a list of lists of sequence lengths "
-                        "(e.g. [[2, 3]]), got %r" % (recursive_seq_lens,))
+                        "(e.g. [[2, 3]]), got %r" % (recursive_seq_lens,)) from None
 
 
 def create_lod_tensor(data, recursive_seq_lens, place):
@@ -42,7 +45,7 @@ def create_lod_tensor(data, recursive_seq_lens, place):
     Fluid 1.8 takes one level of lists; here the lists may nest one level per LoD level."""
     if isinstance(data, core.LoDTensor):
         return create_lod_tensor(np.array(data), recursive_seq_lens, place)
-    _check_lengths(recursive_seq_lens)
+    recursive_seq_lens = _as_lengths(recursive_seq_lens)
     if isinstance(data, list):
         levels = len(recursive_seq_lens)
         if levels == 0:
@@ -86,7 +89,7 @@ def create_random_int_lodtensor(recursive_seq_lens, base_shape, place, low, high
     [total last-level length] + base_shape and LoD `recursive_seq_lens`."""
     if not isinstance(base_shape, list):
         raise TypeError("create_random_int_lodtensor: base_shape should be a list, got %s" % type(base_shape).__name__)
-    _check_lengths(recursive_seq_lens)
+    recursive_seq_lens = _as_lengths(recursive_seq_lens)
     if not recursive_seq_lens:
         raise InvalidLoDError("create_random_int_lodtensor: recursive_seq_lens must have at least one level")
     if low > high:

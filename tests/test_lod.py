@@ -107,6 +107,8 @@ def test_create_lod_tensor_from_lists_as_fluid():
     np.testing.assert_array_equal(np.array(t)[:, :, 0], [[0.5, 1.0], [1.5, 2.0], [2.5, 3.0]])
     t = fluid.create_lod_tensor([[[1], [2, 3]], [[4]]], [[2, 1], [1, 2, 1]], CPU)  # two levels (a superset)
     assert t.lod() == [[0, 2, 3], [0, 1, 3, 4]] and t.shape() == [4, 1]
+    t = fluid.create_lod_tensor(np.zeros((3, 1)), np.array([[1, 2]]), CPU)  # lengths as any sequence (Fluid's book)
+    assert t.lod() == [[0, 1, 3]]
     src = fluid.create_lod_tensor(np.arange(4, dtype="float32").reshape(4, 1), [[4]], CPU)
     t = fluid.create_lod_tensor(src, [[1, 3]], CPU)  # a LoDTensor: its values, the new LoD
     assert t.lod() == [[0, 1, 4]] and np.array(t).ravel().tolist() == [0, 1, 2, 3]
