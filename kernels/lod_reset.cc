@@ -33,54 +33,56 @@ std::string TargetProblem(const std::vector<int32_t>& target) {
   return "";
 }
 
+// Where the new LoD comes from; spelled out only in an error message.
+enum class Source { kYLoD, kYValues, kAttr };
+std::string SourceName(const ExecutionContext& ctx, Source s) {
+  if (s == Source::kAttr) return "attribute target_lod";
+  return Str(s == Source::kYLoD ? "the LoD" : "the values", " of Y '", ctx.InputName("Y"), "'");
+}
+
 // The target level from Y's values (Y without a LoD).
-std::vector<size_t> LevelFromY(const ExecutionContext& ctx, const Tensor& y) {
-  const std::string what = Str("lod_reset: Y '", ctx.InputName("Y"), "' ", y.dims());
-  std::vector<size_t> level;
-  level.reserve(static_cast<size_t>(y.numel()));
-  VisitIndexDType(y.dtype(), what, [&](auto tag) {
+void LevelFromY(const ExecutionContext& ctx, const Tensor& y, std::vector<size_t>* level) {
+  VisitIndexDType(y.dtype(), Str("lod_reset: Y '", ctx.InputName("Y"), "' ", y.dims()), [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* p = y.data<I>();
     for (int64_t i = 0; i < y.numel(); ++i) {
-      FL_ENFORCE(p[i] >= 0 && (i == 0 || p[i] >= p[i - 1]), what, " holds the target LoD offsets ",
-                 DDim(std::vector<int64_t>(p, p + y.numel())), ", which must start at 0 and never decrease (",
+      FL_ENFORCE(p[i] >= 0 && (i == 0 || p[i] >= p[i - 1]), "lod_reset: Y '", ctx.InputName("Y"), "' ", y.dims(),
+                 " holds the target LoD offsets ", DDim(std::vector<int64_t>(p, p + y.numel())),
+                 ", which must start at 0 and never decrease (",
                  i == 0 ? Str("offset 0 is ", p[0]) : Str("position ", i, ": ", p[i - 1], " then ", p[i]), ")");
-      level.push_back(static_cast<size_t>(p[i]));
+      level->push_back(static_cast<size_t>(p[i]));
     }
   });
-  return level;
 }
 
 const auto kLoDReset = [](const ExecutionContext& ctx, auto) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
-  const int64_t rows = x.rank() ? x.dims()[0] : 0;
-  const std::string xdesc = Str("X '", ctx.InputName("X"), "' ", x.dims());
-  LoD lod;
-  std::string source;
   const Tensor* y = ctx.HasInput("Y") ? &ctx.Input("Y") : nullptr;
+  const bool append = ctx.Attr<bool>("append");
+  LoD lod;
+  Source source = Source::kYLoD;
   if (y && !y->lod().empty()) {
     lod = y->lod();
-    source = Str("the LoD of Y '", ctx.InputName("Y"), "'");
   } else {
-    std::vector<size_t> level;
+    if (append) lod = x.lod();
+    lod.emplace_back();
+    std::vector<size_t>& level = lod.back();
     if (y) {
-      level = LevelFromY(ctx, *y);
-      source = Str("the values of Y '", ctx.InputName("Y"), "'");
+      source = Source::kYValues;
+      LevelFromY(ctx, *y, &level);
     } else {
+      source = Source::kAttr;
       const auto& target = ctx.Attr<std::vector<int32_t>>("target_lod");
       level.assign(target.begin(), target.end());  // checked non-negative and increasing with the attribute
-      source = "attribute target_lod";
     }
-    FL_ENFORCE(level.size() >= 2, "lod_reset: the target LoD ", OffsetsString(level), " (", source,
+    FL_ENFORCE(level.size() >= 2, "lod_reset: the target LoD ", OffsetsString(level), " (", SourceName(ctx, source),
                ") must have at least 2 offsets, got ", level.size());
-    if (ctx.Attr<bool>("append")) lod = x.lod();
-    lod.push_back(std::move(level));
   }
-  const std::string problem = LoDProblem(lod, rows);
-  FL_ENFORCE(problem.empty(), "lod_reset: the new LoD ", LoDString(lod), " (from ", source,
-             ctx.Attr<bool>("append") && !(y && !y->lod().empty()) ? Str(", appended to X's ", x.LoDString()) : "",
-             ") does not fit ", xdesc, ": ", problem);
+  const std::string problem = LoDProblem(lod, x.rank() ? x.dims()[0] : 0);
+  FL_ENFORCE(problem.empty(), "lod_reset: the new LoD ", LoDString(lod), " (from ", SourceName(ctx, source),
+             append && source != Source::kYLoD ? Str(", appended to X's ", x.LoDString()) : "", ") does not fit X '",
+             ctx.InputName("X"), "' ", x.dims(), ": ", problem);
   if (out != &x) out->ShareDataWith(x);
   out->set_lod(lod);
 };
