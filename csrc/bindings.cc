@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <optional>
+#include <sstream>
 
 #include "allocator.h"
 #include "executor.h"
@@ -124,11 +125,14 @@ py::array ShareToNumpy(const Tensor& t) {
   return py::array(NumpyDType(t.dtype()), shape, t.raw_data(), owner);
 }
 
-// Copies a numpy array into a tensor on `place` (Tensor.set).
+// Copies a numpy array into a tensor on `place` (Tensor.set). The LoD stays, as in Fluid (LoDTensor(lengths) or
+// set_recursive_sequence_lengths may come first); has_valid_recursive_sequence_lengths tells whether it fits.
 void SetFromNumpy(Tensor& t, const py::handle& obj, const Place& place) {
   py::list keep;
   Tensor src = BorrowArray(obj, keep, "LoDTensor.set: array");
+  const LoD lod = t.lod();
   TensorCopy(src, place, &t);
+  t.set_lod(lod);
 }
 
 // The ndarray subclass that fetched arrays of rank >= 1 are returned as (set by the executor:
@@ -146,12 +150,45 @@ py::object FetchedArray(const Tensor& t) {
   return py::reinterpret_steal<py::object>(view);
 }
 
-// Tensor.set_lod / set_recursive_sequence_lengths: a malformed LoD raises ValueError naming it.
-// `given` describes the argument ("LoD [[0, 2, 5]]").
+// Fluid 1.8's as_numpy on a fetched tensor that holds a LoD (return_numpy=True): a RuntimeError, in its words (the
+// runs of spaces are its source's line continuations).
+constexpr const char* kFetchedLoDMessage =
+    "Some of your fetched tensors hold LoD information.             They can not be completely cast to Python "
+    "ndarray.             Please set the parameter 'return_numpy' as 'False' to             return LoDTensor "
+    "itself directly.";
+
+// Tensor.set_lod / set_recursive_sequence_lengths: a malformed LoD raises ValueError naming it. As Fluid 1.8's
+// CheckLoD(lod, dims[0]): on a tensor holding rows the last level must end at its row count; on one not set yet (or
+// with 0 rows) only the structure is checked. `given` describes the argument ("LoD [[0, 2, 5]]").
 void SetCheckedLoD(Tensor& t, const LoD& lod, const char* method, const std::string& given) {
-  std::string problem = LoDProblem(lod, -1);
+  const int64_t rows = t.IsInitialized() && t.rank() > 0 && t.dims()[0] > 0 ? t.dims()[0] : -1;
+  std::string problem = LoDProblem(lod, rows);
   if (!problem.empty()) throw py::value_error(Str("LoDTensor.", method, ": invalid ", given, ": ", problem));
   t.set_lod(lod);
+}
+
+// Fluid's operator<< of a LoDTensor (what print(tensor) shows): the LoD if any, place, shape, layout, dtype, data.
+std::string TensorSummary(const Tensor& t) {
+  std::ostringstream os;
+  if (!t.lod().empty()) os << "  - lod: " << t.LoDString() << "\n";
+  os << "  - place: " << t.place().ToString() << "\n";
+  os << "  - shape: " << t.dims().ToString() << "\n";
+  os << "  - layout: NCHW\n";
+  if (!t.IsInitialized()) return os.str();
+  os << "  - dtype: " << DTypeCppName(t.dtype()) << "\n";
+  os << "  - data: [";
+  if (t.place().is_cpu() && t.dtype() != DType::FP16)
+    VisitDType(t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if (i) os << " ";
+        if constexpr (sizeof(T) == 1 && !std::is_same_v<T, bool>) os << static_cast<int>(p[i]);
+        else os << p[i];
+      }
+    });
+  os << "]";
+  return os.str();
 }
 
 // LoD offsets or lengths from Python ints: a negative entry is a ValueError naming it (pybind's size_t
@@ -459,6 +496,15 @@ PYBIND11_MODULE(_core, m) {
   // ---------------------------------------------------------------- tensors and scopes
   py::class_<Tensor>(m, "LoDTensor", py::buffer_protocol())
       .def(py::init<>())
+      .def(py::init([](const std::vector<std::vector<int64_t>>& lengths) {
+             // Fluid's LoDTensor(recursive_sequence_lengths): an empty tensor with that LoD (structure checked)
+             Tensor t;
+             LoD lod = LengthsToOffsets(NonNegativeLevels(lengths, "__init__", "recursive_sequence_lengths"));
+             SetCheckedLoD(t, lod, "__init__",
+                           Str("recursive_sequence_lengths ", std::string(py::repr(py::cast(lengths)))));
+             return t;
+           }),
+           py::arg("recursive_sequence_lengths"))
       .def_buffer([](Tensor& t) -> py::buffer_info {
         FL_ENFORCE(t.IsInitialized(), "tensor holds no memory (it was never written)");
         FL_ENFORCE(t.place().is_cpu(), "tensor lives on ", t.place().ToString(), "; fetch it to CPU first");
@@ -512,9 +558,10 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "_lod_problem", [](const Tensor& t) { return LoDProblem(t.lod(), t.rank() ? t.dims()[0] : 0); },
           "why the LoD does not fit this tensor, or ''")
+      .def("__str__", &TensorSummary)
       .def("__repr__", [](const Tensor& t) {
         return "LoDTensor(" + std::string(DTypeName(t.dtype())) + ", " + t.dims().ToString() + ", " +
-               t.place().ToString() + ")";
+               t.place().ToString() + (t.lod().empty() ? "" : ", lod " + t.LoDString()) + ")";
       });
 
   // Fluid's SelectedRows (a sparse gradient): rows of a [height, ...] tensor, value [len(rows), ...].
@@ -845,6 +892,7 @@ PYBIND11_MODULE(_core, m) {
             }
             py::list r;
             for (auto& t : out) {
+              if (return_numpy && !t.lod().empty()) throw std::runtime_error(kFetchedLoDMessage);
               if (return_numpy) r.append(FetchedArray(t));
               else r.append(py::cast(std::move(t)));
             }

@@ -303,6 +303,14 @@ void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
   for (size_t i = 0; i < feeds.size(); ++i) {
     const FeedTarget& t = feed_targets_[i];
     const Tensor& f = feeds[i];
+    // A fed LoD must fit the fed rows: ops read sequences through it (LoDTensor.set after set_lod can leave one
+    // that does not).
+    if (__builtin_expect(!f.lod().empty(), 0)) {
+      const std::string problem = LoDProblem(f.lod(), f.rank() ? f.dims()[0] : 0);
+      if (!problem.empty())
+        throw FeedError(Str("feed: variable '", t.name, "' ", f.dims(), " is fed the invalid LoD ", f.LoDString(), ": ",
+                            problem, t.site));
+    }
     // Fluid's rule (check_feed_shape_type): same rank, and each dim equal unless either is negative.
     bool shape_ok = f.dims().size() == static_cast<int>(t.shape.size());
     for (int d = 0; shape_ok && d < f.dims().size(); ++d) shape_ok = t.shape[d] < 0 || t.shape[d] == f.dims()[d];

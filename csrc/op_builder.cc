@@ -56,6 +56,10 @@ class CompileTimeInferShapeContext : public InferShapeContext {
     VarDesc* o = OutVar(out, j);
     if (o) o->set_lod_level(InVar(in, i)->lod_level());
   }
+  int InputLoDLevel(const char* slot, int i) const override { return InVar(slot, i)->lod_level(); }
+  void SetOutputLoDLevel(const char* slot, int level, int i) override {
+    if (VarDesc* o = OutVar(slot, i)) o->set_lod_level(level);
+  }
   const Attribute& GetAttr(const std::string& name) const override {
     if (op_->HasAttr(name)) return op_->GetAttr(name);
     const AttrSpec* spec = info_.FindAttr(name);

@@ -36,6 +36,12 @@ class InferShapeContext {
   virtual void SetOutputDim(const char* slot, const DDim& dims, int i = 0) = 0;
   virtual void SetOutputDType(const char* slot, DType dtype, int i = 0) = 0;  // compile time only
   virtual void ShareLoD(const char* in_slot, const char* out_slot, int i = 0, int j = 0) = 0;
+  // Build time: an input variable's lod_level, and setting an output's, for ops that compute their output's LoD
+  // instead of sharing one (lod_reset, sequence ops: Fluid's GetLoDLevel/SetLoDLevel). At run time the tensors
+  // carry the LoD itself (the kernel sets it): InputLoDLevel is the input tensor's level count and
+  // SetOutputLoDLevel does nothing.
+  virtual int InputLoDLevel(const char* slot, int i = 0) const = 0;
+  virtual void SetOutputLoDLevel(const char* slot, int level, int i = 0) = 0;
   virtual const Attribute& GetAttr(const std::string& name) const = 0;
   template <typename T>
   const T& Attr(const std::string& name) const {
@@ -79,8 +85,9 @@ class PreparedOp {
   void Run(const Place& place);
   // "CPUPlace Op(abs), inputs:{X[x:float[2, 3]({})]}, outputs:{...}." — Fluid's DebugStringEx.
   std::string DebugString(const Place& place) const;
-  // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[2, 3]\"". Rebuilt only when a shape
-  // changed since the last call, so profiling a steady-state run costs a dims comparison per op.
+  // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[6, 3]({{0, 2, 6}})\"" (a tensor's LoD when it
+  // has one, long levels abbreviated). Rebuilt only when a shape or a LoD changed since the last call, so profiling
+  // a steady-state run costs a dims (and LoD) comparison per argument.
   const char* ProfileArgs();
 
   const OpInfo* info() const { return info_; }
@@ -104,6 +111,7 @@ class PreparedOp {
   DType kernel_dtype_ = DType::UNDEFINED;
   Place kernel_place_;
   std::vector<DDim> profiled_dims_;
+  std::vector<uint64_t> profiled_lods_;  // their Tensor::lod_version()s, parallel to profiled_dims_
   const char* profile_args_ = nullptr;
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
   bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
@@ -118,6 +126,11 @@ class PreparedOp {
   };
   std::vector<InplaceAlias> inplace_;
   void CheckAliases();  // at Bind: an undeclared output == input alias raises
+  // A backward op's outputs x@GRAD (and x@GRAD@RENAME@k) paired with x: after the kernel, a gradient the op left
+  // without LoD takes x's when it has x's rows. Composed gradients (a transpose2 or concat standing in for a grad
+  // op) and grads shaped like a saved intermediate follow their own op's LoD rule otherwise.
+  std::vector<std::pair<Variable*, const Variable*>> grad_lod_;
+  void ShareForwardLoDWithGrads() const;
 };
 
 class ExecutionContext {

@@ -95,6 +95,8 @@ class ForwardCheckContext : public InferShapeContext {
   }
   void SetOutputDType(const char*, DType, int) override {}
   void ShareLoD(const char*, const char*, int, int) override {}
+  int InputLoDLevel(const char* slot, int i) const override { return g_.InputLoDLevel(Need(InName(slot)), i); }
+  void SetOutputLoDLevel(const char*, int, int) override {}
   const Attribute& GetAttr(const std::string& name) const override { return g_.GetAttr(name); }
 
  private:
@@ -183,6 +185,27 @@ void PreparedOp::Bind(Scope& scope) {
   resolve(info_->inputs, desc_->inputs(), ins_, "input");
   resolve(info_->outputs, desc_->outputs(), outs_, "output");
   CheckAliases();
+  grad_lod_.clear();
+  auto role = desc_->attrs().find("op_role");
+  const bool backward = role != desc_->attrs().end() && std::holds_alternative<int32_t>(role->second) &&
+                        (std::get<int32_t>(role->second) & static_cast<int>(OpRole::kBackward));
+  if (backward && !info_->run)
+    for (auto& kv : desc_->outputs())
+      for (auto& name : kv.second) {
+        if (name == kEmptyVarName || !IsGradName(name)) continue;
+        const Variable* fwd = scope.FindVar(StripGradSuffix(name));
+        Variable* grad = scope.FindVar(name);
+        if (fwd && grad && fwd != grad) grad_lod_.emplace_back(grad, fwd);
+      }
+}
+
+void PreparedOp::ShareForwardLoDWithGrads() const {
+  for (auto& [grad, fwd] : grad_lod_) {
+    const Tensor* f = fwd->GetTensor();
+    Tensor* g = grad->IsSelectedRows() ? nullptr : grad->GetTensor() ? grad->GetMutableTensor() : nullptr;
+    if (!f || !g || f->lod().empty() || !g->lod().empty() || !f->IsInitialized() || !g->IsInitialized()) continue;
+    if (f->rank() > 0 && g->rank() > 0 && f->dims()[0] == g->dims()[0]) g->set_lod(f->lod());
+  }
 }
 
 // An output bound to the variable of an input: kernels write Out while reading X, so unless the op
@@ -256,6 +279,10 @@ class RuntimeInferShapeContext : public InferShapeContext {
     if (InRows(in, i)) v->GetMutableTensor()->set_lod({});
     else v->GetMutableTensor()->set_lod(InTensor(in, i).lod());
   }
+  int InputLoDLevel(const char* slot, int i) const override {
+    return InRows(slot, i) ? 0 : static_cast<int>(InTensor(slot, i).lod().size());
+  }
+  void SetOutputLoDLevel(const char*, int, int) override {}  // the kernel sets the output's LoD
   const Attribute& GetAttr(const std::string& name) const override {
     ExecutionContext ctx(op_, Place::CPU());
     return ctx.GetAttr(name.c_str());
@@ -355,8 +382,30 @@ std::string PreparedOp::DebugString(const Place& place) const {
   return s + "}.";
 }
 
+namespace {
+// A LoD for profiler args: levels of up to 8 offsets in full, longer ones as their first 6, "..." and the last, so
+// that a batch of many sequences keeps its args short.
+std::string LoDSummary(const LoD& lod) {
+  constexpr size_t kFull = 8, kHead = 6;
+  std::string s = "{";
+  for (const auto& level : lod) {
+    s += "{";
+    for (size_t i = 0; i < level.size(); ++i) {
+      if (level.size() > kFull && i == kHead) {
+        s += ", ...";
+        i = level.size() - 1;
+      }
+      if (i) s += ", ";
+      s += std::to_string(level[i]);
+    }
+    s += "}";
+  }
+  return s + "}";
+}
+}  // namespace
+
 const char* PreparedOp::ProfileArgs() {
-  // Fast path: compare the current dims with those the cached string was built from.
+  // Fast path: compare the current dims and LoDs with those the cached string was built from.
   if (profile_args_) {
     size_t k = 0;
     bool same = true;
@@ -364,7 +413,8 @@ const char* PreparedOp::ProfileArgs() {
       for (const auto& slot : *side)
         for (Variable* v : slot) {
           const Tensor* t = TensorOrValue(v);
-          if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor)) {
+          if (k >= profiled_dims_.size() || !(t ? t->dims() == profiled_dims_[k] : profiled_dims_[k] == kNoTensor) ||
+              (t ? t->lod_version() : 0) != profiled_lods_[k]) {
             same = false;
           }
           ++k;
@@ -372,6 +422,7 @@ const char* PreparedOp::ProfileArgs() {
     if (same && k == profiled_dims_.size()) return profile_args_;
   }
   profiled_dims_.clear();
+  profiled_lods_.clear();
   std::string parts[2] = {"\"", "\""};
   int side_index = 0;
   for (const auto* side : {&ins_, &outs_}) {
@@ -382,9 +433,11 @@ const char* PreparedOp::ProfileArgs() {
         const Tensor* t = TensorOrValue(v);
         DDim d = t ? t->dims() : kNoTensor;
         profiled_dims_.push_back(d);
+        profiled_lods_.push_back(t ? t->lod_version() : 0);
         if (!t) continue;
         if (out.size() > 1) out += ", ";
         out += specs[s].name + d.ToString();
+        if (!t->lod().empty() && !v->IsSelectedRows()) out += "(" + LoDSummary(t->lod()) + ")";
       }
   }
   profile_args_ = Intern("\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\"");
@@ -487,6 +540,7 @@ void PreparedOp::Run(const Place& place) {
                << place.ToString() << "]:library_type[PLAIN]";
   }
   (*kernel_)(ctx);
+  if (!grad_lod_.empty()) ShareForwardLoDWithGrads();
 }
 
 // ------------------------------------------------------------------ ExecutionContext

@@ -1,5 +1,6 @@
 #include "tensor.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "logging.h"
@@ -40,19 +41,25 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
   return t;
 }
 
-std::string Tensor::LoDString() const {
+uint64_t Tensor::NextLoDVersion() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string LoDString(const LoD& lod) {
   std::string s = "{";
-  for (size_t l = 0; l < lod_.size(); ++l) {
-    if (l) s += ", ";
+  for (size_t l = 0; l < lod.size(); ++l) {  // no separator between levels, as Fluid's operator<<
     s += "{";
-    for (size_t i = 0; i < lod_[l].size(); ++i) {
+    for (size_t i = 0; i < lod[l].size(); ++i) {
       if (i) s += ", ";
-      s += std::to_string(lod_[l][i]);
+      s += std::to_string(lod[l][i]);
     }
     s += "}";
   }
   return s + "}";
 }
+
+std::string Tensor::LoDString() const { return fl::LoDString(lod_); }
 
 std::string LoDProblem(const LoD& lod, int64_t rows) {
   for (size_t l = 0; l < lod.size(); ++l) {

@@ -68,8 +68,15 @@ class Tensor {
   Tensor Slice(int64_t begin, int64_t end) const;
 
   const LoD& lod() const { return lod_; }
-  void set_lod(const LoD& lod) { lod_ = lod; }
-  std::string LoDString() const;  // Fluid's "{}" / "{{0, 2, 5}}"
+  // A new LoD (an equal one is not rewritten). Each change takes a process-unique version (0: no LoD), copied with
+  // the tensor, so equal versions mean equal LoDs: the profiler compares versions, not offsets.
+  void set_lod(const LoD& lod) {
+    if (lod == lod_) return;
+    lod_ = lod;
+    lod_version_ = lod_.empty() ? 0 : NextLoDVersion();
+  }
+  uint64_t lod_version() const { return lod_version_; }
+  std::string LoDString() const;  // Fluid's "{}" / "{{0, 2, 5}}" / "{{0, 1, 2}{0, 2, 5}}"
 
   const std::shared_ptr<Allocation>& holder() const { return holder_; }
   size_t offset() const { return offset_; }
@@ -93,7 +100,12 @@ class Tensor {
   std::shared_ptr<Allocation> holder_;
   size_t offset_ = 0;
   LoD lod_;
+  uint64_t lod_version_ = 0;
+  static uint64_t NextLoDVersion();
 };
+
+// Fluid's spelling of a LoD (its operator<<): "{}", "{{0, 2, 5}}", "{{0, 1, 2}{0, 2, 5}}".
+std::string LoDString(const LoD& lod);
 
 // Why `lod` is not a valid LoD (Fluid's CheckLoD), or "" if it is: every level has at least 2 offsets,
 // starts at 0 and never decreases; level i ends at the entry count of level i+1; with rows >= 0 the last

@@ -327,7 +327,21 @@ def _materialise(block, d):
     _mark_sparse_gradients(block, desc)
     new = block.desc.insert_desc(block.desc.op_size(), desc)
     block.desc.infer_shape(new)
+    _grads_take_forward_lod_level(block, new)
     block._wrap_op(new)  # not needed for correctness (Block.ops is a view); saves wrapping it later
+
+
+def _grads_take_forward_lod_level(block, desc):
+    """x@GRAD (and x@GRAD@RENAME@k) that the grad op's shape inference left at lod_level 0 takes x's: the
+    build-time side of the executor's rule (PreparedOp::ShareForwardLoDWithGrads) that a gradient has its
+    variable's LoD."""
+    for name in desc.output_arg_names():
+        if GRAD_SUFFIX not in name:
+            continue
+        grad = block.desc.find_var_recursive(name)
+        fwd = block.desc.find_var_recursive(_strip_grad_suffix(name))
+        if grad is not None and fwd is not None and grad.lod_level() == 0 and fwd.lod_level() > 0:
+            grad.set_lod_level(fwd.lod_level())
 
 
 _SPARSE_GRAD_OPS = ("lookup_table_grad", "lookup_table_v2_grad")

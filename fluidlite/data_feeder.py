@@ -20,13 +20,15 @@ __all__ = ["DataFeeder"]
 
 
 class _SlotConverter:
-    """Collects one variable's fields over a mini-batch (Fluid's DataToLoDTensorConverter)."""
+    """Collects one variable's fields over a mini-batch (Fluid's DataToLoDTensorConverter). Also what
+    DataLoader/PyReader sample generators convert LoD variables with (dataloader.py), as Fluid's do."""
 
-    def __init__(self, var, place):
+    def __init__(self, var, place, caller="DataFeeder"):
         self.name, self.place, self.lod_level = var.name, place, var.lod_level
         self.shape = list(var.shape)
         self.checked = var.need_check_feed  # fluid.data: the executor would reject any other shape
         self.dtype = dtype_to_numpy(var.dtype)
+        self.caller = caller
         self.rows = []  # innermost items, in order
         self.sample_start = []  # index into rows where each sample's items begin
         self.lengths = [[] for _ in range(self.lod_level)]
@@ -39,8 +41,8 @@ class _SlotConverter:
         try:
             self.rows.extend(flatten_sequences([value], self.lod_level, self.lengths))
         except TypeError:
-            raise TypeError("DataFeeder: variable '%s' has lod_level %d, but sample %d's field %r is not a sequence "
-                            "nested that deep" % (self.name, self.lod_level, index, value)) from None
+            raise TypeError("%s: variable '%s' has lod_level %d, but sample %d's field %r is not a sequence "
+                            "nested that deep" % (self.caller, self.name, self.lod_level, index, value)) from None
 
     def _sample_of(self, row):
         return bisect.bisect_right(self.sample_start, row) - 1
@@ -75,7 +77,7 @@ class _SlotConverter:
         try:
             arr = np.array(self.rows, dtype=self.dtype)
         except (TypeError, ValueError) as e:
-            raise ValueError("DataFeeder: %s: %s" % (self._describe(), self._row_shapes_error() or e)) from None
+            raise ValueError("%s: %s: %s" % (self.caller, self._describe(), self._row_shapes_error() or e)) from None
         known = [d for d in self.shape if d >= 0]
         if sum(d < 0 for d in self.shape) <= 1 and arr.ndim != len(self.shape):
             try:
@@ -84,8 +86,8 @@ class _SlotConverter:
                 reason = None
                 if self.shape and self.shape[0] < 0:
                     reason = self._row_size_error(int(np.prod(known)))
-                raise ValueError("DataFeeder: %s: cannot reshape the batch of shape %s to the declared shape%s"
-                                 % (self._describe(), arr.shape, ": " + reason if reason else "")) from None
+                raise ValueError("%s: %s: cannot reshape the batch of shape %s to the declared shape%s" % (
+                    self.caller, self._describe(), arr.shape, ": " + reason if reason else "")) from None
         elif self.checked and arr.ndim == len(self.shape):
             for d, (want, got) in enumerate(zip(self.shape, arr.shape)):
                 if want >= 0 and want != got:
@@ -95,16 +97,16 @@ class _SlotConverter:
                             if np.shape(row)[d - 1:d] != (want,):
                                 bad = ": sample %d has shape %s" % (self._sample_of(i), np.shape(row))
                                 break
-                    raise ValueError("DataFeeder: %s: the batch has shape %s (dim %d is %d, not %d)%s"
-                                     % (self._describe(), arr.shape, d, got, want, bad))
+                    raise ValueError("%s: %s: the batch has shape %s (dim %d is %d, not %d)%s"
+                                     % (self.caller, self._describe(), arr.shape, d, got, want, bad))
         t = core.LoDTensor()
         t.set(arr, self.place)
         if self.lod_level > 0:
-            t.set_recursive_sequence_lengths(self.lengths)
-            problem = t._lod_problem()
-            if problem:
-                raise ValueError("DataFeeder: %s: its sequence lengths %s do not fit the batch of shape %s: %s"
-                                 % (self._describe(), self.lengths, arr.shape, problem))
+            try:
+                t.set_recursive_sequence_lengths(self.lengths)
+            except ValueError as e:  # the nested lists' innermost items did not become one row each
+                raise ValueError("%s: %s: its sequence lengths %s do not fit the batch of shape %s: %s" % (
+                    self.caller, self._describe(), self.lengths, arr.shape, str(e).split(": ", 2)[-1])) from None
         return t
 
 

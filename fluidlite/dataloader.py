@@ -22,6 +22,7 @@ import numpy as np
 
 from . import core, unique_name
 from .batch import batch
+from .data_feeder import _SlotConverter
 from .framework import Variable, convert_np_dtype_to_dtype_, default_main_program, dtype_to_numpy
 
 __all__ = ["DataLoader", "PyReader"]
@@ -127,12 +128,14 @@ def _work(source, prepare, queue):
 # ------------------------------------------------------------------------------------ converting data
 
 class _Slot:
-    """What a feed variable expects: name, declared shape (-1 = any), numpy dtype, lod level."""
-    __slots__ = ("name", "shape", "dtype", "lod_level")
+    """What a feed variable expects: name, declared shape (-1 = any), numpy dtype, lod level; and the variable
+    (a lod_level > 0 slot's samples go through DataFeeder's conversion)."""
+    __slots__ = ("name", "shape", "dtype", "lod_level", "var")
 
-    def __init__(self, name, shape, dtype, lod_level):
-        self.name, self.shape, self.lod_level = name, tuple(int(d) for d in shape), int(lod_level or 0)
-        self.dtype = np.dtype(dtype_to_numpy(convert_np_dtype_to_dtype_(dtype)))
+    def __init__(self, var):
+        self.name, self.shape, self.lod_level = var.name, tuple(int(d) for d in var.shape), int(var.lod_level or 0)
+        self.dtype = np.dtype(dtype_to_numpy(convert_np_dtype_to_dtype_(var.dtype)))
+        self.var = var
 
 
 def _slots_of(feed_list, caller):
@@ -141,7 +144,7 @@ def _slots_of(feed_list, caller):
         if not isinstance(v, Variable):
             raise TypeError("%s: feed_list items must be Variables (from fluid.data or fluid.layers.data), got %s"
                             % (caller, type(v).__name__))
-        slots.append(_Slot(v.name, v.shape, v.dtype, v.lod_level))
+        slots.append(_Slot(v))
     return slots
 
 
@@ -190,23 +193,26 @@ def _prepare_batch(slots, batch, caller):
 
 
 def _samples_to_batch(slots, samples, caller):
-    """A list of samples (one item per feed variable each) -> one batch, for lod_level 0 variables
-    (np.array per slot in the variable's dtype, reshaped to its shape). fluid.DataFeeder does this job too,
-    with LoD; Fluid's set_sample_list_generator uses it, and this conversion should give way to it when
-    [5/10] brings LoD feeding to the loaders (its errors differ: same-kind casts only, shapes per sample)."""
-    for slot in slots:
-        if slot.lod_level:
-            raise NotImplementedError("%s: variable '%s' has lod_level %d; feeding LoD samples comes with "
-                                      "issue [5/10]" % (caller, slot.name, slot.lod_level))
+    """A list of samples (one item per feed variable each) -> one batch. A lod_level > 0 variable's items are
+    nested sequences, converted as fluid.DataFeeder converts them (Fluid's set_sample_list_generator runs a
+    DataFeeder): a LoDTensor whose recursive sequence lengths are the items' lengths. A lod_level 0 variable's
+    items are stacked with np.array in the variable's dtype (same-kind casts only) and reshaped to its shape."""
     columns = [[] for _ in slots]
+    converters = [_SlotConverter(s.var, core.CPUPlace(), caller) if s.lod_level else None for s in slots]
     for i, sample in enumerate(samples):
         if len(sample) != len(slots):
             raise ValueError("%s: sample %d of a batch has %d items but there are %d feed variables (%s)"
                              % (caller, i, len(sample), len(slots), ", ".join(s.name for s in slots)))
-        for col, item in zip(columns, sample):
-            col.append(item)
+        for col, conv, item in zip(columns, converters, sample):
+            if conv is not None:
+                conv.feed(i, item)
+            else:
+                col.append(item)
     out = []
-    for slot, col in zip(slots, columns):
+    for slot, col, conv in zip(slots, columns, converters):
+        if conv is not None:
+            out.append(conv.done())
+            continue
         arr = np.array(col)
         if arr.dtype == object:
             raise TypeError("%s: the samples for variable '%s' do not stack into a regular array (different "

@@ -276,6 +276,8 @@ class Variable:
         s = "%svar %s : %s.shape%s.dtype(%s)" % ("persist " if self.persistable else "", self.name,
                                                  self.type.name, self.shape, dtype_to_str(self.dtype)
                                                  if self.type == VarType.LOD_TENSOR else "")
+        if self.lod_level > 0:  # as Fluid's VarDesc text (lod_tensor { lod_level: N }) and print(program)
+            s += ".lod_level(%d)" % self.lod_level
         if with_details:
             s += ".stop_gradient(%s)" % self.stop_gradient
         return s

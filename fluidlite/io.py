@@ -11,6 +11,11 @@ File format of one saved tensor (little-endian)::
     b"FLTENSOR" | u32 format version (1) | u32 dtype (VarType) | u32 rank | i64 dims[rank]
     | u64 nbytes | u32 crc32(data) | data
 
+A tensor that holds a LoD is written as format version 2, which adds its LoD after the dims (as Fluid's
+tensor files store it)::
+
+    ... i64 dims[rank] | u32 levels | per level: u64 count | u64 offsets[count] | u64 nbytes | ...
+
 A combined file is ``b"FLVARS01" | u32 count`` followed by, per variable sorted by name,
 ``u32 len(name) | name`` and one tensor record.
 
@@ -59,6 +64,8 @@ _TENSOR_MAGIC = b"FLTENSOR"
 _COMBINED_MAGIC = b"FLVARS01"
 _PROGRAM_MAGIC = (b"FLPROG1\n", b"FLPROG2\n")  # the program format versions (csrc/desc.cc)
 _FORMAT_VERSION = 1
+_LOD_FORMAT_VERSION = 2  # a tensor record with its LoD
+_MAX_LOD_LEVELS = 64
 MODEL_FILENAME = "__model__"
 META_FILENAME = "__model__.meta.json"
 MANIFEST_FILENAME = "__fluidlite_manifest__.json"
@@ -409,12 +416,42 @@ class _FileReader:
 
 # ---------------------------------------------------------------------------- tensors
 
-def _tensor_chunks(arr, dtype):
+def _tensor_chunks(arr, lod, dtype):
     arr = np.ascontiguousarray(arr)
     data = memoryview(arr.reshape(-1).view(np.uint8))
-    header = _TENSOR_MAGIC + struct.pack("<III", _FORMAT_VERSION, int(dtype), arr.ndim)
+    version = _LOD_FORMAT_VERSION if lod else _FORMAT_VERSION
+    header = _TENSOR_MAGIC + struct.pack("<III", version, int(dtype), arr.ndim)
     header += struct.pack("<%dq" % arr.ndim, *arr.shape) if arr.ndim else b""
+    if lod:
+        header += struct.pack("<I", len(lod))
+        for level in lod:
+            header += struct.pack("<Q%dQ" % len(level), len(level), *level)
     return [header + struct.pack("<QI", len(data), zlib.crc32(data) & 0xFFFFFFFF), data]
+
+
+def _read_lod(reader, dims):
+    """The LoD block of a version-2 record, checked: the level count and each level's length against what is
+    left of the file (before reading it), then the offsets (from 0, never decreasing, each level ending at the
+    next one's entries, the last at the tensor's rows), so a crafted file cannot hand ops a LoD that reads
+    past the tensor."""
+    (levels,) = reader.unpack("<I")
+    if levels == 0 or levels > _MAX_LOD_LEVELS:
+        reader.fail("corrupt header (%d LoD levels)" % levels)
+    lod = []
+    for _ in range(levels):
+        (n,) = reader.unpack("<Q")
+        if n < 2 or n * 8 > reader.size - reader.pos:
+            reader.fail("corrupt header (a LoD level of %d offsets)" % n)
+        lod.append(list(reader.unpack("<%dQ" % n)))
+    t = core.LoDTensor()
+    try:
+        t.set_lod(lod)  # the structure
+    except ValueError as e:
+        reader.fail("corrupt LoD: %s" % str(e).split(": ", 2)[-1])
+    rows = dims[0] if dims else 0
+    if lod[-1][-1] != rows:
+        reader.fail("corrupt LoD: the last level ends at %d but the tensor has %d rows" % (lod[-1][-1], rows))
+    return lod
 
 
 def _check_against_var(reader, var, dtype, dims):
@@ -440,17 +477,19 @@ def _np_dtype(value):
     return _NP_DTYPES.get(value, (None, None))
 
 
-def _read_tensor(reader, var):
-    """One tensor record. The header is checked (and against `var`, when given) before the data is
-    allocated, and the data's size against what is left of the file."""
+def _read_tensor(reader, var, with_lod=False):
+    """One tensor record: its array, or (array, LoD) with `with_lod`. The header is checked (and against
+    `var`, when given) before the data is allocated, and the data's size against what is left of the file."""
     magic, version, dtype, rank = struct.unpack("<8sIII", reader.take(20))
     if magic != _TENSOR_MAGIC:
         reader.fail("not a fluidlite tensor file (bad magic)")
-    if version != _FORMAT_VERSION:
+    if version not in (_FORMAT_VERSION, _LOD_FORMAT_VERSION):
         reader.fail("unsupported format version %d" % version)
     if rank > 9:
         reader.fail("corrupt header (rank %d)" % rank)
-    *dims, nbytes, crc = struct.unpack("<%dqQI" % rank, reader.take(8 * rank + 12))
+    dims = list(struct.unpack("<%dq" % rank, reader.take(8 * rank)))
+    lod = _read_lod(reader, dims) if version == _LOD_FORMAT_VERSION else []
+    nbytes, crc = struct.unpack("<QI", reader.take(12))
     vartype, np_dtype = _np_dtype(dtype)
     if np_dtype is None:
         reader.fail("corrupt header (dtype %d)" % dtype)
@@ -468,15 +507,17 @@ def _read_tensor(reader, var):
     # With a manifest entry the whole file's CRC (checked by finish) covers the data; else check the record's.
     if reader.expected is None and zlib.crc32(memoryview(arr.reshape(-1).view(np.uint8))) & 0xFFFFFFFF != crc:
         reader.fail("checksum mismatch: the data is corrupt")
-    return arr
+    return (arr, lod) if with_lod else arr
 
 
-def _scope_array(scope, var):
+def _scope_tensor(scope, var):
+    """(array, LoD) of `var` in `scope`."""
     found = scope.find_var(var.name)
     if found is None or not found.is_initialized():
         raise ValueError("cannot save variable %s: it is not in the scope (did you run the startup program?)"
                          % var.name)
-    return np.array(found.get_tensor())
+    t = found.get_tensor()
+    return np.array(t), t.lod()
 
 
 def _select(main_program, vars, predicate):
@@ -500,16 +541,17 @@ def _var_items(vars, filename):
     for v in vars:
         found = scope.find_var(v.name)
         if found is None or not found.is_initialized():
-            _scope_array(scope, v)  # raises the error
+            _scope_tensor(scope, v)  # raises the error
     if filename is None:
-        return [(v.name, _lazy(lambda v=v: _tensor_chunks(_scope_array(scope, v), v.dtype))) for v in vars]
+        return [(v.name, _lazy(lambda v=v: _tensor_chunks(*_scope_tensor(scope, v), v.dtype))) for v in vars]
 
     def combined():
         yield _COMBINED_MAGIC + struct.pack("<I", len(vars))
         for v in sorted(vars, key=lambda v: v.name):
             name = v.name.encode()
             yield struct.pack("<I", len(name)) + name
-            yield from _tensor_chunks(_scope_array(scope, v), v.dtype)
+            arr, lod = _scope_tensor(scope, v)
+            yield from _tensor_chunks(arr, lod, v.dtype)
 
     return [(filename, combined())]
 
@@ -534,12 +576,12 @@ def save_persistables(executor, dirname, main_program=None, filename=None):
 
 
 def _read_vars(saved, vars, filename):
-    """{name: ndarray} of `vars` read from `saved` (a _SavedDir), every file checked; nothing is stored."""
+    """{name: (ndarray, LoD)} of `vars` read from `saved` (a _SavedDir), every file checked; nothing is stored."""
     if filename is None:
         out = {}
         for v in vars:
             with saved.open(v.name, "variable " + v.name) as r:
-                out[v.name] = _read_tensor(r, v)
+                out[v.name] = _read_tensor(r, v, with_lod=True)
                 r.finish()
         return out
     by_name = {v.name: v for v in vars}
@@ -552,7 +594,7 @@ def _read_vars(saved, vars, filename):
             (n,) = r.unpack("<I")
             name = r.take(n).decode("utf-8", "replace")
             r.what = "variable " + name
-            arr = _read_tensor(r, by_name.get(name))
+            arr = _read_tensor(r, by_name.get(name), with_lod=True)
             if name in by_name:
                 loaded[name] = arr
         r.what = "combined variables"
@@ -564,9 +606,14 @@ def _read_vars(saved, vars, filename):
 
 
 def _store(arrays, vars, place):
+    """Set each variable of `vars` in the global scope to its (array, LoD) from `arrays`."""
     scope = global_scope()
     for v in vars:
-        scope.var(v.name).get_tensor().set(arrays[v.name], place)
+        arr, lod = arrays[v.name]
+        t = scope.var(v.name).get_tensor()
+        t.set_lod([])  # set() keeps a tensor's LoD: the old one must not be checked against the new rows
+        t.set(arr, place)
+        t.set_lod(lod)
 
 
 def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):

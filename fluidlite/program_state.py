@@ -210,7 +210,7 @@ def _program_state_old_format(model_path, var_list):
         with _locked(model_path, exclusive=False):
             saved = _SavedDir(model_path)
             if var_list is not None:
-                return _read_vars(saved, var_list, None)
+                return {k: arr for k, (arr, _) in _read_vars(saved, var_list, None).items()}
             state = {}  # every tensor file of the directory, named after its variable (Fluid's fallback)
             for e in sorted(os.scandir(model_path), key=lambda e: e.name):
                 if e.name.startswith(".") or e.name == MANIFEST_FILENAME or not e.is_file():
@@ -223,8 +223,8 @@ def _program_state_old_format(model_path, var_list):
                     r.finish()
             return state
     dirname, base = _single_file_save(model_path, var_list, "load_program_state")
-    with _locked(dirname, exclusive=False):
-        return _read_vars(_SavedDir(dirname), var_list, base)
+    with _locked(dirname, exclusive=False):  # {name: ndarray}, as Fluid's: a LoD is not part of a program state
+        return {k: arr for k, (arr, _) in _read_vars(_SavedDir(dirname), var_list, base).items()}
 
 
 def set_program_state(program, state_dict):

@@ -74,6 +74,7 @@ FL_REGISTER_OP(fill_any_like, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         int dt = ctx.Attr<int32_t>("dtype");
         ctx.SetOutput("Out", ctx.InputDim("X"), dt < 0 ? ctx.InputDType("X") : static_cast<DType>(dt));
+        ctx.ShareLoD("X", "Out");
       })
       .SetKernelDType([](const ExecutionContext& ctx) {
         return ctx.Attr<int32_t>("dtype") < 0 ? ctx.Input("X").dtype() : DTypeAttr(ctx);

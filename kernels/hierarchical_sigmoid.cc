@@ -126,6 +126,7 @@ FL_REGISTER_OP(hierarchical_sigmoid, op) {
           ctx.EnforceSameDType("X", "Bias");
         }
         ctx.SetOutput("Out", DDim{x[0], 1}, ctx.InputDType("X"));
+        ctx.ShareLoD("X", "Out");
         ctx.SetOutput("PreOut", DDim{x[0], width}, ctx.InputDType("X"));
         if (ctx.HasOutput("W_Out")) ctx.SetOutput("W_Out", w, ctx.InputDType("W"));
       })

@@ -279,8 +279,7 @@ FL_REGISTER_OP(margin_rank_loss, op) {
         EnforceSameDims(ctx, "X1", "X2");
         EnforceSameDims(ctx, "X1", "Label");
         ctx.SetOutput("Activated", ctx.InputDim("X1"), ctx.InputDType("X1"));
-        ctx.SetOutput("Out", ctx.InputDim("X1"), ctx.InputDType("X1"));
-        ctx.ShareLoD("X1", "Out");
+        ctx.SetOutput("Out", ctx.InputDim("X1"), ctx.InputDType("X1"));  // no LoD: Fluid's has none
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
@@ -328,8 +327,7 @@ FL_REGISTER_OP(rank_loss, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         EnforceSameDims(ctx, "Left", "Right");
         EnforceSameDims(ctx, "Left", "Label");
-        ctx.SetOutput("Out", ctx.InputDim("Left"), ctx.InputDType("Left"));
-        ctx.ShareLoD("Left", "Out");
+        ctx.SetOutput("Out", ctx.InputDim("Left"), ctx.InputDType("Left"));  // no LoD: Fluid's has none
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

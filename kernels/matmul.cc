@@ -96,6 +96,7 @@ FL_REGISTER_OP(matmul, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         ctx.EnforceSameDType("X", "Y");
         ctx.SetOutput("Out", Plan(ctx).out, ctx.InputDType("X"));
+        ctx.ShareLoD("X", "Out");  // Fluid shares X's LoD whatever the product's shape
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;

@@ -238,6 +238,7 @@ FL_REGISTER_OP(pad_constant_like, op) {
           FL_ENFORCE(x[i] < 0 || y[i] < 0 || y[i] <= x[i], "pad_constant_like: ", ctx.Describe("Y"), " is larger than ",
                      ctx.Describe("X"), " at dim ", i);
         ctx.SetOutput("Out", x, ctx.InputDType("Y"));
+        ctx.ShareLoD("X", "Out");  // Fluid: Out takes X's shape and LoD
       })
       .KernelDTypeFrom("Y")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {

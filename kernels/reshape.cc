@@ -202,8 +202,7 @@ FL_REGISTER_OP(flatten2, op) {
                  const int axis = ctx.Attr<int32_t>("axis");
                  FL_ENFORCE(axis >= 0 && axis <= x.size(), "flatten2: axis ", axis, " is out of range [0, ", x.size(),
                             "] for ", ctx.Describe("X"));
-                 SetOutAndXShape(ctx, x, DDim{KnownProduct(x, 0, axis), KnownProduct(x, axis, x.size())});
-                 ctx.ShareLoD("X", "Out");
+                 SetViewOutputs(ctx, x, DDim{KnownProduct(x, 0, axis), KnownProduct(x, axis, x.size())});
                })
       .Attr<int32_t>("axis", 1, "dims before axis form the rows, the rest the columns (0 <= axis <= rank)")
       .Range(0, DDim::kMaxRank);

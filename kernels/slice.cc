@@ -14,6 +14,7 @@ struct SlicePlan {
   DDim box;                    // the sliced region's dims, same rank as Input
   std::vector<int64_t> start;  // its offset in Input, per dim
   DDim out;                    // box with decrease_axis removed
+  bool slices_rows = false;    // dim 0 is among the axes (Out then has other rows than Input)
 };
 
 SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vector<int32_t>& starts,
@@ -30,6 +31,7 @@ SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vect
     const int a = NormalizeAxis(axes[i], in.size(), op, Str(indesc, " (axes ", list(axes), ")"));
     FL_ENFORCE(!seen[a], op, ": axes ", list(axes), " names axis ", a, " twice");
     seen[a] = true;
+    p.slices_rows |= a == 0;
     const int64_t dim = in[a];
     if (dim < 0) {
       p.box[a] = -1;  // unknown until run time
@@ -141,6 +143,8 @@ FL_REGISTER_OP(slice, op) {
       .SetInferShape([](InferShapeContext& ctx) {
         const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
         ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));
+        // Fluid passes the LoD on when axes[0] != 0; here when no axis is dim 0 (also for unsorted axes).
+        if (!p.slices_rows) ctx.ShareLoD("Input", "Out");
       })
       .CPUKernelAnyDType(kSlice);
   op.GradOp({"Input", "Out@GRAD"})

@@ -107,6 +107,7 @@ FL_REGISTER_OP(split, op) {
           DDim d = x;
           d[p.axis] = p.sizes[i];
           ctx.SetOutput("Out", d, ctx.InputDType("X"), i);
+          if (p.axis != 0) ctx.ShareLoD("X", "Out", 0, i);  // Fluid: LoD passes on unless the rows are split
         }
       })
       .CPUKernelAnyDType(kSplit)

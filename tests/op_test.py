@@ -176,7 +176,8 @@ class OpTest:
         for place in places or available_places():
             exe = fluid.Executor(place)
             exe.run(startup)
-            analytic = exe.run(main, feed=lod_feed(feed, self.feed_lod), fetch_list=[g for g in grads])
+            analytic = [np.array(t) for t in exe.run(main, feed=lod_feed(feed, self.feed_lod), fetch_list=list(grads),
+                                                     return_numpy=False)]  # X@GRAD has X's LoD
             for (name, _var), got in zip(targets.items(), analytic):
                 want = self._numeric_grad(exe, main, feed, name, loss, numeric_delta, self.feed_lod)
                 err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)

@@ -307,8 +307,9 @@ def test_sample_errors():
     with fluid.program_guard(main, fluid.Program()):
         seq = fluid.layers.data(name="seq", shape=[1], dtype="int64", lod_level=1)
         lod_loader = fluid.io.DataLoader.from_generator(feed_list=[seq], capacity=2)
-    lod_loader.set_sample_generator(lambda: iter([([1, 2],)]), batch_size=1, places=[fluid.CPUPlace()])
-    with pytest.raises(NotImplementedError, match=r"variable 'seq' has lod_level 1.*issue \[5/10\]"):
+    lod_loader.set_sample_generator(lambda: iter([(3,)]), batch_size=1, places=[fluid.CPUPlace()])
+    with pytest.raises(TypeError, match=r"DataLoader: variable 'seq' has lod_level 1, but sample 0's field 3 is not a "
+                                        r"sequence nested that deep"):
         list(lod_loader())
 
 

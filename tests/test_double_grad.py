@@ -2,7 +2,7 @@
 first gradient. Composed gradients are made of differentiable ops, and grad ops with a kernel carry a
 composed gradient of their own (grad_op_maker.h), so any order works; here the second order is checked for
 the elementwise, activation, mul/matmul, reduce and mean ops, and for the grad ops of the linear shape ops
-(concat, reshape2, flatten2, squeeze2, unsqueeze2, slice, gather, lookup_table and lookup_table_v2), whose
+(concat, reshape2, flatten2, squeeze2, unsqueeze2, slice, gather, lod_reset, lookup_table and lookup_table_v2), whose
 gradient is composed.
 
 Each test records (op_test.record_checked) the generated grad op whose own gradient it compared with central
@@ -168,6 +168,7 @@ LINEAR = {
     "unsqueeze2_grad": (lambda x: L.square(L.unsqueeze(x, axes=[0, 2])), [(3, 2)]),
     "slice_grad": (lambda x: L.square(L.slice(x, axes=[0, 1], starts=[1, 0], ends=[3, 2])), [(3, 4)]),
     "gather_grad": (lambda x: L.square(L.gather(x, _int64([2, 0, 2]))), [(3, 2)]),
+    "lod_reset_grad": (lambda x: L.square(L.lod_reset(x, target_lod=[0, 1, 3])), [(3, 2)]),
     "lookup_table_grad": (lambda w: L.square(_lookup_table(w, _int64([[1], [3], [1]]))), [(4, 3)]),
     "lookup_table_v2_grad": (lambda w: L.square(_lookup_table(w, _int64([[1, 3], [1, 0]]), "lookup_table_v2")),
                              [(4, 3)]),

@@ -171,9 +171,12 @@ def test_lodtensor_methods():
     assert t.lod() == [[0, 3, 4], [0, 2, 4, 5, 8]]
     assert t.recursive_sequence_lengths() == [[3, 1], [2, 2, 1, 3]]
     assert t.has_valid_recursive_sequence_lengths()
-    t.set_lod([[0, 2, 6]])  # structurally fine, but 6 != 8 rows
-    assert t.recursive_sequence_lengths() == [[2, 4]] and not t.has_valid_recursive_sequence_lengths()
-    assert t._lod_problem() == "the last level ends at 6 but the tensor has 8 rows"
+    with pytest.raises(ValueError, match=r"LoDTensor.set_lod: invalid LoD \[\[0, 2, 6\]\]: the last level ends at 6 "
+                                         r"but the tensor has 8 rows"):
+        t.set_lod([[0, 2, 6]])  # structurally fine, but 6 != 8 rows: Fluid 1.8's CheckLoD(lod, dims[0]) refuses it
+    t.set(np.zeros((6, 2), "float32"))  # new rows, the old LoD kept: has_valid_... says it no longer fits
+    assert t.recursive_sequence_lengths() == [[3, 1], [2, 2, 1, 3]] and not t.has_valid_recursive_sequence_lengths()
+    assert t._lod_problem() == "the last level ends at 8 but the tensor has 6 rows"
     assert fluid.Tensor is fluid.LoDTensor is core.LoDTensor
 
 
@@ -222,14 +225,14 @@ def test_create_lod_tensor_and_random_int_lodtensor():
     np.testing.assert_array_equal(np.array(t3).ravel(), [1, 2, 3, 4, 5])
     t4 = fluid.create_lod_tensor([[[1, 2], [3]], [[4, 5, 6]]], [[2, 1], [2, 1, 3]], place)
     assert t4.lod() == [[0, 2, 3], [0, 2, 3, 6]] and t4.shape() == [6, 1]
-    with pytest.raises(ValueError, match=r"create_lod_tensor: the sequence lengths of data \[\[2, 3\]\] do not match "
-                                         r"recursive_seq_lens \[\[2, 2\]\]"):
+    with pytest.raises(ValueError, match=r"create_lod_tensor: data and recursive_seq_lens do not match: the sequence "
+                                         r"lengths of data are \[\[2, 3\]\], recursive_seq_lens is \[\[2, 2\]\]"):
         fluid.create_lod_tensor([[1, 2], [3, 4, 5]], [[2, 2]], place)
     with pytest.raises(ValueError, match=r"create_lod_tensor: the provided lod info is invalid for data of shape "
                                          r"\[5, 2\]: the last level ends at 4 but the tensor has 5 rows"):
         fluid.create_lod_tensor(np.zeros((5, 2)), [[2, 2]], place)
-    with pytest.raises(TypeError, match="create_lod_tensor: data should be a LoDTensor, a numpy array or a list, got "
-                                        "str"):
+    with pytest.raises(TypeError, match="create_lod_tensor: data should be either a LoDTensor, a Numpy array or a "
+                                        "list, got str"):
         fluid.create_lod_tensor("abc", [[3]], place)
     np.random.seed(3)
     r = fluid.create_random_int_lodtensor([[2, 3]], [4], place, low=1, high=3)

@@ -23,8 +23,8 @@ inline void SetOutAndXShape(InferShapeContext& ctx, const DDim& x, const DDim& o
   if (ctx.HasOutput("XShape")) ctx.SetOutput("XShape", XShapeDims(x), ctx.InputDType("X"));
 }
 
-// SetOutAndXShape plus Fluid's LoD rule for reshape2/squeeze2/unsqueeze2: Out shares X's LoD when the
-// leading dim is unchanged.
+// SetOutAndXShape plus Fluid's LoD rule for reshape2/squeeze2/unsqueeze2/flatten2: Out shares X's LoD when the
+// leading dim is unchanged (at build time an unknown -1 matches -1).
 inline void SetViewOutputs(InferShapeContext& ctx, const DDim& x, const DDim& out) {
   SetOutAndXShape(ctx, x, out);
   if (x.size() > 0 && out.size() > 0 && x[0] == out[0]) ctx.ShareLoD("X", "Out");
