@@ -215,7 +215,8 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
       site = " (read by op " + op->type() + (where.empty() ? "" : " created at " + where) + ")";
       break;
     }
-    feed_targets_.push_back({feed_names[i], target->dtype(), target->shape(), site, target->need_check_feed()});
+    feed_targets_.push_back(
+        {feed_names[i], target->dtype(), target->shape(), site, target->need_check_feed(), target->lod_level()});
     OpDesc* op = block->InsertOp(i);
     op->set_type("feed");
     op->SetInput("X", {kFeedVar});
@@ -297,23 +298,48 @@ void PreparedProgram::PlanReleases() {
   }
 }
 
-void PreparedProgram::CheckFeeds(const std::vector<Tensor>& feeds) const {
+namespace {
+
+// Fluid's rule (check_feed_shape_type): same rank, and each dim equal unless either is negative. A fed tensor that
+// holds a LoD has any number of rows (Fluid's DiffTensorShapeWithVarDesc skips dim 0 then).
+bool FeedShapeFits(const DDim& fed, const std::vector<int64_t>& want, bool has_lod) {
+  if (fed.size() != static_cast<int>(want.size())) return false;
+  for (int d = has_lod ? 1 : 0; d < fed.size(); ++d)
+    if (want[d] >= 0 && want[d] != fed[d]) return false;
+  return true;
+}
+
+}  // namespace
+
+void PreparedProgram::CheckFeeds(std::vector<Tensor>& feeds) const {
   FL_ENFORCE(feeds.size() == feed_targets_.size(), "feed: expected ", feed_targets_.size(), " tensors, got ",
              feeds.size());
   for (size_t i = 0; i < feeds.size(); ++i) {
     const FeedTarget& t = feed_targets_[i];
-    const Tensor& f = feeds[i];
+    Tensor& f = feeds[i];
+    const bool has_lod = !f.lod().empty();
     // A fed LoD must fit the fed rows: ops read sequences through it (LoDTensor.set after set_lod can leave one
     // that does not).
-    if (__builtin_expect(!f.lod().empty(), 0)) {
+    if (__builtin_expect(has_lod, 0)) {
       const std::string problem = LoDProblem(f.lod(), f.rank() ? f.dims()[0] : 0);
       if (!problem.empty())
         throw FeedError(Str("feed: variable '", t.name, "' ", f.dims(), " is fed the invalid LoD ", f.LoDString(), ": ",
                             problem, t.site));
     }
-    // Fluid's rule (check_feed_shape_type): same rank, and each dim equal unless either is negative.
-    bool shape_ok = f.dims().size() == static_cast<int>(t.shape.size());
-    for (int d = 0; shape_ok && d < f.dims().size(); ++d) shape_ok = t.shape[d] < 0 || t.shape[d] == f.dims()[d];
+    bool shape_ok = FeedShapeFits(f.dims(), t.shape, has_lod);
+    // Fluid's create_lod_tensor gives list data a trailing dim of 1 ([T] ids become [T, 1]), and Fluid's feed check
+    // never compares ranks, so the book feeds such a tensor to fluid.data(shape=[None], lod_level=1). The rows are
+    // the declared shape: the feed is viewed without that dim (a view, the data is untouched).
+    if (!shape_ok && has_lod && t.lod_level > 0 && f.rank() == static_cast<int>(t.shape.size()) + 1 &&
+        f.dims()[f.rank() - 1] == 1) {
+      const DDim squeezed(f.dims().data(), static_cast<size_t>(f.rank() - 1));
+      if (FeedShapeFits(squeezed, t.shape, has_lod)) {
+        FL_VLOG(1) << "feed: variable '" << t.name << "' declared " << DDim(t.shape).ToString() << " is fed "
+                   << f.dims().ToString() << " with a LoD; viewed as " << squeezed.ToString();
+        f.Resize(squeezed);
+        shape_ok = true;
+      }
+    }
     if (__builtin_expect(shape_ok && f.dtype() == t.dtype, 1)) continue;
     const std::string want = DDim(t.shape).ToString();
     if (t.need_check) {  // Fluid's wording, so that code matching its messages keeps working

@@ -26,6 +26,7 @@ struct FeedTarget {
   // fluid.data vars are checked (FeedError on a mismatch); layers.data vars are not, as in Fluid: the fed
   // value's shape and dtype win and a mismatch is only logged (VLOG 1).
   bool need_check = false;
+  int lod_level = 0;  // the variable's declared lod_level
 };
 
 class PreparedProgram {
@@ -49,7 +50,7 @@ class PreparedProgram {
 
  private:
   void CreateVariablesAndBind();
-  void CheckFeeds(const std::vector<Tensor>& feeds) const;
+  void CheckFeeds(std::vector<Tensor>& feeds) const;  // may drop a LoD feed's trailing 1 (see executor.cc)
   void RunOps();
   void PlanReleases();
 
