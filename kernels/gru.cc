@@ -102,8 +102,10 @@ const auto kGru = [](const ExecutionContext& ctx, auto tag) {
 
 const auto kGruGrad = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
-  const GruCell<T> cell = LayerCell<T>(ctx);
+  GruCell<T> cell = LayerCell<T>(ctx);
   const int64_t d = cell.d;
+  Tensor wt_buf;
+  TransposeGruWeights(cell, wt_buf.mutable_data<T>(DDim{3 * d, d}, ctx.place()));
   const SequenceBatch b = BatchOf(ctx, "Hidden");
   const int64_t rows = static_cast<int64_t>(b.rows.size());
   const T* gate = ctx.Input("BatchGate").data<T>();

@@ -49,9 +49,11 @@ const auto kGruUnit = [](const ExecutionContext& ctx, auto tag) {
 
 const auto kGruUnitGrad = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
-  const GruCell<T> cell = UnitCell<T>(ctx);
+  GruCell<T> cell = UnitCell<T>(ctx);
   const Tensor& gate = ctx.Input("Gate");
   const int64_t n = gate.dims()[0], d = cell.d;
+  Tensor wt_buf;
+  TransposeGruWeights(cell, wt_buf.mutable_data<T>(DDim{3 * d, d}, ctx.place()));
   const T* hp = ctx.Input("HiddenPrev").data<T>();
   // The gate gradient is Input@GRAD itself; when nobody needs that, a temporary.
   Tensor dgate_tmp;
