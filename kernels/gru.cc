@@ -130,9 +130,13 @@ const auto kGruGrad = [](const ExecutionContext& ctx, auto tag) {
     // Every row's h_prev stacked in batch order (dh is free again): one GEMM per weight block over all T rows.
     // Without H0 the first step's rows have h_prev = 0 and reset_h = 0, so they are left out.
     T* hp = dh;
-    for (int64_t t = 1; t < b.steps(); ++t)
-      std::copy(batch_h + b.step_begin[t - 1] * d, batch_h + (b.step_begin[t - 1] + b.alive(t)) * d,
-                hp + b.step_begin[t] * d);
+    const int64_t rows_per_step = std::max<int64_t>(1, rows / std::max<int64_t>(1, b.steps()));
+    ParallelFor(b.steps() - 1, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, rows_per_step * d)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t t = lo + 1; t <= hi; ++t)
+                    std::copy(batch_h + b.step_begin[t - 1] * d, batch_h + (b.step_begin[t - 1] + b.alive(t)) * d,
+                              hp + b.step_begin[t] * d);
+                });
     if (h0 && b.steps() > 0) std::copy(h0, h0 + b.alive(0) * d, hp);
     const int64_t first = h0 || b.steps() == 0 ? 0 : b.step_begin[1];
     GruWeightGrad(d, rows - first, hp + first * d, reset_h + first * d, dgate + first * 3 * d, T(0),

@@ -23,7 +23,6 @@
 #include "activation.h"
 #include "blas.h"
 #include "op_context.h"
-#include "reduce.h"
 #include "scratch.h"
 #include "thread_pool.h"
 
@@ -240,10 +239,19 @@ void GruWeightGrad(int64_t d, int64_t k, const T* hp, const T* reset_h, const T*
   else blas::Gemm<T>(true, false, d, d, k, T(1), reset_h, d, dgate + 2 * d, 3 * d, beta, dw_c, d);
 }
 
-// db [3D] = the column sums of dgate [k, 3D].
+// db [3D] = the column sums of dgate [k, 3D], the columns split across the pool (each part streams its share of
+// every row).
 template <typename T>
 void GruBiasGrad(int64_t d, int64_t k, const T* dgate, T* db) {
-  ReduceRuns<SumReducer, T>(1, k, 3 * d, [dgate](int64_t i) { return dgate[i]; }, db);
+  const int64_t w = 3 * d;
+  ParallelFor(w, std::max<int64_t>(8, kMinParallelElements / std::max<int64_t>(1, k)), [&](int64_t lo, int64_t hi) {
+    T* __restrict out = db + lo;
+    std::fill(out, out + (hi - lo), T(0));
+    for (int64_t i = 0; i < k; ++i) {
+      const T* __restrict row = dgate + i * w + lo;
+      for (int64_t j = 0; j < hi - lo; ++j) out[j] += row[j];
+    }
+  });
 }
 
 }  // namespace fl
