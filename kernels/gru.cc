@@ -5,8 +5,9 @@
 // The batch is reordered by length (Fluid's sequence2batch, kernels/helpers/sequence_batch.h): step t is one
 // block of rows, one per sequence still alive, so each step is two GEMMs over those rows (gates, then the
 // candidate with the reset hidden state) and the h_prev of step t's rows is the head of step t-1's block.
-// BatchGate / BatchResetHiddenPrev / BatchHidden are in that batch order, Hidden in the input's order with its
-// LoD. H0 [N, D] is one row per sequence, in input order; without it a sequence starts from zeros.
+// BatchGate / BatchResetHiddenPrev / BatchHidden are in that batch order (their LoD: the step offsets), Hidden in
+// the input's order with its LoD. H0 [N, D] is one row per sequence, in input order; without it a sequence starts from
+// zeros.
 //
 // The gradient walks the steps backwards. The weight gradients are not accumulated step by step (a GEMM with
 // K = the rows alive, as Fluid does) but taken once over all T rows after the walk; the bias gradient is the
@@ -98,6 +99,10 @@ const auto kGru = [](const ExecutionContext& ctx, auto tag) {
     GruForward(cell, b.alive(t), PrevRows(b, t, batch_h, h0, d), gate + s * 3 * d, reset_h + s * d, batch_h + s * d);
   }
   ScatterRows(batch_h, d, b.rows, ctx.Alloc<T>("Hidden"));
+  // The batch outputs' LoD: the step offsets (level 0 of Fluid's batch LoD; its other two levels, the input rows
+  // and the sequence order, are not a LoD of these rows).
+  const LoD steps{std::vector<size_t>(b.step_begin.begin(), b.step_begin.end())};
+  for (const char* slot : {"BatchGate", "BatchResetHiddenPrev", "BatchHidden"}) ctx.Output(slot)->set_lod(steps);
 };
 
 const auto kGruGrad = [](const ExecutionContext& ctx, auto tag) {
@@ -158,9 +163,11 @@ FL_REGISTER_OP(gru, op) {
              "[D, 3 * D]: its first D * 2D elements are the [D, 2D] update | reset weights, the last D * D the "
              "[D, D] candidate weights")
       .DispensableInput("Bias", "[1, 3 * D]: update, reset and candidate biases")
-      .Output("BatchGate", "the activated gates [T, 3 * D] in batch order (sequences sorted by length, step-major)")
-      .Output("BatchResetHiddenPrev", "r * h_prev [T, D] in batch order")
-      .Output("BatchHidden", "the hidden states [T, D] in batch order")
+      .Output("BatchGate",
+              "the activated gates [T, 3 * D] in batch order (step by step, each step's sequences longest first; "
+              "LoD: the step offsets)")
+      .Output("BatchResetHiddenPrev", "r * h_prev [T, D] in batch order (LoD: the step offsets)")
+      .Output("BatchHidden", "the hidden states [T, D] in batch order (LoD: the step offsets)")
       .Output("Hidden", "the hidden states [T, D] in Input's order, with Input's LoD")
       .Attr<std::string>("activation", "tanh", "candidate activation: sigmoid, tanh, relu or identity")
       .OneOf(ActivationNames())

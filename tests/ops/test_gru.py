@@ -37,15 +37,18 @@ def run_reference(ins, lens, act="tanh", gate_act="sigmoid", is_reverse=False, o
 def gru_test(ins, lens, lod=None, act="tanh", gate_act="sigmoid", is_reverse=False, origin_mode=False,
              batch_outputs=False, dtype="float64"):
     """An OpTest of gru on `ins` (Input given the LoD `lod`, default [lens]); Hidden compared with the numpy
-    reference, and with batch_outputs the Batch* outputs too, in their documented row order."""
+    reference, and with batch_outputs the Batch* outputs too, in their documented row order and with the step
+    offsets as their LoD."""
     hidden, reset_h, gate = run_reference(ins, lens, act, gate_act, is_reverse, origin_mode)
     lod = lod or [lens]
     outs = {"Hidden": (hidden.astype(dtype), lod), "BatchGate": None, "BatchResetHiddenPrev": None,
             "BatchHidden": None}
     if batch_outputs:
         rows = batch_rows(lens, is_reverse)
-        outs.update(BatchGate=(gate[rows].astype(dtype), []), BatchResetHiddenPrev=(reset_h[rows].astype(dtype), []),
-                    BatchHidden=(hidden[rows].astype(dtype), []))
+        steps = [[sum(n > t for n in lens) for t in range(max(lens, default=0))]]  # sequences alive at each step
+        outs.update(BatchGate=(gate[rows].astype(dtype), steps),
+                    BatchResetHiddenPrev=(reset_h[rows].astype(dtype), steps),
+                    BatchHidden=(hidden[rows].astype(dtype), steps))
     feeds = dict(ins, Input=(ins["Input"], lod))
     return OpTest("gru", feeds, outs, {"activation": act, "gate_activation": gate_act, "is_reverse": is_reverse,
                                        "origin_mode": origin_mode})
