@@ -23,12 +23,12 @@ the timed steps (the gru and gru_grad ops and their neighbours).
 """
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 import fluidlite as fluid
 from fluidlite import profiler
+from fluidlite.bench import seconds_per_call
 
 
 def make_data(args):
@@ -91,17 +91,15 @@ def torch_step(args, lens, x, train=True, packed=True):
 
 
 def interleaved(cases, runs, repeat, warmup):
-    """{name: median ms per call} over `repeat` rounds, each timing `runs` calls of every case in turn."""
+    """{name: (median, min, max) ms per call} over `repeat` rounds, each timing `runs` calls of every case in turn
+    (so load changes on the machine hit every case alike)."""
     for fn in cases.values():
         for _ in range(warmup):
             fn()
     samples = {name: [] for name in cases}
     for _ in range(repeat):
         for name, fn in cases.items():
-            t0 = time.perf_counter()
-            for _ in range(runs):
-                fn()
-            samples[name].append((time.perf_counter() - t0) / runs * 1e3)
+            samples[name].append(seconds_per_call(fn, runs, 1, 0)[0] * 1e3)
     return {name: (statistics.median(s), min(s), max(s)) for name, s in samples.items()}
 
 
