@@ -11,6 +11,8 @@
 #include <numeric>
 #include <vector>
 
+#include "thread_pool.h"
+
 namespace fl {
 
 struct SequenceBatch {
@@ -44,16 +46,26 @@ inline SequenceBatch MakeSequenceBatch(const std::vector<size_t>& offsets, bool 
   return b;
 }
 
+// Rows per thread for the copies below: they are memory-bound, so a second thread pays from about
+// kMinParallelElements per part.
+inline int64_t RowCopyGrain(int64_t width) {
+  return std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, width));
+}
+
 // dst[k] = src[rows[k]] for rows of `width` elements (input order -> batch order).
 template <typename T>
 void GatherRows(const T* src, int64_t width, const std::vector<int64_t>& rows, T* dst) {
-  for (size_t k = 0; k < rows.size(); ++k) std::memcpy(dst + k * width, src + rows[k] * width, sizeof(T) * width);
+  ParallelFor(static_cast<int64_t>(rows.size()), RowCopyGrain(width), [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) std::memcpy(dst + k * width, src + rows[k] * width, sizeof(T) * width);
+  });
 }
 
 // dst[rows[k]] = src[k] (batch order -> input order).
 template <typename T>
 void ScatterRows(const T* src, int64_t width, const std::vector<int64_t>& rows, T* dst) {
-  for (size_t k = 0; k < rows.size(); ++k) std::memcpy(dst + rows[k] * width, src + k * width, sizeof(T) * width);
+  ParallelFor(static_cast<int64_t>(rows.size()), RowCopyGrain(width), [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) std::memcpy(dst + rows[k] * width, src + k * width, sizeof(T) * width);
+  });
 }
 
 }  // namespace fl

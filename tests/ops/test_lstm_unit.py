@@ -1,4 +1,5 @@
-"""lstm_unit: forward against numpy, gradients, the layer, errors at build time."""
+"""lstm_unit: forward against numpy, gradients, the layer, errors at build time; on a LoD batch as Fluid 1.8 runs
+it (outputs without LoD, X@GRAD with X's)."""
 import numpy as np
 import pytest
 
@@ -93,3 +94,43 @@ def test_lstm_unit_layer_errors():
             fluid.layers.lstm_unit(x, h, c)
         with pytest.raises(ValueError, match=r"lstm_unit: x_t x3 must have rank 2, got shape \(-1, 3, 2\)"):
             fluid.layers.lstm_unit(fluid.layers.data("x3", shape=[3, 2]), h, h)
+
+
+# ------------------------------------------------------------------ lstm_unit on a LoD batch
+
+
+def test_lstm_unit_op_on_a_lod_batch():
+    # Fluid's lstm_unit shares no LoD: C and H of a LoD X are plain tensors; X@GRAD keeps X's LoD.
+    x, c_prev = rand(5, 8) * 2, rand(5, 2)
+    c, h = lstm_unit_ref(x, c_prev, 0.5)
+    t = OpTest("lstm_unit", {"X": (x, [[2, 0, 3]]), "C_prev": c_prev}, {"C": (c, []), "H": (h, [])},
+               {"forget_bias": 0.5})
+    t.check_output(atol=1e-12, rtol=1e-12)
+    t.check_grad(["X", "C_prev"], ["C", "H"])
+
+
+def test_lstm_unit_layer_on_a_lod_batch():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[3], dtype="float64", lod_level=1)
+        x.stop_gradient = False
+        h_prev = fluid.layers.data("h_prev", shape=[2], dtype="float64")
+        c_prev = fluid.layers.data("c_prev", shape=[2], dtype="float64")
+        h, c = fluid.layers.lstm_unit(x, h_prev, c_prev, forget_bias=1.0)
+        assert (h.lod_level, c.lod_level) == (0, 0)
+        dx, = fluid.gradients([fluid.layers.mean(h)], [x])
+        assert dx.lod_level == 1
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    w, b = (np.array(scope.find_var(n).get_tensor()) for n in ("fc_0.w_0", "fc_0.b_0"))
+    for lens in ([2, 3], [1, 0, 1, 2]):
+        n = sum(lens)
+        xv, hv, cv = rand(n, 3), rand(n, 2), rand(n, 2)
+        got_h, got_c, got_dx = exe.run(main, feed={"x": (xv, [lens]), "h_prev": hv, "c_prev": cv},
+                                       fetch_list=[h, c, dx], scope=scope, return_numpy=False)
+        assert got_h.recursive_sequence_lengths() == [] and got_c.recursive_sequence_lengths() == []
+        assert got_dx.recursive_sequence_lengths() == [lens]
+        want_c, want_h = lstm_unit_ref(np.concatenate([xv, hv], 1) @ w + b, cv, 1.0)
+        np.testing.assert_allclose(np.array(got_h), want_h, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.array(got_c), want_c, rtol=1e-12, atol=1e-12)
