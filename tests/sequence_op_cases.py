@@ -30,10 +30,14 @@ def run_op(op_type, inputs, out_slots, attrs=None):
 
 
 def with_lod(array, lod):
-    """A LoDTensor of `array` whose LoD is `lod` (offsets per level) as given, valid or not."""
+    """A LoDTensor of `array` whose LoD is `lod` (offsets per level), also one whose last level does not end at the
+    array's rows: set_lod checks the LoD against the rows the tensor holds then, and set() keeps it."""
     t = fluid.core.LoDTensor()
-    t.set(np.asarray(array), fluid.CPUPlace())
+    array = np.asarray(array)
+    rows = lod[-1][-1] if lod and lod[-1] else array.shape[0]
+    t.set(np.zeros((rows,) + array.shape[1:], array.dtype), fluid.CPUPlace())
     t.set_lod([list(level) for level in lod])
+    t.set(array, fluid.CPUPlace())
     return t
 
 

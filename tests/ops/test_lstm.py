@@ -225,7 +225,8 @@ def test_rows_of_a_step_split_over_threads(op):
         results = {}
         for threads in (1, 2):
             fluid.core.set_num_threads(threads)
-            results[threads] = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+            results[threads] = [np.array(t) for t in exe.run(main, feed=feed, fetch_list=fetch, scope=scope,
+                                                             return_numpy=False)]
     finally:
         fluid.core.set_num_threads(saved)
     for a, b in zip(results[1], results[2]):
@@ -254,9 +255,9 @@ def test_lstm_grad_leaves_input_out_but_accepts_it():
     ours = exe.run(main, feed=feed, fetch_list=fetch, scope=scope, return_numpy=False)
     assert ours[2].recursive_sequence_lengths() == [lens]  # Input@GRAD has Input's LoD
     grad_op.desc.set_input("Input", ["x"])
-    fluids = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+    fluids = exe.run(main, feed=feed, fetch_list=fetch, scope=scope, return_numpy=False)
     for a, b in zip(ours, fluids):
-        np.testing.assert_array_equal(np.array(a), b)
+        np.testing.assert_array_equal(np.array(a), np.array(b))
 
 
 # ------------------------------------------------------------------ lstmp
@@ -405,7 +406,8 @@ def _run_lstm(x, lod, h0=None, c0=None, d=2):
                 ins[name.upper()] = declare(block, name, [-1, d], "float64")
                 feed[name] = v
         _append(block, "lstm", ins)
-    return fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=["h"])
+    return [np.array(t) for t in fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=["h"],
+                                                                         return_numpy=False)]
 
 
 def test_lstm_run_errors():
@@ -413,7 +415,7 @@ def test_lstm_run_errors():
     with pytest.raises(fluid.core.EnforceNotMet, match=r"lstm: Input 'x' \[5, 8\] must be a LoDTensor with at least 1 "
                                                        r"LoD level"):
         _run_lstm(x, None)
-    with pytest.raises(fluid.core.EnforceNotMet, match=r"lstm: Input 'x' \[5, 8\] has 2 LoD levels \{\{0, 1, 2\}, "
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"lstm: Input 'x' \[5, 8\] has 2 LoD levels \{\{0, 1, 2\}"
                                                        r"\{0, 2, 5\}\}; lstm runs over one level of sequences"):
         _run_lstm(x, [[1, 1], [2, 3]])
     with pytest.raises(fluid.core.EnforceNotMet, match=r"lstm: H0 'h0' \[3, 2\] must be \[2, 2\]: one row per sequence "

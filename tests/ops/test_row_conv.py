@@ -82,7 +82,8 @@ def test_many_rows_split_over_threads(two_threads):
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(sp)
     fluid.global_scope().var("w").get_tensor().set(w, fluid.CPUPlace())
-    got_dx, got_dw = exe.run(mp, feed={"x": (x, [lens]), "g": (g, [lens])}, fetch_list=[gx, gw])
+    got_dx, got_dw = (np.array(t) for t in exe.run(mp, feed={"x": (x, [lens]), "g": (g, [lens])},
+                                                   fetch_list=[gx, gw], return_numpy=False))
     np.testing.assert_allclose(got_dx, dx, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got_dw, dw, rtol=1e-4, atol=1e-3)
 

@@ -62,8 +62,8 @@ def test_concat_errors():
         run_op("sequence_concat", {"X": [("a", a), ("b", (np.zeros((5, 2), "float32"), [[1, 1, 3]]))]}, ["Out"])
     with pytest.raises(fluid.core.EnforceNotMet,
                        match=r"sequence_concat: the inputs' LoD levels above the last must be equal \(Out keeps "
-                             r"them\), got X\[0\] 'in_X_a' \[3, 2\] LoD \{\{0, 1, 2\}, \{0, 1, 3\}\}, "
-                             r"X\[1\] 'in_X_b' \[3, 2\] LoD \{\{0, 2\}, \{0, 1, 3\}\}"):
+                             r"them\), got X\[0\] 'in_X_a' \[3, 2\] LoD \{\{0, 1, 2\}\{0, 1, 3\}\}, "
+                             r"X\[1\] 'in_X_b' \[3, 2\] LoD \{\{0, 2\}\{0, 1, 3\}\}"):
         run_op("sequence_concat", {"X": [("a", (np.zeros((3, 2), "float32"), [[1, 1], [1, 2]])),
                                          ("b", (np.zeros((3, 2), "float32"), [[2], [1, 2]]))]}, ["Out"])
     with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_concat: X 'in_X_b' \[5, 2\] must be a LoDTensor with "

@@ -172,8 +172,8 @@ def test_untrainable_padding_data_is_ignored_and_gets_zero_gradient():
         main.global_block().append_op(type="sequence_conv", inputs={"X": [xv], "Filter": [wv], "PaddingData": [pv]},
                                       outputs={"Out": [out]}, attrs={"contextStart": -1, "contextLength": 3})
         grads = fluid.gradients([fluid.layers.reduce_sum(out)], [xv, pv, wv])
-    got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": (x, [[3, 2]]), "p": np.ones((2, 2)), "w": w},
-                                               fetch_list=[out] + grads)
+    got = [np.array(t) for t in fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": (x, [[3, 2]]), "p": np.ones((2, 2)), "w": w}, fetch_list=[out] + grads, return_numpy=False)]
     np.testing.assert_allclose(got[0], np_context(x, [3, 2], -1, 3) @ w)
     np.testing.assert_array_equal(got[2], np.zeros((2, 2)))
     np.testing.assert_allclose(got[3], np_context(x, [3, 2], -1, 3).T @ np.ones((5, 3)))
@@ -274,7 +274,8 @@ def test_run_time_errors():
         exe.run(main, feed={"x": (np.zeros((5, 3), "float32"), [[2, 3]]), "w": np.zeros((6, 4), "float32")},
                 fetch_list=[out])
     got, = exe.run(main, feed={"x": (np.ones((5, 3), "float32"), [[2, 3]]), "w": np.ones((9, 4), "float32")},
-                   fetch_list=[out])
+                   fetch_list=[out], return_numpy=False)
+    got = np.array(got)
     np.testing.assert_array_equal(got[:, 0], [6, 6, 6, 9, 6])
 
 
@@ -318,7 +319,8 @@ def test_large_batch_split_over_threads(trainable, two_threads):
     feed = {"x": (x, [lens]), "w": w, "g": dout}
     if trainable:
         feed["p"] = pad
-    got = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out] + grads)
+    got = [np.array(t) for t in fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out] + grads,
+                                                                     return_numpy=False)]
     col = np_context(x, lens, start, length, pad)
     np.testing.assert_allclose(got[0], col @ w, rtol=1e-12, atol=1e-12)
     dcol = dout @ w.T

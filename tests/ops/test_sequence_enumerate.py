@@ -62,5 +62,5 @@ def test_layer_and_errors():
     assert got.recursive_sequence_lengths() == [lens]
     np.testing.assert_array_equal(np.array(got), enumerate_per_sequence(xv, lens, 3, -1))
     with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_enumerate: X 'x' \[5, 1\] has 2 LoD levels "
-                                                       r"\{\{0, 1, 2\}, \{0, 2, 5\}\}; only one level is supported"):
+                                                       r"\{\{0, 1, 2\}\{0, 2, 5\}\}; only one level is supported"):
         exe.run(main, feed={"x": (xv, [[1, 1], lens])}, fetch_list=[y])

@@ -33,7 +33,7 @@ def test_reshape(lens, width, new_dim):
 
 def test_reshape_two_levels_and_integers():
     x = np.arange(24, dtype="int32").reshape(6, 4)
-    with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence 1 of X 'in_X_x_var' \[6, 4\] LoD \{\{0, 2, 3\}, "
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence 1 of X 'in_X_x_var' \[6, 4\] LoD \{\{0, 2, 3\}"
                                                        r"\{0, 2, 3, 6\}\} \(rows \[2, 3\), 1 x 4 = 4 values\) does not "
                                                        r"divide into rows of new_dim = 8"):
         run_op("sequence_reshape", {"X": (x, [[2, 1], [2, 1, 3]])}, ["Out"], {"new_dim": 8})

@@ -67,7 +67,7 @@ def test_layer_and_errors():
     assert got.recursive_sequence_lengths() == [lens]
     np.testing.assert_array_equal(np.array(got), reverse_per_sequence(xv, lens))
     with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_reverse: X 'x' \[5, 2\] has 2 LoD levels "
-                                                       r"\{\{0, 1, 2\}, \{0, 3, 5\}\}; only one level is supported"):
+                                                       r"\{\{0, 1, 2\}\{0, 3, 5\}\}; only one level is supported"):
         exe.run(main, feed={"x": (xv, [[1, 1], lens])}, fetch_list=[y])
     with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_reverse: X 'x' \[5, 2\] must be a LoDTensor"):
         exe.run(main, feed={"x": xv}, fetch_list=[y])
