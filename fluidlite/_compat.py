@@ -195,7 +195,7 @@ def plan_of(fluid_name):
 
 
 def message(fluid_name):
-    """The AttributeError text for a Fluid 1.x name fluidlite lacks, e.g. 'fluid.layers.dynamic_lstm'."""
+    """The AttributeError text for a Fluid 1.x name fluidlite lacks, e.g. 'fluid.layers.DynamicRNN'."""
     issues, reason = plan_of(fluid_name)
     if issues:
         return "%s is a Fluid 1.x API that fluidlite does not implement yet (planned in %s); see %s" % (
