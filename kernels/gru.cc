@@ -179,8 +179,12 @@ FL_REGISTER_OP(gru, op) {
       .KernelDTypeFrom("Input")
       .SetInferShape(GruInferShape)
       .CPUKernel<float, double>(kGru);
-  op.GradOp({"H0", "Weight", "Bias", "BatchGate", "BatchResetHiddenPrev", "BatchHidden", "Hidden", "Hidden@GRAD"})
+  op.GradOp(
+        {"Input", "H0", "Weight", "Bias", "BatchGate", "BatchResetHiddenPrev", "BatchHidden", "Hidden", "Hidden@GRAD"})
       .Optional({"H0", "Bias"})
+      // Fluid's gru_grad lists Input; the kernel needs only its shape and LoD (BatchGate's rows, Hidden's LoD), so
+      // programs built here free the [T, 3 * D] input after the forward op, and Fluid's programs still bind.
+      .AcceptsUnread({"Input"})
       .ShapeLike("Input", "BatchGate")
       .SetInferShape(GruGradInferShape)
       .Doc(

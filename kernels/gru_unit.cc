@@ -91,8 +91,10 @@ FL_REGISTER_OP(gru_unit, op) {
       .KernelDTypeFrom("Input")
       .SetInferShape(GruUnitInferShape)
       .CPUKernel<float, double>(kGruUnit);
-  op.GradOp({"HiddenPrev", "Weight", "Bias", "Gate", "ResetHiddenPrev", "Hidden@GRAD"})
+  op.GradOp({"Input", "HiddenPrev", "Weight", "Bias", "Gate", "ResetHiddenPrev", "Hidden", "Hidden@GRAD"})
       .Optional({"Bias"})
+      // Fluid 1.8's gru_unit_grad lists Input (and earlier releases Hidden): accepted, not needed by the kernel.
+      .AcceptsUnread({"Input", "Hidden"})
       .ShapeLike("Input", "Gate")
       .Doc(
           "Gradient of gru_unit from the saved activated gates: Input@GRAD (the gate gradient), HiddenPrev@GRAD, "

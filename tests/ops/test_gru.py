@@ -195,6 +195,36 @@ def test_gru_grad_two_lod_levels():
     gru_test(ins, lens, lod=[[1, 2], lens], origin_mode=True).check_grad(sorted(ins), "Hidden")
 
 
+@pytest.mark.parametrize("op_type, extra", [("gru", {"Input": "x"}), ("gru_unit", {"Input": "x", "Hidden": "h"})])
+def test_grad_op_accepts_the_inputs_fluid_passes(op_type, extra):
+    # Fluid's gru_grad lists Input, gru_unit_grad Input (and Hidden before 1.8). fluidlite's backward leaves them
+    # out (the kernels do not read them); a program written by Fluid, which passes them, binds and gives the same.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[6], dtype="float64", lod_level=1)
+        x.stop_gradient = False
+        if op_type == "gru":
+            h = fluid.layers.dynamic_gru(x, 2)
+        else:
+            h0 = fluid.layers.data("h0", shape=[2], dtype="float64")
+            h0.stop_gradient = False
+            h, _, _ = fluid.layers.gru_unit(x, h0, 6)
+        grads = fluid.gradients([fluid.layers.mean(h)], [x])
+    grad_op, = [op for op in main.global_block().ops if op.type == op_type + "_grad"]
+    assert not set(extra) & set(grad_op.input_names)
+    feed = {"x": fluid.create_lod_tensor(rand(5, 6), [[2, 3]], fluid.CPUPlace())}
+    if op_type == "gru_unit":
+        feed["h0"] = rand(5, 2)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    ours = np.array(exe.run(main, feed=feed, fetch_list=grads, scope=scope, return_numpy=False)[0])
+    for slot, name in extra.items():
+        grad_op.desc.set_input(slot, [h.name if name == "h" else name])
+    fluids = np.array(exe.run(main, feed=feed, fetch_list=grads, scope=scope, return_numpy=False)[0])
+    np.testing.assert_array_equal(ours, fluids)
+
+
 def test_gru_input_grad_keeps_lod():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
