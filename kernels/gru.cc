@@ -101,7 +101,7 @@ const auto kGru = [](const ExecutionContext& ctx, auto tag) {
   ScatterRows(batch_h, d, b.rows, ctx.Alloc<T>("Hidden"));
   // The batch outputs' LoD: the step offsets (level 0 of Fluid's batch LoD; its other two levels, the input rows
   // and the sequence order, are not a LoD of these rows).
-  const LoD steps{std::vector<size_t>(b.step_begin.begin(), b.step_begin.end())};
+  const LoD steps = b.StepLoD();
   for (const char* slot : {"BatchGate", "BatchResetHiddenPrev", "BatchHidden"}) ctx.Output(slot)->set_lod(steps);
 };
 

@@ -320,11 +320,6 @@ void ProjectionActivate(Activation act, T clip, T* r, int64_t n) {
     for (int64_t i = 0; i < n; ++i) r[i] = r[i] < -clip ? -clip : (r[i] > clip ? clip : r[i]);
 }
 
-// The batch-ordered outputs carry the step offsets: sequence k of their LoD is time step k.
-LoD StepLoD(const SequenceBatch& batch) {
-  return LoD{std::vector<size_t>(batch.step_begin.begin(), batch.step_begin.end())};
-}
-
 // ------------------------------------------------------------------ forward
 
 // Both ops. projected: lstmp (ProjWeight, Projection, BatchHidden); else lstm (Hidden). The previous step's
@@ -398,7 +393,7 @@ void LstmForward(const ExecutionContext& ctx, bool projected) {
       for (int64_t k = 0; k < n; ++k) CopyRow(rec_cur + k * r_width, r_width, out + rows[k] * r_width);
     }
   }
-  const LoD steps = StepLoD(batch);
+  const LoD steps = batch.StepLoD();
   for (const char* slot : {"BatchGate", "BatchCellPreAct", projected ? "BatchHidden" : nullptr})
     if (slot) ctx.Output(slot)->set_lod(steps);
 }

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "tensor.h"  // LoD
 #include "thread_pool.h"
 
 namespace fl {
@@ -22,6 +23,9 @@ struct SequenceBatch {
 
   int64_t steps() const { return static_cast<int64_t>(step_begin.size()) - 1; }
   int64_t alive(int64_t t) const { return step_begin[t + 1] - step_begin[t]; }
+  // The LoD of the batch-ordered outputs the recurrent ops keep for their gradients (BatchGate, ...): the step
+  // offsets, so that sequence t of that LoD is time step t.
+  LoD StepLoD() const { return LoD{std::vector<size_t>(step_begin.begin(), step_begin.end())}; }
 };
 
 // The batch order of the sequences described by LoD `offsets` (one level).
