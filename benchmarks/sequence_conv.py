@@ -20,7 +20,7 @@ import numpy as np
 import fluidlite as fluid
 from fluidlite import core
 from fluidlite.bench import machine_info, seconds_per_call
-from fluidlite.bench.models import text_cnn
+from fluidlite.bench.models import text_batch, text_cnn
 
 CHANNELS = 128
 WINDOWS = (3, 4)
@@ -108,7 +108,8 @@ def main():
                 torch.set_num_threads(args.threads)
         except ImportError:
             print("torch: not installed, fluidlite only")
-    lens = text_cnn.sequence_lengths(np.random.RandomState(args.seed), args.batch)
+    _, lens, _ = text_batch(args.batch, args.seed, text_cnn.VOCAB, text_cnn.NUM_CLASSES, text_cnn.MIN_LEN,
+                            text_cnn.MAX_LEN)
     rows, longest = sum(lens), max(lens)
     m = machine_info()
     print("machine: %s, %d cores, fluidlite %s, BLAS %s; %d sequences, %d rows (padded: %d x %d = %d), %d channels; "

@@ -57,6 +57,31 @@ def build_image_classifier(network, image_shape, num_classes, make_optimizer, ba
     return Built(main, startup, lambda: {"img": images, "label": labels}, [loss])
 
 
+def text_batch(batch_size, seed, vocab, num_classes, min_len, max_len):
+    """The text models' fixed batch, (ids [T, 1] int64, lengths, labels [N, 1] int64): `batch_size` sequences of
+    `min_len` to `max_len` word ids below `vocab` (the lengths drawn first, then the ids, then the labels)."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    lengths = [int(n) for n in rng.randint(min_len, max_len + 1, size=batch_size)]
+    ids = rng.randint(0, vocab, size=(sum(lengths), 1)).astype("int64")
+    labels = rng.randint(0, num_classes, size=(batch_size, 1)).astype("int64")
+    return ids, lengths, labels
+
+
+def padded_ids(ids, lengths, pad_id=0):
+    """The sequences of `lengths` in ids [T, 1] as one [N, max length] array, `pad_id` after each one's end (what
+    the PyTorch references and the padded variants feed)."""
+    import numpy as np
+
+    out = np.full((len(lengths), max(lengths)), pad_id, dtype=np.int64)
+    begin = 0
+    for s, n in enumerate(lengths):
+        out[s, :n] = ids[begin:begin + n, 0]
+        begin += n
+    return out
+
+
 def _discover():
     names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
     return {name: __name__ + "." + name for name in names}

@@ -16,7 +16,7 @@ import numpy as np
 
 import fluidlite as fluid
 
-from . import Built
+from . import Built, padded_ids, text_batch
 
 DESCRIPTION = ("text CNN on LoD ids: embedding 10000x128, sequence_conv_pool 3 and 4 (128, tanh, sqrt), fc 2, "
                "Adagrad")
@@ -47,10 +47,6 @@ def network(words, label, vocab=VOCAB, emb_dim=EMB_DIM, hid_dim=HID_DIM, filter_
     return logits, loss
 
 
-def sequence_lengths(rng, batch_size):
-    return rng.randint(MIN_LEN, MAX_LEN + 1, size=batch_size).tolist()
-
-
 def build(batch_size, seed):
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
@@ -59,22 +55,9 @@ def build(batch_size, seed):
         label = L.data(name="label", shape=[1], dtype="int64")
         _, loss = network(words, label)
         fluid.optimizer.Adagrad(learning_rate=LEARNING_RATE, epsilon=EPSILON).minimize(loss)
-    rng = np.random.RandomState(seed)
-    lens = sequence_lengths(rng, batch_size)
-    ids = rng.randint(0, VOCAB, size=(sum(lens), 1)).astype("int64")
-    labels = rng.randint(0, NUM_CLASSES, size=(batch_size, 1)).astype("int64")
+    ids, lens, labels = text_batch(batch_size, seed, VOCAB, NUM_CLASSES, MIN_LEN, MAX_LEN)
     words_t = fluid.create_lod_tensor(ids, [lens], fluid.CPUPlace())  # built once: every step feeds the same batch
     return Built(main, startup, lambda: {"words": words_t, "label": labels}, [loss])
-
-
-def padded_batch(ids, lens, pad_id):
-    """[batch, max(lens)] ids, each sequence's ids first and `pad_id` after them."""
-    out = np.full((len(lens), max(lens)), pad_id, dtype=np.int64)
-    begin = 0
-    for i, n in enumerate(lens):
-        out[i, :n] = ids[begin:begin + n, 0]
-        begin += n
-    return out
 
 
 class TorchTextCNN:
@@ -106,7 +89,7 @@ class TorchTextCNN:
         # torch's default (no invariant checks on the sparse gradient), said explicitly: else each step warns
         torch.sparse.check_sparse_tensor_invariants.disable()
         self.loss_fn = torch.nn.CrossEntropyLoss()
-        self.words = torch.from_numpy(padded_batch(ids, lens, vocab))
+        self.words = torch.from_numpy(padded_ids(ids, lens, pad_id=vocab))
         lens_t = torch.tensor(lens)
         self.mask = (torch.arange(max(lens))[None, :] < lens_t[:, None]).to(torch.float32)[:, None, :]
         self.inv_sqrt_len = (1.0 / torch.sqrt(lens_t.to(torch.float32)))[:, None]

@@ -19,7 +19,7 @@ import numpy as np
 
 import fluidlite as fluid
 
-from . import Built
+from . import Built, padded_ids, text_batch
 
 DESCRIPTION = ("LSTM text classifier on LoD ids: embedding 10000x128, fc 512, dynamic_lstm 128, last step, fc 2, SGD "
                "(64 sequences of 5-100)")
@@ -48,23 +48,9 @@ def network(words, label, vocab=VOCAB, emb_dim=EMB_DIM, hidden=HIDDEN, num_class
     return logits, L.mean(L.softmax_with_cross_entropy(logits, label))
 
 
-def sample_batch(batch_size, seed, vocab=VOCAB):
+def sample_batch(batch_size, seed):
     """(ids [T, 1], lengths, labels [N, 1]) of the run's fixed batch."""
-    rng = np.random.RandomState(seed)
-    lengths = rng.randint(MIN_LEN, MAX_LEN + 1, size=batch_size)
-    ids = rng.randint(0, vocab, size=(int(lengths.sum()), 1)).astype("int64")
-    labels = rng.randint(0, NUM_CLASSES, size=(batch_size, 1)).astype("int64")
-    return ids, [int(n) for n in lengths], labels
-
-
-def padded_ids(ids, lengths):
-    """ids [T, 1] of sequences of `lengths` as a time-major [max length, N] array, zeros after each end."""
-    padded = np.zeros((max(lengths), len(lengths)), dtype="int64")
-    start = 0
-    for s, n in enumerate(lengths):
-        padded[:n, s] = ids[start:start + n, 0]
-        start += n
-    return padded
+    return text_batch(batch_size, seed, VOCAB, NUM_CLASSES, MIN_LEN, MAX_LEN)
 
 
 def build(batch_size, seed, pad_to_longest=False):
@@ -79,7 +65,7 @@ def build(batch_size, seed, pad_to_longest=False):
         fluid.optimizer.SGD(learning_rate=LEARNING_RATE).minimize(loss)
     ids, lengths, labels = sample_batch(batch_size, seed)
     if pad_to_longest:
-        ids, lengths = padded_ids(ids, lengths).T.reshape(-1, 1), [max(lengths)] * batch_size
+        ids, lengths = padded_ids(ids, lengths).reshape(-1, 1), [max(lengths)] * batch_size
     words_t = fluid.create_lod_tensor(ids, [lengths], fluid.CPUPlace())
     return Built(main, startup, lambda: {"words": words_t, "label": labels}, [loss])
 
@@ -90,7 +76,7 @@ def build_padded(batch_size, seed):
     from . import lstm
     ids, lengths, labels = sample_batch(batch_size, seed)
     steps = max(lengths)
-    padded = padded_ids(ids, lengths)[:, :, None]
+    padded = padded_ids(ids, lengths).T[:, :, None]  # time-major [max length, N, 1]
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -133,7 +119,7 @@ class TorchPackedLSTM:
         self.opt = torch.optim.SGD(mods.parameters(), lr=lr)
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.padded = padded
-        ids_tn = torch.from_numpy(padded_ids(ids, lengths))
+        ids_tn = torch.from_numpy(np.ascontiguousarray(padded_ids(ids, lengths).T))  # [max length, N]
         if padded:  # [max length, N] ids, and where each sequence's last step is in the [max length * N] outputs
             self.ids, self.last = ids_tn, torch.tensor([(n - 1) * len(lengths) + s for s, n in enumerate(lengths)])
         else:
