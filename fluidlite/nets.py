@@ -5,17 +5,12 @@ transpose, scale, matmul, sequence_conv, sequence_pool), so their checks, gradie
 the layers.
 """
 from . import layers
-from .framework import Variable, dtype_to_str
+from .framework import dtype_to_str
+from .layers.checks import check_dtype
+
+_FLOATS = ("float32", "float64")
 
 __all__ = ["simple_img_conv_pool", "img_conv_group", "sequence_conv_pool", "glu", "scaled_dot_product_attention"]
-
-
-def _check_float_var(func, name, v, dtypes=("float32", "float64")):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (func, name, type(v).__name__))
-    if dtype_to_str(v.dtype) not in dtypes:
-        raise TypeError("%s: '%s' must have dtype %s, got %s" % (func, name, " or ".join(dtypes),
-                                                                 dtype_to_str(v.dtype)))
 
 
 def simple_img_conv_pool(input, num_filters, filter_size, pool_size, pool_stride, pool_padding=0, pool_type="max",
@@ -73,7 +68,7 @@ def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="si
                        bias_attr=None):
     """sequence_conv (``num_filters`` filters of ``filter_size`` rows, with bias and ``act``) over each sequence of
     the LoD ``input`` [T, D], then sequence_pool of type ``pool_type``: one row per sequence."""
-    _check_float_var("sequence_conv_pool", "input", input)
+    check_dtype("sequence_conv_pool", "input", input, _FLOATS)
     conv_out = layers.sequence_conv(input=input, num_filters=num_filters, filter_size=filter_size,
                                     param_attr=param_attr, bias_attr=bias_attr, act=act)
     return layers.sequence_pool(input=conv_out, pool_type=pool_type)
@@ -81,7 +76,7 @@ def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="si
 
 def glu(input, dim=-1):
     """Gated linear unit: split ``input`` in two halves a, b along ``dim``; a * sigmoid(b)."""
-    _check_float_var("glu", "input", input, ("float16", "float32", "float64"))
+    check_dtype("glu", "input", input, ("float16", "float32", "float64"))
     rank = len(input.shape)
     if not -rank <= dim < rank:
         raise ValueError("glu: 'dim' must be in [%d, %d) for the rank-%d input '%s', got %d"
@@ -103,7 +98,7 @@ def scaled_dot_product_attention(queries, keys, values, num_heads=1, dropout_rat
     Returns [N, L_q, D_v]."""
     func = "scaled_dot_product_attention"
     for name, v in (("queries", queries), ("keys", keys), ("values", values)):
-        _check_float_var(func, name, v)
+        check_dtype(func, name, v, _FLOATS)
     if not queries.dtype == keys.dtype == values.dtype:
         raise TypeError("%s: queries, keys and values must have the same dtype, got %s, %s and %s"
                         % (func, dtype_to_str(queries.dtype), dtype_to_str(keys.dtype), dtype_to_str(values.dtype)))

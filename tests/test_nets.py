@@ -199,7 +199,7 @@ def test_sequence_conv_pool_matches_numpy(filter_size, act, pool_type):
 
 def test_sequence_conv_pool_errors():
     with _Net():
-        with pytest.raises(TypeError, match=r"sequence_conv_pool: 'input' must have dtype float32 or float64, "
+        with pytest.raises(TypeError, match=r"sequence_conv_pool: 'input' \(ids\) must be float32 or float64, "
                                             r"got int64"):
             fluid.nets.sequence_conv_pool(_var("ids", [5, 1], "int64"), num_filters=2, filter_size=3)
         with pytest.raises(ValueError, match=r"sequence_pool: pool_type must be one of"):
@@ -300,7 +300,7 @@ def test_glu_errors():
     with _Net():
         with pytest.raises(TypeError, match=r"glu: 'input' must be a Variable, got ndarray"):
             fluid.nets.glu(np.zeros((2, 4), "float32"))
-        with pytest.raises(TypeError, match=r"glu: 'input' must have dtype float16 or float32 or float64, "
+        with pytest.raises(TypeError, match=r"glu: 'input' \(i\) must be float16 or float32 or float64, "
                                             r"got int64"):
             fluid.nets.glu(_var("i", [2, 4], "int64"))
         with pytest.raises(ValueError, match=r"glu: input 'x' of shape \[2, 5\] must have an even size along "
@@ -316,7 +316,7 @@ def test_scaled_dot_product_attention_errors():
         q, k, v = _var("q", [2, 5, 6]), _var("k", [2, 4, 6]), _var("v", [2, 4, 8])
         with pytest.raises(TypeError, match=r"scaled_dot_product_attention: 'keys' must be a Variable, got list"):
             f(q, [1.0], v)
-        with pytest.raises(TypeError, match=r"scaled_dot_product_attention: 'values' must have dtype float32 or "
+        with pytest.raises(TypeError, match=r"scaled_dot_product_attention: 'values' \(vi\) must be float32 or "
                                             r"float64, got int32"):
             f(q, k, _var("vi", [2, 4, 8], "int32"))
         with pytest.raises(TypeError, match=r"queries, keys and values must have the same dtype, got float32, "

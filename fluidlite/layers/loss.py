@@ -3,8 +3,9 @@ smooth_l1, log_loss, kldiv_loss, margin_rank_loss, rank_loss, bpr_loss, npair_lo
 label_smooth, and word2vec's nce and hsigmoid."""
 import numpy as np
 
-from ..framework import Variable, VarType
+from ..framework import VarType
 from ..layer_helper import LayerHelper
+from .checks import check_dtype
 
 __all__ = [
     "huber_loss", "smooth_l1", "log_loss", "kldiv_loss", "margin_rank_loss", "rank_loss", "bpr_loss", "npair_loss",
@@ -14,20 +15,6 @@ __all__ = [
 _FLOATS = (VarType.FP32, VarType.FP64)
 
 
-def _check_var(layer, name, v, dtypes=None):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
-    if dtypes is not None and v.dtype not in dtypes:
-        raise TypeError("%s: '%s' (%s) must be %s, got %s" % (layer, name, v.name,
-                                                               " or ".join(_dtype_name(d) for d in dtypes),
-                                                               _dtype_name(v.dtype)))
-
-
-def _dtype_name(d):
-    return {VarType.FP32: "float32", VarType.FP64: "float64", VarType.INT64: "int64",
-            VarType.INT32: "int32"}.get(d, str(d))
-
-
 def _outputs(helper, dtype, n):
     return [helper.create_variable_for_type_inference(dtype=dtype) for _ in range(n)]
 
@@ -35,8 +22,8 @@ def _outputs(helper, dtype, n):
 def huber_loss(input, label, delta):
     """Huber loss of ``input`` against ``label`` (both [N, 1]): 0.5 r^2 where |r| <= delta, else
     delta (|r| - 0.5 delta), r = label - input. Returns [N, 1]."""
-    _check_var("huber_loss", "input", input, _FLOATS)
-    _check_var("huber_loss", "label", label, _FLOATS)
+    check_dtype("huber_loss", "input", input, _FLOATS)
+    check_dtype("huber_loss", "label", label, _FLOATS)
     helper = LayerHelper("huber_loss")
     residual, out = _outputs(helper, input.dtype, 2)
     helper.append_op(type="huber_loss", inputs={"X": [input], "Y": [label]},
@@ -48,16 +35,16 @@ def smooth_l1(x, y, inside_weight=None, outside_weight=None, sigma=None):
     """Smooth L1 loss per row ([N, 1]) of ``x`` against ``y`` ([N, ...]): d = (x - y) * inside_weight;
     0.5 (sigma d)^2 where |d| < 1 / sigma^2, else |d| - 0.5 / sigma^2; times outside_weight, summed over each
     row. ``sigma`` defaults to 1.0; the weights must be given together."""
-    _check_var("smooth_l1", "x", x, _FLOATS)
-    _check_var("smooth_l1", "y", y, _FLOATS)
+    check_dtype("smooth_l1", "x", x, _FLOATS)
+    check_dtype("smooth_l1", "y", y, _FLOATS)
     if (inside_weight is None) != (outside_weight is None):
         raise ValueError("smooth_l1: inside_weight and outside_weight must be given together")
     helper = LayerHelper("smooth_l1_loss")
     diff, loss = _outputs(helper, x.dtype, 2)
     inputs = {"X": [x], "Y": [y]}
     if inside_weight is not None:
-        _check_var("smooth_l1", "inside_weight", inside_weight, _FLOATS)
-        _check_var("smooth_l1", "outside_weight", outside_weight, _FLOATS)
+        check_dtype("smooth_l1", "inside_weight", inside_weight, _FLOATS)
+        check_dtype("smooth_l1", "outside_weight", outside_weight, _FLOATS)
         inputs["InsideWeight"] = [inside_weight]
         inputs["OutsideWeight"] = [outside_weight]
     helper.append_op(type="smooth_l1_loss", inputs=inputs, outputs={"Diff": [diff], "Out": [loss]},
@@ -68,8 +55,8 @@ def smooth_l1(x, y, inside_weight=None, outside_weight=None, sigma=None):
 def log_loss(input, label, epsilon=1e-4, name=None):
     """Negative log likelihood of probabilities ``input`` ([N, 1]) for 0/1 ``label``:
     -label log(input + eps) - (1 - label) log(1 - input + eps)."""
-    _check_var("log_loss", "input", input, _FLOATS)
-    _check_var("log_loss", "label", label, _FLOATS)
+    check_dtype("log_loss", "input", input, _FLOATS)
+    check_dtype("log_loss", "label", label, _FLOATS)
     helper = LayerHelper("log_loss", name=name)
     loss = helper.create_variable_for_type_inference(dtype=input.dtype)
     helper.append_op(type="log_loss", inputs={"Predicted": [input], "Labels": [label]}, outputs={"Loss": [loss]},
@@ -81,8 +68,8 @@ def kldiv_loss(x, target, reduction="mean", name=None):
     """KL divergence of ``target`` (probabilities) from ``x`` (log-probabilities): target (log target - x)
     where target > 0 (0 elsewhere), then ``reduction``: 'none' (elementwise), 'batchmean' (sum / N),
     'mean' (sum / numel) or 'sum'."""
-    _check_var("kldiv_loss", "x", x, _FLOATS)
-    _check_var("kldiv_loss", "target", target, _FLOATS)
+    check_dtype("kldiv_loss", "x", x, _FLOATS)
+    check_dtype("kldiv_loss", "target", target, _FLOATS)
     if reduction not in ("none", "batchmean", "mean", "sum"):
         raise ValueError("kldiv_loss: reduction must be 'none', 'batchmean', 'mean' or 'sum', got %r" % (reduction,))
     helper = LayerHelper("kldiv_loss", name=name)
@@ -95,7 +82,7 @@ def kldiv_loss(x, target, reduction="mean", name=None):
 def margin_rank_loss(label, left, right, margin=0.1, name=None):
     """max(0, -label (left - right) + margin) for label 1 (left should rank higher) or -1; all [N, 1]."""
     for arg, v in (("label", label), ("left", left), ("right", right)):
-        _check_var("margin_rank_loss", arg, v, _FLOATS)
+        check_dtype("margin_rank_loss", arg, v, _FLOATS)
     helper = LayerHelper("margin_rank_loss", name=name)
     out, act = _outputs(helper, left.dtype, 2)
     helper.append_op(type="margin_rank_loss", inputs={"Label": [label], "X1": [left], "X2": [right]},
@@ -106,7 +93,7 @@ def margin_rank_loss(label, left, right, margin=0.1, name=None):
 def rank_loss(label, left, right, name=None):
     """RankNet loss: log(1 + exp(left - right)) - label (left - right); all [N, 1]."""
     for arg, v in (("label", label), ("left", left), ("right", right)):
-        _check_var("rank_loss", arg, v, _FLOATS)
+        check_dtype("rank_loss", arg, v, _FLOATS)
     helper = LayerHelper("rank_loss", name=name)
     out = helper.create_variable_for_type_inference(dtype=left.dtype)
     helper.append_op(type="rank_loss", inputs={"Label": [label], "Left": [left], "Right": [right]},
@@ -117,8 +104,8 @@ def rank_loss(label, left, right, name=None):
 def bpr_loss(input, label, name=None):
     """Bayesian personalized ranking loss of scores ``input`` [N, C] for the int64 positive class ``label``
     [N, 1]: -mean over the other classes j of log sigmoid(input[label] - input[j]). Returns [N, 1]."""
-    _check_var("bpr_loss", "input", input, _FLOATS)
-    _check_var("bpr_loss", "label", label, (VarType.INT64,))
+    check_dtype("bpr_loss", "input", input, _FLOATS)
+    check_dtype("bpr_loss", "label", label, (VarType.INT64,))
     helper = LayerHelper("bpr_loss", name=name)
     out = helper.create_variable_for_type_inference(dtype=input.dtype)
     helper.append_op(type="bpr_loss", inputs={"X": [input], "Label": [label]}, outputs={"Y": [out]})
@@ -131,9 +118,9 @@ def npair_loss(anchor, positive, labels, l2_reg=0.002):
     mean squared norms of anchor and positive. ``anchor`` and ``positive`` are [N, D], ``labels`` [N] or
     [N, 1] (any dtype the equal op compares); returns a [1] loss."""
     from . import nn, ops, tensor
-    _check_var("npair_loss", "anchor", anchor, _FLOATS)
-    _check_var("npair_loss", "positive", positive, _FLOATS)
-    _check_var("npair_loss", "labels", labels)
+    check_dtype("npair_loss", "anchor", anchor, _FLOATS)
+    check_dtype("npair_loss", "positive", positive, _FLOATS)
+    check_dtype("npair_loss", "labels", labels)
     batch = labels.shape[0]
     if batch < 0:
         raise ValueError("npair_loss: the batch size of labels %s must be known at build time, got shape %s"
@@ -156,8 +143,8 @@ def npair_loss(anchor, positive, labels, l2_reg=0.002):
 def cos_sim(X, Y):
     """Cosine similarity of each row of ``X`` [N, D] with the same row of ``Y`` [N, D] (or its single row
     [1, D]). Returns [N, 1]."""
-    _check_var("cos_sim", "X", X, _FLOATS)
-    _check_var("cos_sim", "Y", Y, _FLOATS)
+    check_dtype("cos_sim", "X", X, _FLOATS)
+    check_dtype("cos_sim", "Y", Y, _FLOATS)
     helper = LayerHelper("cos_sim")
     out, xnorm, ynorm = _outputs(helper, X.dtype, 3)
     helper.append_op(type="cos_sim", inputs={"X": [X], "Y": [Y]},
@@ -167,7 +154,7 @@ def cos_sim(X, Y):
 
 def l2_normalize(x, axis, epsilon=1e-12, name=None):
     """x / sqrt(sum(x^2 along axis) + epsilon) (the norm op); a 1-D x is normalised along axis 0."""
-    _check_var("l2_normalize", "x", x, _FLOATS)
+    check_dtype("l2_normalize", "x", x, _FLOATS)
     if len(x.shape) == 1:
         axis = 0
     helper = LayerHelper("l2_normalize", name=name)
@@ -181,7 +168,7 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None
     """(1 - epsilon) * label + epsilon * prior_dist (uniform 1 / K without one) for one-hot ``label`` [.., K];
     ``prior_dist`` is [1, K]. ``dtype`` is accepted for Fluid compatibility (Out takes label's dtype). As in
     Fluid, ``label`` is marked stop_gradient."""
-    _check_var("label_smooth", "label", label, _FLOATS)
+    check_dtype("label_smooth", "label", label, _FLOATS)
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError("label_smooth: epsilon must be in [0, 1], got %r" % (epsilon,))
     helper = LayerHelper("label_smooth", name=name)
@@ -189,7 +176,7 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, dtype="float32", name=None
     out = helper.create_variable_for_type_inference(dtype=label.dtype)
     inputs = {"X": [label]}
     if prior_dist is not None:
-        _check_var("label_smooth", "prior_dist", prior_dist, _FLOATS)
+        check_dtype("label_smooth", "prior_dist", prior_dist, _FLOATS)
         inputs["PriorDist"] = [prior_dist]
     helper.append_op(type="label_smooth", inputs=inputs, outputs={"Out": [out]}, attrs={"epsilon": float(epsilon)})
     return out
@@ -224,8 +211,8 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bi
     num_neg_samples + 1, as Fluid does. ``seed`` 0 takes the program's random_seed when it is set; the op keeps
     its engine across runs, so a seeded program draws the same sequence of negatives in every process.
     ``is_sparse`` is accepted; the weight gradient is a dense tensor."""
-    _check_var("nce", "input", input, _FLOATS)
-    _check_var("nce", "label", label, (VarType.INT64,))
+    check_dtype("nce", "input", input, _FLOATS)
+    check_dtype("nce", "label", label, (VarType.INT64,))
     if len(input.shape) != 2:
         raise ValueError("nce: input %s must be [N, D], got shape %s" % (input.name, input.shape))
     if len(label.shape) != 2:
@@ -241,7 +228,7 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bi
         inputs["Bias"] = [helper.create_parameter(attr=helper.bias_attr, shape=[num_total_classes, 1],
                                                   dtype=input.dtype, is_bias=True)]
     if sample_weight is not None:
-        _check_var("nce", "sample_weight", sample_weight, _FLOATS)
+        check_dtype("nce", "sample_weight", sample_weight, _FLOATS)
         inputs["SampleWeight"] = [sample_weight]
     if sampler == "custom_dist":
         from .tensor import assign
@@ -274,8 +261,8 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
     tree is a complete binary tree over ``num_classes`` classes (a [num_classes - 1, D] weight); with
     ``is_custom``, ``path_table`` and ``path_code`` ([N, L] int64, -1 padded) give each row's nodes and bits
     and the weight has ``num_classes`` rows. ``is_sparse`` is accepted; the weight gradient is dense."""
-    _check_var("hsigmoid", "input", input, _FLOATS)
-    _check_var("hsigmoid", "label", label, (VarType.INT64,))
+    check_dtype("hsigmoid", "input", input, _FLOATS)
+    check_dtype("hsigmoid", "label", label, (VarType.INT64,))
     if not is_custom and (num_classes is None or num_classes < 2):
         raise ValueError("hsigmoid: num_classes must not be less than 2 with the default tree, got %r"
                          % (num_classes,))
@@ -286,8 +273,8 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
             raise ValueError("hsigmoid: is_custom=True needs both path_table and path_code")
         if num_classes is None:
             raise ValueError("hsigmoid: num_classes (the number of tree nodes) must be given with a custom tree")
-        _check_var("hsigmoid", "path_table", path_table, (VarType.INT64,))
-        _check_var("hsigmoid", "path_code", path_code, (VarType.INT64,))
+        check_dtype("hsigmoid", "path_table", path_table, (VarType.INT64,))
+        check_dtype("hsigmoid", "path_code", path_code, (VarType.INT64,))
     helper = LayerHelper("hierarchical_sigmoid", name=name, param_attr=param_attr, bias_attr=bias_attr)
     rows = num_classes if is_custom else num_classes - 1
     w = helper.create_parameter(attr=helper.param_attr, shape=[rows, input.shape[1]], dtype=input.dtype)

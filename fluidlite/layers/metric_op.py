@@ -1,17 +1,9 @@
 """Metric layers of Fluid 1.x's layers/metric_op.py: auc (accuracy lives in nn.py)."""
-from ..framework import Variable, dtype_to_str
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
+from .checks import check_dtype
 
 __all__ = ["auc"]
-
-
-def _check_dtype(layer, name, v, allowed):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
-    if dtype_to_str(v.dtype) not in allowed:
-        raise TypeError("The data type of '%s' in %s must be %s, but received %s."
-                        % (name, layer, list(allowed), dtype_to_str(v.dtype)))
 
 
 def auc(input, label, curve="ROC", num_thresholds=2 ** 12 - 1, topk=1, slide_steps=1):
@@ -27,8 +19,8 @@ def auc(input, label, curve="ROC", num_thresholds=2 ** 12 - 1, topk=1, slide_ste
     As in Fluid, ``curve`` is checked ('ROC' or 'PR') and passed to the op, but the ROC area is computed for
     both; ``topk`` is accepted and ignored. Re-running the startup program (or zeroing the four buffers)
     resets the accumulation."""
-    _check_dtype("auc", "input", input, ("float32", "float64"))
-    _check_dtype("auc", "label", label, ("int32", "int64"))
+    check_dtype("auc", "input", input, ("float32", "float64"))
+    check_dtype("auc", "label", label, ("int32", "int64"))
     if curve not in ("ROC", "PR"):
         raise ValueError("auc: curve must be 'ROC' or 'PR', got %r" % (curve,))
     if len(input.shape) != 2 or input.shape[1] not in (-1, 1, 2):

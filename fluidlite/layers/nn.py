@@ -4,6 +4,7 @@ import operator
 
 from ..framework import Variable, VarType, convert_np_dtype_to_dtype_
 from ..layer_helper import LayerHelper
+from .checks import check_variable
 from .layer_function_generator import generate_layer_fn
 
 __all__ = [
@@ -13,11 +14,6 @@ __all__ = [
     "accuracy", "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal",
     "embedding", "one_hot", "slice", "gather", "stack", "unstack", "squeeze", "unsqueeze", "lstm_unit",
 ]
-
-
-def _check_var(layer, name, v):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
 
 
 def _simple(op_type, inputs, attrs=None, name=None, dtype=None, out_slot="Out", act=None):
@@ -62,8 +58,8 @@ def mul(x, y, x_num_col_dims=1, y_num_col_dims=1, name=None):
 
 
 def matmul(x, y, transpose_x=False, transpose_y=False, alpha=1.0, name=None):
-    _check_var("matmul", "x", x)
-    _check_var("matmul", "y", y)
+    check_variable("matmul", "x", x)
+    check_variable("matmul", "y", y)
     return _simple("matmul", {"X": x, "Y": y},
                    {"transpose_X": transpose_x, "transpose_Y": transpose_y, "alpha": float(alpha)}, name=name)
 
@@ -232,7 +228,7 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
 
 def _lookup(op_type, caller, input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype):
     """layers.embedding (lookup_table) and fluid.embedding (lookup_table_v2): the same layer."""
-    _check_var(caller, "input", input)
+    check_variable(caller, "input", input)
     if len(size) != 2:
         raise ValueError("%s: size must be [vocab, width], got %s" % (caller, size))
     helper = LayerHelper("embedding", param_attr=param_attr)
@@ -255,7 +251,7 @@ def one_hot(input, depth, allow_out_of_range=False):
 
 def _one_hot(op_type, caller, input, depth, allow_out_of_range):
     """layers.one_hot (one_hot) and fluid.one_hot (one_hot_v2): the same layer."""
-    _check_var(caller, "input", input)
+    check_variable(caller, "input", input)
     helper = LayerHelper(op_type)
     out = helper.create_variable_for_type_inference(dtype="float32")
     inputs, attrs = {"X": [input]}, {"allow_out_of_range": bool(allow_out_of_range)}
@@ -271,7 +267,7 @@ def _one_hot(op_type, caller, input, depth, allow_out_of_range):
 
 def slice(input, axes, starts, ends):
     """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp."""
-    _check_var("slice", "input", input)
+    check_variable("slice", "input", input)
     return _simple("slice", {"Input": [input]}, {"axes": [int(a) for a in axes], "starts": [int(s) for s in starts],
                                                   "ends": [int(e) for e in ends]})
 
@@ -281,8 +277,8 @@ def gather(input, index, overwrite=True):
 
     ``overwrite`` (Fluid 1.8) is accepted and ignored: the gradient always sums over repeated indices, which is
     the derivative; Fluid's default ``overwrite=True`` keeps the gradient of only one of them."""
-    _check_var("gather", "input", input)
-    _check_var("gather", "index", index)
+    check_variable("gather", "input", input)
+    check_variable("gather", "index", index)
     return _simple("gather", {"X": [input], "Index": [index]}, {"overwrite": bool(overwrite)})
 
 
@@ -291,13 +287,13 @@ def stack(x, axis=0):
     if isinstance(x, Variable):
         x = [x]
     for v in x:
-        _check_var("stack", "x", v)
+        check_variable("stack", "x", v)
     return _simple("stack", {"X": list(x)}, {"axis": 0 if axis is None else int(axis)}, out_slot="Y")
 
 
 def unstack(x, axis=0, num=None):
     """Splits ``x`` along ``axis`` into ``num`` (default x.shape[axis]) tensors with that axis removed."""
-    _check_var("unstack", "x", x)
+    check_variable("unstack", "x", x)
     if num is None:
         if axis is None or not -len(x.shape) <= axis < len(x.shape) or x.shape[axis] < 0:
             raise ValueError("unstack: cannot infer num from %s of shape %s at axis %s; pass num"
@@ -320,13 +316,13 @@ def _xshape_op(op_type, layer, input, attrs, name):
 
 def squeeze(input, axes, name=None):
     """Removes the size-1 dims listed in ``axes`` (all size-1 dims if empty); no copy."""
-    _check_var("squeeze", "input", input)
+    check_variable("squeeze", "input", input)
     return _xshape_op("squeeze2", "squeeze", input, {"axes": [int(a) for a in axes]}, name)
 
 
 def unsqueeze(input, axes, name=None):
     """Inserts size-1 dims at ``axes`` (applied in order); no copy."""
-    _check_var("unsqueeze", "input", input)
+    check_variable("unsqueeze", "input", input)
     return _xshape_op("unsqueeze2", "unsqueeze", input, {"axes": [int(a) for a in axes]}, name)
 
 
@@ -338,7 +334,7 @@ def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias=0.0, param_attr=None,
     """
     from .tensor import concat
     for arg, v in (("x_t", x_t), ("hidden_t_prev", hidden_t_prev), ("cell_t_prev", cell_t_prev)):
-        _check_var("lstm_unit", arg, v)
+        check_variable("lstm_unit", arg, v)
         if len(v.shape) != 2:
             raise ValueError("lstm_unit: %s %s must have rank 2, got shape %s" % (arg, v.name, v.shape))
     batches = {v.shape[0] for v in (x_t, hidden_t_prev, cell_t_prev) if v.shape[0] >= 0}
@@ -395,7 +391,7 @@ def pow(x, factor=1.0, name=None):
     if isinstance(factor, Variable):
         # Fluid 1.8 feeds a Variable factor to the pow op as its FactorTensor input (no gradient flows to it);
         # here it is elementwise_pow(x, factor) with factor broadcast, the same values and the same X@GRAD.
-        _check_var("pow", "x", x)
+        check_variable("pow", "x", x)
         if factor.dtype != VarType.FP32:
             raise TypeError("pow: a Variable factor must be float32 (Fluid's FactorTensor), got %s %s"
                             % (factor.name, factor.dtype))
@@ -422,7 +418,7 @@ def prelu(x, mode, param_attr=None, name=None):
     `mode`: 'all' (one alpha, shape [1]), 'channel' (one per channel, shape [1, C, 1, 1]) or 'element' (one per
     element of a sample, shape [1] + x.shape[1:]). The parameter is named like Fluid's (prelu_N.w_0)."""
     from ..initializer import Constant
-    _check_var("prelu", "x", x)
+    check_variable("prelu", "x", x)
     if mode not in ("all", "channel", "element"):
         raise ValueError("prelu: mode should be one of all, channel, element, got %r" % (mode,))
     if mode != "all":
@@ -449,7 +445,7 @@ def prelu(x, mode, param_attr=None, name=None):
 def maxout(x, groups, name=None, axis=1):
     """Maxout: out[:, c] = max over k < groups of x[:, c * groups + k] along `axis` (1 for NCHW, -1 or 3 for
     NHWC); x.shape[axis] must be divisible by groups."""
-    _check_var("maxout", "x", x)
+    check_variable("maxout", "x", x)
     if axis not in (1, -1, 3):
         raise ValueError("maxout: axis must be 1, -1 or 3 (Fluid 1.8), got %r" % (axis,))
     return _simple("maxout", {"X": [x]}, {"groups": int(groups), "axis": int(axis)}, name=name)
@@ -457,7 +453,7 @@ def maxout(x, groups, name=None, axis=1):
 
 def clip_by_norm(x, max_norm, name=None):
     """out = x * max_norm / norm(x) if the L2 norm of all of x exceeds max_norm, else x. No gradient (Fluid's)."""
-    _check_var("clip_by_norm", "x", x)
+    check_variable("clip_by_norm", "x", x)
     return _simple("clip_by_norm", {"X": [x]}, {"max_norm": float(max_norm)}, name=name)
 
 
@@ -492,7 +488,7 @@ def where(condition):
     """The int64 coordinates [N, rank] of the true entries of ``condition`` (op where_index), in memory order.
 
     ``gather_nd(x, where(mask))`` is the masked-select of Fluid 1.x. N is known only at run time."""
-    _check_var("where", "condition", condition)
+    check_variable("where", "condition", condition)
     return _index_layer("where_index", "where_index", {"Condition": [condition]}, VarType.INT64,
                         stop_gradient=True)
 
@@ -500,8 +496,8 @@ def where(condition):
 def gather_nd(input, index, name=None):
     """``input[index[..., 0], index[..., 1], ...]``: ``index`` [.., k] (int32/int64) holds k-tuples into the
     first k dims of ``input``; the result is ``index.shape[:-1] + input.shape[k:]``. Out-of-range tuples raise."""
-    _check_var("gather_nd", "input", input)
-    _check_var("gather_nd", "index", index)
+    check_variable("gather_nd", "input", input)
+    check_variable("gather_nd", "index", index)
     return _index_layer("gather_nd", "gather_nd", {"X": [input], "Index": [index]}, input.dtype, name=name)
 
 
@@ -509,7 +505,7 @@ def scatter(input, index, updates, name=None, overwrite=True):
     """A copy of ``input`` with rows ``index[i]`` (dim 0) set to ``updates[i]`` (``overwrite``: the last of
     repeated indices wins) or to the sum of the updates naming them (``overwrite=False``)."""
     for arg, v in (("input", input), ("index", index), ("updates", updates)):
-        _check_var("scatter", arg, v)
+        check_variable("scatter", arg, v)
     return _index_layer("scatter", "scatter", {"X": [input], "Ids": [index], "Updates": [updates]}, input.dtype,
                         {"overwrite": bool(overwrite)}, name)
 
@@ -518,7 +514,7 @@ def scatter_nd_add(ref, index, updates, name=None):
     """A copy of ``ref`` with ``updates[i]`` added at the k-tuple ``index[i]`` ([.., k], int32/int64); repeated
     tuples accumulate. ``updates`` is ``index.shape[:-1] + ref.shape[k:]``."""
     for arg, v in (("ref", ref), ("index", index), ("updates", updates)):
-        _check_var("scatter_nd_add", arg, v)
+        check_variable("scatter_nd_add", arg, v)
     if ref.dtype != updates.dtype:
         raise TypeError("scatter_nd_add: ref %s (%s) and updates %s (%s) must have one dtype"
                         % (ref.name, ref.dtype, updates.name, updates.dtype))
@@ -529,14 +525,14 @@ def scatter_nd_add(ref, index, updates, name=None):
 def scatter_nd(index, updates, shape, name=None):
     """``scatter_nd_add(zeros(shape), index, updates)``: a ``shape`` tensor of zeros with the updates added."""
     from .tensor import fill_constant
-    _check_var("scatter_nd", "updates", updates)
+    check_variable("scatter_nd", "updates", updates)
     return scatter_nd_add(fill_constant(shape, updates.dtype, 0.0), index, updates, name)
 
 
 def expand(x, expand_times, name=None):
     """``x`` tiled ``expand_times[i]`` times along each dim i (rank 1 to 6). ``expand_times`` is a list of ints
     (and, as in Fluid, 1-element int32 Variables, read at run time) or a 1-D int32 Variable."""
-    _check_var("expand", "x", x)
+    check_variable("expand", "x", x)
     if x.dtype == VarType.BOOL and not x.stop_gradient:
         raise ValueError("expand: x %s of dtype bool must have stop_gradient=True" % x.name)
     helper = LayerHelper("expand", name=name)
@@ -568,26 +564,26 @@ def expand(x, expand_times, name=None):
 
 def expand_as(x, target_tensor, name=None):
     """``x`` tiled to ``target_tensor``'s shape (each of its dims a multiple of x's)."""
-    _check_var("expand_as", "x", x)
-    _check_var("expand_as", "target_tensor", target_tensor)
+    check_variable("expand_as", "x", x)
+    check_variable("expand_as", "target_tensor", target_tensor)
     return _index_layer("expand_as", "expand_as", {"X": [x], "target_tensor": [target_tensor]}, x.dtype, name=name)
 
 
 def shape(input):
     """The dims of ``input`` as an int32 [rank] tensor (read at run time: -1 dims are filled in)."""
-    _check_var("shape", "input", input)
+    check_variable("shape", "input", input)
     return _index_layer("shape", "shape", {"Input": [input]}, VarType.INT32, stop_gradient=True)
 
 
 def size(input):
     """The number of elements of ``input`` as an int64 [1] tensor."""
-    _check_var("size", "input", input)
+    check_variable("size", "input", input)
     return _index_layer("size", "size", {"Input": [input]}, VarType.INT64, stop_gradient=True)
 
 
 def _unique(layer, x, dtype, with_counts):
     from ..framework import convert_np_dtype_to_dtype_ as to_dtype
-    _check_var(layer, "x", x)
+    check_variable(layer, "x", x)
     index_dtype = to_dtype(dtype)
     if index_dtype not in (VarType.INT32, VarType.INT64):
         raise TypeError("%s: dtype must be int32 or int64, got %s" % (layer, dtype))
@@ -611,7 +607,7 @@ def unique_with_counts(x, dtype="int32"):
     """(out, index, count): as ``unique``, and how many entries of ``x`` each value of out has (``dtype``)."""
     return _unique("unique_with_counts", x, dtype, True)
 def _selected_rows_layer(layer, op_type, x, name, out_type):
-    _check_var(layer, "x", x)
+    check_variable(layer, "x", x)
     if x.type != VarType.SELECTED_ROWS:
         raise TypeError("%s: x '%s' must be a SelectedRows variable (a sparse gradient, e.g. of embedding with "
                         "is_sparse=True), got %s" % (layer, x.name, x.type))
@@ -641,7 +637,7 @@ __all__ += ["sigmoid_cross_entropy_with_logits", "pad", "pad2d", "pad_constant_l
 
 
 def _check_float(layer, name, v):
-    _check_var(layer, name, v)
+    check_variable(layer, name, v)
     if v.dtype not in (VarType.FP32, VarType.FP64):
         raise TypeError("%s: '%s' %s must be float32 or float64, got %s" % (layer, name, v.name, v.dtype))
 
@@ -692,7 +688,7 @@ def pad2d(input, paddings=(0, 0, 0, 0), mode="constant", pad_value=0.0, data_for
 
 def pad_constant_like(x, y, pad_value=0., name=None):
     """Pads `y` at the end of every axis with `pad_value` up to the shape of `x` (same rank, y's dims <= x's)."""
-    _check_var("pad_constant_like", "x", x)
+    check_variable("pad_constant_like", "x", x)
     _check_float("pad_constant_like", "y", y)
     return _simple("pad_constant_like", {"X": [x], "Y": [y]}, {"pad_value": float(pad_value)}, name=name,
                    dtype=y.dtype)
@@ -779,7 +775,7 @@ def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=No
 
 def pixel_shuffle(x, upscale_factor):
     """[N, C * r * r, H, W] -> [N, C, H * r, W * r] with r = `upscale_factor` (sub-pixel convolution)."""
-    _check_var("pixel_shuffle", "x", x)
+    check_variable("pixel_shuffle", "x", x)
     if not isinstance(upscale_factor, int) or upscale_factor < 1:
         raise TypeError("pixel_shuffle: upscale_factor must be a positive int, got %r" % (upscale_factor,))
     return _simple("pixel_shuffle", {"X": [x]}, {"upscale_factor": upscale_factor})
@@ -788,7 +784,7 @@ def pixel_shuffle(x, upscale_factor):
 def space_to_depth(x, blocksize, name=None):
     """[N, C, H, W] -> [N, C * b * b, H / b, W / b] with b = `blocksize`, in Fluid's element order (Darknet's
     reorg layer)."""
-    _check_var("space_to_depth", "x", x)
+    check_variable("space_to_depth", "x", x)
     if not isinstance(blocksize, int) or blocksize < 1:
         raise TypeError("space_to_depth: blocksize must be a positive int, got %r" % (blocksize,))
     return _simple("space_to_depth", {"X": [x]}, {"blocksize": blocksize}, name=name)
@@ -797,7 +793,7 @@ def space_to_depth(x, blocksize, name=None):
 def crop(x, shape=None, offsets=None, name=None):
     """The box of `x` starting at `offsets` (a list, an int32 Variable of rank values, or None: zeros) with
     `shape` (a list, -1 allowed for the batch dim, or a Variable whose shape the box takes)."""
-    _check_var("crop", "x", x)
+    check_variable("crop", "x", x)
     if not isinstance(shape, (list, tuple, Variable)):
         raise TypeError("crop: shape must be a list, tuple or Variable, got %s" % type(shape).__name__)
     if offsets is None:

@@ -4,9 +4,10 @@ import functools
 import operator
 import warnings
 
-from ..framework import Variable, dtype_to_str
+from ..framework import dtype_to_str
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
+from .checks import check_variable
 from ..param_attr import ParamAttr
 
 __all__ = ["pool2d", "batch_norm", "layer_norm", "group_norm", "instance_norm", "affine_channel", "dropout", "flatten"]
@@ -25,17 +26,12 @@ def _pair(value, name, layer):
     return values
 
 
-def _check_var(layer, name, v):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
-
-
 def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0, global_pooling=False,
            use_cudnn=True, ceil_mode=False, name=None, exclusive=True):
     """Max or average pooling over H, W of an NCHW input. ``pool_size``, ``pool_stride`` and
     ``pool_padding`` take an int or [h, w]; ``global_pooling`` pools the whole plane to 1 x 1;
     ``ceil_mode`` rounds the output size up; ``exclusive`` (avg) leaves padding out of the divisor."""
-    _check_var("pool2d", "input", input)
+    check_variable("pool2d", "input", input)
     if pool_type not in ("max", "avg"):
         raise ValueError("pool2d: pool_type must be 'max' or 'avg', got %r" % (pool_type,))
     if not global_pooling and pool_size == -1:
@@ -59,7 +55,7 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     (init 0) are trainable; the moving mean (init 0) and variance (init 1) are persistable, not trainable,
     updated in training as ``old * momentum + batch * (1 - momentum)`` and used when ``is_test`` or
     ``use_global_stats`` (``Program.clone(for_test=True)`` sets ``is_test``)."""
-    _check_var("batch_norm", "input", input)
+    check_variable("batch_norm", "input", input)
     helper = LayerHelper("batch_norm", input=input, param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
     dtype = helper.input_dtype()
     shape = input.shape
@@ -104,7 +100,7 @@ def dropout(x, dropout_prob, is_test=False, seed=None, name=None, dropout_implem
     """Zeroes each element with probability ``dropout_prob`` in training. ``downgrade_in_infer`` scales by
     1 - p at inference; ``upscale_in_train`` divides kept elements by 1 - p in training. A ``seed`` (or the
     program's ``random_seed``) makes the mask reproducible."""
-    _check_var("dropout", "x", x)
+    check_variable("dropout", "x", x)
     helper = LayerHelper("dropout", name=name)
     out = helper.create_variable_for_type_inference(dtype=x.dtype)
     mask = helper.create_variable_for_type_inference(dtype=x.dtype, stop_gradient=True)
@@ -119,7 +115,7 @@ def dropout(x, dropout_prob, is_test=False, seed=None, name=None, dropout_implem
 
 def flatten(x, axis=1, name=None):
     """[d0, ..., dn-1] -> [d0 * ... * d(axis-1), d(axis) * ... * dn-1] without copying (op flatten2)."""
-    _check_var("flatten", "x", x)
+    check_variable("flatten", "x", x)
     if not isinstance(axis, int) or axis < 0:
         raise ValueError("flatten: axis must be a non-negative int, got %r" % (axis,))
     helper = LayerHelper("flatten2", name=name)
@@ -131,7 +127,7 @@ def flatten(x, axis=1, name=None):
 
 
 def _check_float_input(layer, name, v):
-    _check_var(layer, name, v)
+    check_variable(layer, name, v)
     dtype = dtype_to_str(v.dtype)
     if dtype not in ("float32", "float64"):
         raise TypeError("%s: %s %s must be float32 or float64, got %s" % (layer, name, v.name, dtype))
@@ -241,7 +237,7 @@ def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=
     for arg, v in (("scale", scale), ("bias", bias)):
         if v is None:
             raise ValueError("affine_channel: %s must be given (a [C] Variable) for x %s" % (arg, x.name))
-        _check_var("affine_channel", arg, v)
+        check_variable("affine_channel", arg, v)
     if data_layout not in ("NCHW", "NHWC", "AnyLayout"):
         raise ValueError("affine_channel: data_layout must be 'NCHW' or 'NHWC', got %r" % (data_layout,))
     helper = LayerHelper("affine_channel", name=name, act=act)

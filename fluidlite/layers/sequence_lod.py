@@ -3,7 +3,7 @@ marks where each sequence starts, and works per sequence, never across one's end
 kernels/sequence_*.cc; LoD reading and its checks in kernels/helpers/lod.h. Each section lists its own names."""
 from ..framework import Variable  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
-from .metric_op import _check_dtype  # noqa: F401
+from .checks import check_dtype, check_variable  # noqa: F401
 
 __all__ = []
 
@@ -18,7 +18,7 @@ def sequence_pool(input, pool_type, is_test=False, pad_value=0.0):
     """One row per sequence of ``input``'s last LoD level: ``pool_type`` "average", "sum", "sqrt" (sum divided by
     the square root of the length), "max", "last" or "first" (any case). An empty sequence gives ``pad_value``.
     A 2-level input pools its last level; the result keeps the first level as its LoD."""
-    _check_dtype("sequence_pool", "input", input, ("float32", "float64"))
+    check_dtype("sequence_pool", "input", input, ("float32", "float64"))
     if not isinstance(pool_type, str) or pool_type.lower() not in _POOL_TYPES:
         raise ValueError("sequence_pool: pool_type must be one of %s (any case), got %r"
                          % (", ".join(_POOL_TYPES), pool_type))
@@ -41,7 +41,7 @@ def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=Tr
     filter ``<name>.w_0`` [filter_size * D, num_filters]; then the bias ``<name>.b_0`` [num_filters] and ``act``.
     ``padding_start`` defaults to -(filter_size // 2) (centred); ``filter_stride`` must be 1. ``padding`` is
     accepted and has no effect, as in Fluid 1.8 (the padding is always zeros: no trainable PaddingData)."""
-    _check_dtype("sequence_conv", "input", input, ("float32", "float64"))
+    check_dtype("sequence_conv", "input", input, ("float32", "float64"))
     if len(input.shape) != 2:
         raise ValueError("sequence_conv: input '%s' must be 2-D [T, D], got shape %s" % (input.name, list(input.shape)))
     if input.shape[1] is None or input.shape[1] < 1:
@@ -70,13 +70,13 @@ def sequence_conv(input, num_filters, filter_size=3, filter_stride=1, padding=Tr
 
 def sequence_first_step(input):
     """The first row of each sequence: ``sequence_pool(input, "first")``."""
-    _check_dtype("sequence_first_step", "input", input, ("float32", "float64"))
+    check_dtype("sequence_first_step", "input", input, ("float32", "float64"))
     return sequence_pool(input=input, pool_type="first")
 
 
 def sequence_last_step(input):
     """The last row of each sequence: ``sequence_pool(input, "last")``."""
-    _check_dtype("sequence_last_step", "input", input, ("float32", "float64"))
+    check_dtype("sequence_last_step", "input", input, ("float32", "float64"))
     return sequence_pool(input=input, pool_type="last")
 
 # ------------------------------------------------------ softmax, reverse, enumerate, erase, im2sequence, row_conv
@@ -87,7 +87,7 @@ def sequence_softmax(input, use_cudnn=False, name=None):
     """Softmax over the time steps of each sequence (the last LoD level) of `input`, a float32/float64 LoDTensor
     [N, 1] or [N] (one value per step): Out[b:e] = exp(X[b:e]) / sum(exp(X[b:e])), computed stably. Returns a
     LoDTensor of `input`'s shape and LoD. `use_cudnn` is accepted and passed to the op (no effect on CPU)."""
-    _check_dtype("sequence_softmax", "input", input, ("float32", "float64"))
+    check_dtype("sequence_softmax", "input", input, ("float32", "float64"))
     helper = LayerHelper("sequence_softmax", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(type="sequence_softmax", inputs={"X": [input]}, outputs={"Out": [out]},
@@ -98,7 +98,7 @@ def sequence_softmax(input, use_cudnn=False, name=None):
 def sequence_reverse(x, name=None):
     """The rows of each sequence of `x` (a LoDTensor with one LoD level, rank >= 2) in reverse order; the result
     has `x`'s shape, dtype and LoD. Named `name` when given (as in Fluid 1.8), else a temporary."""
-    _check_dtype("fluid.layers.sequence_reverse", "x", x, ("float32", "float64", "int8", "int32", "int64"))
+    check_dtype("fluid.layers.sequence_reverse", "x", x, ("float32", "float64", "int8", "int32", "int64"))
     helper = LayerHelper("sequence_reverse", name=name)
     if name is None:
         out = helper.create_variable_for_type_inference(dtype=x.dtype)
@@ -112,7 +112,7 @@ def sequence_enumerate(input, win_size, pad_value=0, name=None):
     """Every window of `win_size` consecutive ids of each sequence: `input` is an int32/int64 LoDTensor [N, 1] with
     one LoD level; row t of the result [N, win_size] holds ids t .. t + win_size - 1 of t's sequence, `pad_value`
     past its end. The result keeps `input`'s LoD and does not take gradients (win_size >= 2, as in Fluid)."""
-    _check_dtype("sequence_enumerate", "input", input, ("int32", "int64"))
+    check_dtype("sequence_enumerate", "input", input, ("int32", "int64"))
     helper = LayerHelper("sequence_enumerate", name=name)
     out = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     helper.append_op(type="sequence_enumerate", inputs={"X": [input]}, outputs={"Out": [out]},
@@ -129,7 +129,7 @@ def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None
     `input_image_size` (a [N, 2] Variable of real (height, width) per image, for batch inference) makes image n
     yield only the patches of its real size divided (rounding up) by `out_stride`, an int or [h, w]; as in Fluid it
     takes effect when the batch holds more than one image."""
-    _check_dtype("im2sequence", "input", input, ("float32", "float64"))
+    check_dtype("im2sequence", "input", input, ("float32", "float64"))
     if len(input.shape) != 4:
         raise ValueError("im2sequence: input %s must be 4-D [N, C, H, W], got shape %s"
                          % (input.name, list(input.shape)))
@@ -162,7 +162,7 @@ def row_conv(input, future_context_size, param_attr=None, act=None):
     input[t + i] * W[i] (elementwise), within t's sequence. `input` is a float LoDTensor [T, D] or a padded batch
     [B, T, D] without LoD; W is the parameter ``row_conv_N.w_0`` of shape [future_context_size + 1, D] (Xavier
     initialised unless `param_attr` says otherwise). `act` is applied to the result."""
-    _check_dtype("row_conv", "input", input, ("float32", "float64"))
+    check_dtype("row_conv", "input", input, ("float32", "float64"))
     if len(input.shape) not in (2, 3) or input.shape[-1] < 0:
         raise ValueError("row_conv: input %s must be [T, D] or [B, T, D] with D known, got shape %s"
                          % (input.name, list(input.shape)))
@@ -183,22 +183,11 @@ __all__ += ["sequence_expand", "sequence_expand_as", "sequence_concat", "sequenc
 _SEQ_SHAPE_DTYPES = ("float32", "float64", "int32", "int64")
 
 
-def _seq_shape_check(layer, arg, v, dtypes=_SEQ_SHAPE_DTYPES):
-    """TypeError naming the layer and the argument unless `v` is a Variable of one of `dtypes` (None: any; Fluid
-    1.8's check_variable_and_dtype)."""
-    from ..framework import dtype_to_str
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, arg, type(v).__name__))
-    if dtypes is not None and dtype_to_str(v.dtype) not in dtypes:
-        raise TypeError("%s: '%s' %s must be %s, got %s" % (layer, arg, v.name, " or ".join(dtypes),
-                                                             dtype_to_str(v.dtype)))
-
-
 def sequence_expand(x, y, ref_level=-1, name=None):
     """Repeats `x` as the LoD level `ref_level` of `y` says (-1: its last level): without LoD, row i of x is
     repeated len_i times; with one LoD level, x's sequence i is, each copy a sequence of the output."""
-    _seq_shape_check("sequence_expand", "x", x)
-    _seq_shape_check("sequence_expand", "y", y, dtypes=None)  # only y's LoD is read
+    check_dtype("sequence_expand", "x", x, _SEQ_SHAPE_DTYPES)
+    check_variable("sequence_expand", "y", y)  # only y's LoD is read
     helper = LayerHelper("sequence_expand", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]},
@@ -208,8 +197,8 @@ def sequence_expand(x, y, ref_level=-1, name=None):
 
 def sequence_expand_as(x, y, name=None):
     """Row i of `x` repeated as many times as `y`'s sequence i is long; the output takes y's LoD."""
-    _seq_shape_check("sequence_expand_as", "x", x)
-    _seq_shape_check("sequence_expand_as", "y", y, dtypes=None)
+    check_dtype("sequence_expand_as", "x", x, _SEQ_SHAPE_DTYPES)
+    check_variable("sequence_expand_as", "y", y)
     helper = LayerHelper("sequence_expand_as", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(type="sequence_expand_as", inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]})
@@ -222,7 +211,7 @@ def sequence_concat(input, name=None):
         raise TypeError("fluid.layers.sequence_concat: 'input' must be a list of Variables, got %s"
                         % type(input).__name__)
     for i, v in enumerate(input):
-        _seq_shape_check("fluid.layers.sequence_concat", "input[%d]" % i, v, ("int64", "float32", "float64"))
+        check_dtype("fluid.layers.sequence_concat", "input[%d]" % i, v, ("int64", "float32", "float64"))
     helper = LayerHelper("sequence_concat", name=name)
     out = helper.create_variable_for_type_inference(input[0].dtype if input else "float32")
     helper.append_op(type="sequence_concat", inputs={"X": list(input)}, outputs={"Out": [out]})
@@ -231,7 +220,7 @@ def sequence_concat(input, name=None):
 
 def sequence_reshape(input, new_dim):
     """Each sequence's values re-cut into rows of `new_dim` (len * D must divide by new_dim for every sequence)."""
-    _seq_shape_check("fluid.layers.sequence_reshape", "input", input)
+    check_dtype("fluid.layers.sequence_reshape", "input", input, _SEQ_SHAPE_DTYPES)
     helper = LayerHelper("sequence_reshape")
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op(type="sequence_reshape", inputs={"X": [input]}, outputs={"Out": [out]},
@@ -242,9 +231,9 @@ def sequence_reshape(input, new_dim):
 def sequence_slice(input, offset, length, name=None):
     """Sequence i of the output = rows [offset[i], offset[i] + length[i]) of input's sequence i; `offset` and
     `length` are [N, 1] int64 (or int32) tensors."""
-    _seq_shape_check("sequence_slice", "input", input)
-    _seq_shape_check("sequence_slice", "offset", offset, ("int32", "int64"))
-    _seq_shape_check("sequence_slice", "length", length, ("int32", "int64"))
+    check_dtype("sequence_slice", "input", input, _SEQ_SHAPE_DTYPES)
+    check_dtype("sequence_slice", "offset", offset, ("int32", "int64"))
+    check_dtype("sequence_slice", "length", length, ("int32", "int64"))
     helper = LayerHelper("sequence_slice", name=name)
     out = helper.create_variable_for_type_inference(input.dtype)
     offset.stop_gradient = True
@@ -257,8 +246,8 @@ def sequence_slice(input, offset, length, name=None):
 def sequence_pad(x, pad_value, maxlen=None, name=None):
     """Pads x's sequences to `maxlen` steps (None: the longest sequence) with `pad_value` (one value, or one step's
     shape). Returns (Out [N, maxlen, ...], Length int64 [N])."""
-    _seq_shape_check("fluid.layers.sequence_pad", "x", x)
-    _seq_shape_check("fluid.layers.sequence_pad", "pad_value", pad_value)
+    check_dtype("fluid.layers.sequence_pad", "x", x, _SEQ_SHAPE_DTYPES)
+    check_dtype("fluid.layers.sequence_pad", "pad_value", pad_value, _SEQ_SHAPE_DTYPES)
     helper = LayerHelper("sequence_pad", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     length = helper.create_variable_for_type_inference("int64")
@@ -272,8 +261,8 @@ def sequence_pad(x, pad_value, maxlen=None, name=None):
 
 def sequence_unpad(x, length, name=None):
     """The first length[i] steps of each x[i], as a LoDTensor with those lengths (the inverse of sequence_pad)."""
-    _seq_shape_check("fluid.layers.sequence_unpad", "x", x)
-    _seq_shape_check("fluid.layers.sequence_unpad", "length", length, ("int64",))
+    check_dtype("fluid.layers.sequence_unpad", "x", x, _SEQ_SHAPE_DTYPES)
+    check_dtype("fluid.layers.sequence_unpad", "length", length, ("int64",))
     helper = LayerHelper("sequence_unpad", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     length.stop_gradient = True
@@ -285,7 +274,7 @@ def sequence_unpad(x, length, name=None):
 def sequence_mask(x, maxlen=None, dtype="int64", name=None):
     """mask[..., j] = j < x[...] as `dtype`, shape x.shape + [maxlen]; `maxlen` is an int, a Variable (read at run
     time) or None (max(x))."""
-    _seq_shape_check("sequence_mask", "x", x, dtypes=("float32", "float64", "int32", "int64"))
+    check_dtype("sequence_mask", "x", x, dtypes=("float32", "float64", "int32", "int64"))
     helper = LayerHelper("sequence_mask", name=name)
     out = helper.create_variable_for_type_inference(dtype)
     inputs, attrs = {"X": [x]}, {"out_dtype": out.dtype}
@@ -304,21 +293,11 @@ __all__ += ["lod_reset", "lod_append"]
 _LOD_RESET_DTYPES = ("float32", "float64", "int32", "int64")
 
 
-def _check_lod_input(layer, name, x):
-    """Fluid 1.8's check_variable_and_dtype for lod_reset/lod_append, naming the variable too."""
-    from ..framework import dtype_to_str
-    if not isinstance(x, Variable):
-        raise TypeError("The type of '%s' in %s must be %s, but received %s." % (name, layer, Variable, type(x)))
-    if dtype_to_str(x.dtype) not in _LOD_RESET_DTYPES:
-        raise TypeError("The data type of '%s' in %s must be %s, but received %s (variable '%s')."
-                        % (name, layer, list(_LOD_RESET_DTYPES), dtype_to_str(x.dtype), x.name))
-
-
 def lod_reset(x, y=None, target_lod=None):
     """Out = x's data with a new LoD: y's LoD if y (a Variable) holds one at run time, else y's values (int32 offsets)
     as one level; without y, `target_lod` (a list of level-0 offsets, e.g. [0, 4, 6]). Raises ValueError when both
     are None. Out's lod_level is y's (at least 1), or 1."""
-    _check_lod_input("lod_reset", "x", x)
+    check_dtype("lod_reset", "x", x, _LOD_RESET_DTYPES)
     helper = LayerHelper("lod_reset", x=x, y=y, target_lod=target_lod)
     out = helper.create_variable_for_type_inference(dtype=x.dtype)
     if y is not None:
@@ -345,7 +324,7 @@ def lod_append(x, level):
         raise ValueError("Input(x) can't be None.")
     if not isinstance(level, (Iterable, Variable)):
         raise ValueError("Input(level) must be list, tuple or Variable.")
-    _check_lod_input("lod_append", "x", x)
+    check_dtype("lod_append", "x", x, _LOD_RESET_DTYPES)
     helper = LayerHelper("lod_append", x=x, level=level)
     out = helper.create_variable_for_type_inference(dtype=x.dtype)
     inputs, attrs = {"X": x}, {"append": True}

@@ -4,6 +4,7 @@ length (kernels/helpers/sequence_batch.h) so that each time step is one GEMM ove
 section lists its own names."""
 from ..framework import Variable, convert_np_dtype_to_dtype_, dtype_to_str  # noqa: F401
 from ..layer_helper import LayerHelper  # noqa: F401
+from .checks import check_dtype, check_variable  # noqa: F401
 
 __all__ = []
 
@@ -245,17 +246,6 @@ def gru_unit(input, hidden, size, param_attr=None, bias_attr=None, activation="t
 __all__ += ["linear_chain_crf", "crf_decoding", "chunk_eval"]
 
 
-def _crf_check(layer, arg, v, dtypes):
-    """TypeError unless `v` is a Variable of one of `dtypes` (names); its dtype name."""
-    from ..framework import dtype_to_str
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, arg, type(v).__name__))
-    name = dtype_to_str(v.dtype)
-    if name not in dtypes:
-        raise TypeError("%s: '%s' (%s) must be %s, got %s" % (layer, arg, v.name, " or ".join(dtypes), name))
-    return name
-
-
 def _crf_tags(layer, input, length):
     """The tag count D of an emission [T, D] (LoD form) or [N, L, D] (padded: a length is given)."""
     rank = 2 if length is None else 3
@@ -281,10 +271,10 @@ def linear_chain_crf(input, label, param_attr=None, length=None):
     Returns LogLikelihood [S, 1], one row per sequence: log Z - score(label), the negative log-likelihood (0 for an
     empty sequence); take its mean as the loss.
     """
-    _crf_check("linear_chain_crf", "input", input, ("float32", "float64"))
-    _crf_check("linear_chain_crf", "label", label, ("int64",))
+    check_dtype("linear_chain_crf", "input", input, ("float32", "float64"))
+    check_dtype("linear_chain_crf", "label", label, ("int64",))
     if length is not None:
-        _crf_check("linear_chain_crf", "length", length, ("int64",))
+        check_dtype("linear_chain_crf", "length", length, ("int64",))
     size = _crf_tags("linear_chain_crf", input, length)
     helper = LayerHelper("linear_chain_crf", input=input, param_attr=param_attr)
     transition = helper.create_parameter(attr=helper.param_attr, shape=[size + 2, size], dtype=input.dtype)
@@ -312,11 +302,11 @@ def crf_decoding(input, param_attr, label=None, length=None):
     """
     from ..framework import Parameter, VarType
     from ..param_attr import ParamAttr
-    _crf_check("crf_decoding", "input", input, ("float32", "float64"))
+    check_dtype("crf_decoding", "input", input, ("float32", "float64"))
     if label is not None:
-        _crf_check("crf_decoding", "label", label, ("int64",))
+        check_dtype("crf_decoding", "label", label, ("int64",))
     if length is not None:
-        _crf_check("crf_decoding", "length", length, ("int64",))
+        check_dtype("crf_decoding", "length", length, ("int64",))
     _crf_tags("crf_decoding", input, length)
     attr = ParamAttr._to_attr(param_attr)
     if attr is False or attr.name is None:
@@ -351,10 +341,10 @@ def chunk_eval(input, label, chunk_scheme, num_chunk_types, excluded_chunk_types
     Returns (precision, recall, f1_score, num_infer_chunks, num_label_chunks, num_correct_chunks), each [1]: the
     first three float32, the counts int64 (accumulate the counts with fluid.metrics.ChunkEvaluator).
     """
-    _crf_check("chunk_eval", "input", input, ("int64",))
-    _crf_check("chunk_eval", "label", label, ("int64",))
+    check_dtype("chunk_eval", "input", input, ("int64",))
+    check_dtype("chunk_eval", "label", label, ("int64",))
     if seq_length is not None:
-        _crf_check("chunk_eval", "seq_length", seq_length, ("int64",))
+        check_dtype("chunk_eval", "seq_length", seq_length, ("int64",))
     if chunk_scheme not in ("IOB", "IOE", "IOBES", "plain"):
         raise ValueError("chunk_eval: chunk_scheme must be 'IOB', 'IOE', 'IOBES' or 'plain', got %r" % (chunk_scheme,))
     if isinstance(num_chunk_types, bool) or not isinstance(num_chunk_types, int) or num_chunk_types < 0:

@@ -5,6 +5,7 @@ from .. import unique_name
 from ..framework import Variable, VarType, convert_np_dtype_to_dtype_, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
+from .checks import check_variable
 
 __all__ = ["fill_constant", "assign", "cast", "concat", "sums", "increment", "zeros", "ones", "create_tensor",
            "create_global_var", "create_parameter", "fill_zeros_like", "uniform_random", "gaussian_random",
@@ -144,14 +145,9 @@ __all__ += ["ones_like", "full_like", "argmax", "argmin", "argsort", "range", "l
             "fill_constant_batch_size_like"]
 
 
-def _check_var(layer, name, v):
-    if not isinstance(v, Variable):
-        raise TypeError("%s: '%s' must be a Variable, got %s" % (layer, name, type(v).__name__))
-
-
 def zeros_like(x, out=None):
     """Zeros with ``x``'s shape and dtype (op fill_zeros_like), into ``out`` if given."""
-    _check_var("zeros_like", "x", x)
+    check_variable("zeros_like", "x", x)
     helper = LayerHelper("zeros_like")
     if out is None:
         out = helper.create_variable_for_type_inference(dtype=x.dtype)
@@ -162,7 +158,7 @@ def zeros_like(x, out=None):
 
 def ones_like(x, out=None):
     """Ones with ``x``'s shape and dtype (op fill_any_like, value 1), into ``out`` if given."""
-    _check_var("ones_like", "x", x)
+    check_variable("ones_like", "x", x)
     helper = LayerHelper("ones_like")
     if out is None:
         out = helper.create_variable_for_type_inference(dtype=x.dtype)
@@ -174,7 +170,7 @@ def ones_like(x, out=None):
 def full_like(input, fill_value, out=None, dtype=None, device=None, stop_gradient=True, name=None):
     """``fill_value`` with ``input``'s shape, in ``dtype`` (default: input's), via op fill_any_like; into ``out``
     if given. ``device`` is accepted and ignored (the value is computed where the program runs)."""
-    _check_var("full_like", "input", input)
+    check_variable("full_like", "input", input)
     dtype = input.dtype if dtype is None else convert_np_dtype_to_dtype_(dtype)
     helper = LayerHelper("full_like", name=name)
     if out is None:
@@ -186,7 +182,7 @@ def full_like(input, fill_value, out=None, dtype=None, device=None, stop_gradien
 
 
 def _arg_min_max(op_type, layer, x, axis):
-    _check_var(layer, "x", x)
+    check_variable(layer, "x", x)
     helper = LayerHelper(op_type)
     out = helper.create_variable_for_type_inference(VarType.INT64)
     helper.append_op(type=op_type, inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"axis": int(axis)})
@@ -207,7 +203,7 @@ def argmin(x, axis=0):
 def argsort(input, axis=-1, descending=False, name=None):
     """(out, ids): ``input`` sorted along ``axis`` (a stable sort; NaN as the largest) and the int64 positions
     its entries came from. The gradient flows to ``input`` through ``out``."""
-    _check_var("argsort", "input", input)
+    check_variable("argsort", "input", input)
     helper = LayerHelper("argsort", name=name)
     out = helper.create_variable_for_type_inference(dtype=input.dtype)
     ids = helper.create_variable_for_type_inference(VarType.INT64, stop_gradient=True)
@@ -268,7 +264,7 @@ def linspace(start, stop, num, dtype):
 def fill_constant_batch_size_like(input, shape, dtype, value, input_dim_idx=0, output_dim_idx=0, force_cpu=False):
     """A ``shape`` tensor of ``value`` whose dim ``output_dim_idx`` is ``input``'s dim ``input_dim_idx`` at run
     time (the batch size of a feed)."""
-    _check_var("fill_constant_batch_size_like", "input", input)
+    check_variable("fill_constant_batch_size_like", "input", input)
     dtype = convert_np_dtype_to_dtype_(dtype)
     helper = LayerHelper("fill_constant_batch_size_like")
     out = helper.create_variable_for_type_inference(dtype=dtype)

@@ -87,8 +87,8 @@ def test_layer():
         with pytest.raises(TypeError, match=r"fluid.layers.sequence_concat: 'input' must be a list of Variables, "
                                             r"got Variable"):
             fluid.layers.sequence_concat(a)
-        with pytest.raises(TypeError, match=r"fluid.layers.sequence_concat: 'input\[1\]' i must be int64 or float32 or "
-                                            r"float64, got int32"):
+        with pytest.raises(TypeError, match=r"fluid.layers.sequence_concat: 'input\[1\]' \(i\) must be int64 or "
+                                            r"float32 or float64, got int32"):
             fluid.layers.sequence_concat([a, fluid.layers.data("i", shape=[2], dtype="int32", lod_level=1)])
         with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_concat: X 'c' \[-1, 2\] is float64 but X 'a' "
                                                            r"\[-1, 2\] is float32"):

@@ -54,8 +54,7 @@ def test_layer_and_errors():
         with pytest.raises(fluid.core.EnforceNotMet, match=r"sequence_enumerate: X 'two' \[-1, 2\] must be \[N, 1\]"):
             fluid.layers.sequence_enumerate(two, win_size=2)
         f = fluid.layers.data("f", shape=[1], dtype="float32", lod_level=1)
-        with pytest.raises(TypeError, match=r"The data type of 'input' in sequence_enumerate must be \['int32', "
-                                            r"'int64'\], but received float32"):
+        with pytest.raises(TypeError, match=r"sequence_enumerate: 'input' \(f\) must be int32 or int64, got float32"):
             fluid.layers.sequence_enumerate(f, win_size=2)
     exe = fluid.Executor(fluid.CPUPlace())
     got, = exe.run(main, feed={"x": (xv, [lens])}, fetch_list=[y], return_numpy=False)

@@ -167,7 +167,7 @@ def test_layers_build_and_train():
         assert a.shape == (-1, 4) and b.shape == (-1, 4) and a.lod_level == 0
         loss = fluid.layers.mean(fluid.layers.elementwise_add(a, b))
         fluid.optimizer.SGD(0.1).minimize(loss)
-        with pytest.raises(TypeError, match=r"sequence_expand: 'x' ids must be float32 or float64 or int32 or "
+        with pytest.raises(TypeError, match=r"sequence_expand: 'x' \(ids\) must be float32 or float64 or int32 or "
                                             r"int64, got bool"):
             fluid.layers.sequence_expand(fluid.layers.data("ids", shape=[1], dtype="bool"), y)
         with pytest.raises(TypeError, match=r"sequence_expand_as: 'y' must be a Variable, got list"):

@@ -66,8 +66,8 @@ def test_layer_and_gradient():
         assert out.shape == (-1, 3) and out.lod_level == 1
         loss = fluid.layers.reduce_sum(fluid.layers.square(out))
         dx, = fluid.gradients([loss], [x])
-        with pytest.raises(TypeError, match=r"fluid.layers.sequence_reshape: 'input' b must be float32 or float64 or "
-                                            r"int32 or int64, got bool"):
+        with pytest.raises(TypeError, match=r"fluid.layers.sequence_reshape: 'input' \(b\) must be float32 or "
+                                            r"float64 or int32 or int64, got bool"):
             fluid.layers.sequence_reshape(fluid.layers.data("b", shape=[2], dtype="bool"), 1)
     xv = RNG.uniform(-1, 1, (3, 6)).astype("float32")
     got = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": (xv, [[1, 2]])}, fetch_list=[out, dx],
