@@ -190,6 +190,37 @@ def test_fluid_data_checks_the_shape_of_a_lod_feed(exe):
         exe.run(main, feed={"x": fluid.create_lod_tensor(np.zeros((5, 2)), [[5]], CPU)}, fetch_list=[y])
 
 
+def test_a_lod_feed_skips_dim_0_and_may_carry_create_lod_tensors_trailing_1(exe):
+    # Fluid's feed check skips dim 0 of a tensor that holds a LoD (DiffTensorShapeWithVarDesc), and its
+    # create_lod_tensor gives list data a trailing dim of 1 that the book then feeds to fluid.data(shape=[None],
+    # lod_level=1): that [T, 1] feed is viewed as the declared [T] (the data is not copied).
+    main, startup = fluid.Program(), fluid.Program()
+    with unique_name.guard(), fluid.program_guard(main, startup):
+        words = fluid.data("words", [None], "int64", lod_level=1)
+        fixed = fluid.data("fixed", [4, 2], lod_level=1)
+        emb = fluid.embedding(words, size=[10, 3])
+        y = L.scale(fixed, scale=2.0)
+    exe.run(startup)
+    ids = fluid.create_lod_tensor([[1, 2, 3], [4, 5]], [[3, 2]], CPU)
+    assert ids.shape() == [5, 1]
+    x = fluid.create_lod_tensor(np.ones((6, 2), "float32"), [[2, 4]], CPU)  # 6 rows for the declared 4
+    got_emb, got_y = exe.run(main, feed={"words": ids, "fixed": x}, fetch_list=[emb, y], return_numpy=False)
+    assert np.array(got_emb).shape == (5, 3) and got_emb.recursive_sequence_lengths() == [[3, 2]]
+    np.testing.assert_array_equal(np.array(got_y), np.full((6, 2), 2.0, "float32"))
+    assert ids.shape() == [5, 1]  # the fed tensor itself keeps its shape
+    # without a LoD both are the plain check's errors, and only a trailing 1 is dropped
+    with pytest.raises(core.FeedError, match=r"The fed Variable 'words' should have dimensions = 1, shape = \[-1\], "
+                                             r"but received fed shape \[5, 1\] on each device"):
+        exe.run(main, feed={"words": np.array(ids), "fixed": x}, fetch_list=[emb])
+    with pytest.raises(core.FeedError, match=r"The fed Variable 'fixed' should have dimensions = 2, shape = \[4, 2\], "
+                                             r"but received fed shape \[6, 2\] on each device"):
+        exe.run(main, feed={"words": ids, "fixed": np.ones((6, 2), "float32")}, fetch_list=[y])
+    with pytest.raises(core.FeedError, match=r"The fed Variable 'words' should have dimensions = 1, shape = \[-1\], "
+                                             r"but received fed shape \[5, 2\] on each device"):
+        exe.run(main, feed={"words": fluid.create_lod_tensor(np.zeros((5, 2), "int64"), [[3, 2]], CPU), "fixed": x},
+                fetch_list=[emb])
+
+
 def test_data_feeder_two_levels_and_errors():
     with unique_name.guard(), fluid.program_guard(fluid.Program(), fluid.Program()):
         para = L.data("para", [1], "int64", lod_level=2)  # paragraphs of sentences of word ids
