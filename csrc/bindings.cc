@@ -191,21 +191,37 @@ std::string TensorSummary(const Tensor& t) {
   return os.str();
 }
 
+// Where levels of Python ints hold a negative entry ("level 0 has the negative value -1 at position 1"), or "".
+std::string NegativeEntry(const std::vector<std::vector<int64_t>>& levels) {
+  for (size_t l = 0; l < levels.size(); ++l)
+    for (size_t i = 0; i < levels[l].size(); ++i)
+      if (levels[l][i] < 0) return Str("level ", l, " has the negative value ", levels[l][i], " at position ", i);
+  return "";
+}
+
+LoD ToLoD(const std::vector<std::vector<int64_t>>& levels) {
+  LoD out(levels.size());
+  for (size_t l = 0; l < levels.size(); ++l) out[l].assign(levels[l].begin(), levels[l].end());
+  return out;
+}
+
 // LoD offsets or lengths from Python ints: a negative entry is a ValueError naming it (pybind's size_t
 // conversion would give a TypeError listing signatures instead).
 LoD NonNegativeLevels(const std::vector<std::vector<int64_t>>& levels, const char* method, const char* what) {
-  LoD out(levels.size());
-  for (size_t l = 0; l < levels.size(); ++l) {
-    out[l].reserve(levels[l].size());
-    for (size_t i = 0; i < levels[l].size(); ++i) {
-      if (levels[l][i] < 0)
-        throw py::value_error(Str("LoDTensor.", method, ": invalid ", what, " ",
-                                  std::string(py::repr(py::cast(levels))), ": level ", l, " has the negative value ",
-                                  levels[l][i], " at position ", i));
-      out[l].push_back(static_cast<size_t>(levels[l][i]));
-    }
-  }
-  return out;
+  const std::string negative = NegativeEntry(levels);
+  if (!negative.empty())
+    throw py::value_error(
+        Str("LoDTensor.", method, ": invalid ", what, " ", std::string(py::repr(py::cast(levels))), ": ", negative));
+  return ToLoD(levels);
+}
+
+// Why LoD offsets (lengths, with `lengths`) from Python do not fit a tensor of `rows` rows (rows < 0: the structure
+// only), or "": core.lod_problem / core.lengths_problem, for the Python code that checks a LoD before building or
+// setting it (create_lod_tensor, DataFeeder, the tensor file reader) and words its own error.
+std::string LevelsProblem(const std::vector<std::vector<int64_t>>& levels, int64_t rows, bool lengths) {
+  const std::string negative = NegativeEntry(levels);
+  if (!negative.empty()) return negative;
+  return LoDProblem(lengths ? LengthsToOffsets(ToLoD(levels)) : ToLoD(levels), rows);
 }
 
 // A fed value: a LoDTensor is shared as it is (its LoD included), anything else is borrowed as an array.
@@ -616,6 +632,17 @@ PYBIND11_MODULE(_core, m) {
       .def("erase_vars", [live](Scope& s, const std::vector<std::string>& n) { live(s).EraseVars(n); })
       .def("local_var_names", [live](Scope& s) { return live(s).LocalVarNames(); })
       .def("num_kids", [live](Scope& s) { return live(s).NumKids(); });
+  m.def(
+      "lod_problem",
+      [](const std::vector<std::vector<int64_t>>& offsets, int64_t rows) {
+        return LevelsProblem(offsets, rows, false);
+      },
+      py::arg("lod"), py::arg("rows"), "why LoD offsets do not fit a tensor of `rows` rows (-1: any), or ''");
+  m.def(
+      "lengths_problem",
+      [](const std::vector<std::vector<int64_t>>& lengths, int64_t rows) { return LevelsProblem(lengths, rows, true); },
+      py::arg("recursive_sequence_lengths"), py::arg("rows"),
+      "why recursive sequence lengths do not fit a tensor of `rows` rows (-1: any), or ''");
   m.def("live_scopes", &Scope::LiveScopes, "number of kid scopes alive in the process");
 
   // ---------------------------------------------------------------- IR

@@ -382,27 +382,9 @@ std::string PreparedOp::DebugString(const Place& place) const {
   return s + "}.";
 }
 
-namespace {
-// A LoD for profiler args: levels of up to 8 offsets in full, longer ones as their first 6, "..." and the last, so
-// that a batch of many sequences keeps its args short.
-std::string LoDSummary(const LoD& lod) {
-  constexpr size_t kFull = 8, kHead = 6;
-  std::string s = "{";
-  for (const auto& level : lod) {
-    s += "{";
-    for (size_t i = 0; i < level.size(); ++i) {
-      if (level.size() > kFull && i == kHead) {
-        s += ", ...";
-        i = level.size() - 1;
-      }
-      if (i) s += ", ";
-      s += std::to_string(level[i]);
-    }
-    s += "}";
-  }
-  return s + "}";
-}
-}  // namespace
+// Profiler args show a level of up to 8 offsets in full, a longer one as its first 6, "..." and the last, so that a
+// batch of many sequences keeps its args short.
+constexpr size_t kProfiledLoDOffsets = 8;
 
 const char* PreparedOp::ProfileArgs() {
   // Fast path: compare the current dims and LoDs with those the cached string was built from.
@@ -437,7 +419,7 @@ const char* PreparedOp::ProfileArgs() {
         if (!t) continue;
         if (out.size() > 1) out += ", ";
         out += specs[s].name + d.ToString();
-        if (!t->lod().empty() && !v->IsSelectedRows()) out += "(" + LoDSummary(t->lod()) + ")";
+        if (!t->lod().empty() && !v->IsSelectedRows()) out += "(" + LoDString(t->lod(), kProfiledLoDOffsets) + ")";
       }
   }
   profile_args_ = Intern("\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\"");

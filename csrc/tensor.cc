@@ -46,11 +46,16 @@ uint64_t Tensor::NextLoDVersion() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-std::string LoDString(const LoD& lod) {
+std::string LoDString(const LoD& lod, size_t max_offsets) {
   std::string s = "{";
   for (size_t l = 0; l < lod.size(); ++l) {  // no separator between levels, as Fluid's operator<<
     s += "{";
+    const bool shorten = max_offsets > 2 && lod[l].size() > max_offsets;
     for (size_t i = 0; i < lod[l].size(); ++i) {
+      if (shorten && i == max_offsets - 2) {
+        s += ", ...";
+        i = lod[l].size() - 1;
+      }
       if (i) s += ", ";
       s += std::to_string(lod[l][i]);
     }

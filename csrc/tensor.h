@@ -104,8 +104,9 @@ class Tensor {
   static uint64_t NextLoDVersion();
 };
 
-// Fluid's spelling of a LoD (its operator<<): "{}", "{{0, 2, 5}}", "{{0, 1, 2}{0, 2, 5}}".
-std::string LoDString(const LoD& lod);
+// Fluid's spelling of a LoD (its operator<<): "{}", "{{0, 2, 5}}", "{{0, 1, 2}{0, 2, 5}}". With max_offsets > 0, a
+// level of more offsets is shortened to its first max_offsets - 2, ", ..." and its last (profiler args).
+std::string LoDString(const LoD& lod, size_t max_offsets = 0);
 
 // Why `lod` is not a valid LoD (Fluid's CheckLoD), or "" if it is: every level has at least 2 offsets,
 // starts at 0 and never decreases; level i ends at the entry count of level i+1; with rows >= 0 the last

@@ -102,11 +102,11 @@ class _SlotConverter:
         t = core.LoDTensor()
         t.set(arr, self.place)
         if self.lod_level > 0:
-            try:
-                t.set_recursive_sequence_lengths(self.lengths)
-            except ValueError as e:  # the nested lists' innermost items did not become one row each
+            problem = core.lengths_problem(self.lengths, arr.shape[0] if arr.ndim else 0)
+            if problem:  # the nested lists' innermost items did not become one row each
                 raise ValueError("%s: %s: its sequence lengths %s do not fit the batch of shape %s: %s" % (
-                    self.caller, self._describe(), self.lengths, arr.shape, str(e).split(": ", 2)[-1])) from None
+                    self.caller, self._describe(), self.lengths, arr.shape, problem))
+            t.set_recursive_sequence_lengths(self.lengths)
         return t
 
 

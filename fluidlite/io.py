@@ -443,14 +443,9 @@ def _read_lod(reader, dims):
         if n < 2 or n * 8 > reader.size - reader.pos:
             reader.fail("corrupt header (a LoD level of %d offsets)" % n)
         lod.append(list(reader.unpack("<%dQ" % n)))
-    t = core.LoDTensor()
-    try:
-        t.set_lod(lod)  # the structure
-    except ValueError as e:
-        reader.fail("corrupt LoD: %s" % str(e).split(": ", 2)[-1])
-    rows = dims[0] if dims else 0
-    if lod[-1][-1] != rows:
-        reader.fail("corrupt LoD: the last level ends at %d but the tensor has %d rows" % (lod[-1][-1], rows))
+    problem = core.lod_problem(lod, dims[0] if dims else 0)
+    if problem:
+        reader.fail("corrupt LoD: %s" % problem)
     return lod
 
 

@@ -68,17 +68,13 @@ def create_lod_tensor(data, recursive_seq_lens, place):
                             "shape")
         return create_lod_tensor(arr.reshape(arr.shape + (1,)), recursive_seq_lens, place)
     if isinstance(data, np.ndarray):
-        t = core.LoDTensor()
-        t.set(data, place)
-        try:
-            t.set_recursive_sequence_lengths(recursive_seq_lens)
-        except ValueError as e:
-            raise InvalidLoDError("create_lod_tensor: the provided lod info is invalid for data of shape %s: %s"
-                                  % (list(data.shape), str(e).split(": ", 2)[-1])) from None
-        problem = t._lod_problem()
-        if problem:  # 0 rows: set_recursive_sequence_lengths checked the structure only
+        problem = core.lengths_problem(recursive_seq_lens, data.shape[0] if data.ndim else 0)
+        if problem:
             raise InvalidLoDError("create_lod_tensor: the provided lod info is invalid for data of shape %s: %s"
                                   % (list(data.shape), problem))
+        t = core.LoDTensor()
+        t.set(data, place)
+        t.set_recursive_sequence_lengths(recursive_seq_lens)
         return t
     raise TypeError("create_lod_tensor: data should be either a LoDTensor, a Numpy array or a list, got %s"
                     % type(data).__name__)

@@ -86,6 +86,16 @@ def test_set_lod_checks_the_rows_the_tensor_holds():
     assert t.recursive_sequence_lengths() == [[0, 5]]
 
 
+def test_lod_problem_and_lengths_problem():
+    # the one check behind create_lod_tensor, DataFeeder and the tensor file reader (LoDProblem in csrc/tensor.cc)
+    assert core.lod_problem([[0, 2, 5]], 5) == "" and core.lengths_problem([[2, 3]], 5) == ""
+    assert core.lengths_problem([[2, 3]], -1) == ""  # structure only
+    assert core.lod_problem([[0, 2, 5]], 4) == "the last level ends at 5 but the tensor has 4 rows"
+    assert core.lengths_problem([[2, -1]], 1) == "level 0 has the negative value -1 at position 1"
+    assert core.lod_problem([[0, 3, 2]], 2) == "level 0 decreases at position 2 (3 then 2)"
+    assert core.lengths_problem([[1, 1], [2, 2, 1]], 5) == "level 0 ends at 2 but level 1 has 3 entries"
+
+
 def test_print_and_repr_of_a_lodtensor():
     t = fluid.create_lod_tensor(np.arange(6, dtype="int64").reshape(3, 2), [[1, 1], [1, 2]], CPU)
     assert str(t) == ("  - lod: {{0, 1, 2}{0, 1, 3}}\n  - place: CPUPlace\n  - shape: [3, 2]\n  - layout: NCHW\n"
