@@ -8,6 +8,8 @@ from .checks import check_dtype, check_variable  # noqa: F401
 
 __all__ = []
 
+_FLOATS = ("float32", "float64")
+
 # ---------------------------------------------------------------- LSTM: dynamic_lstm, dynamic_lstmp
 
 __all__ += ["dynamic_lstm", "dynamic_lstmp"]
@@ -16,11 +18,7 @@ __all__ += ["dynamic_lstm", "dynamic_lstmp"]
 def _lstm_check(layer, input, size, bias_attr, h_0, c_0, dtype):
     """Fluid 1.8's checks of dynamic_lstm / dynamic_lstmp, as ValueError / TypeError naming the layer and the
     variable; returns the hidden size D."""
-    if not isinstance(input, Variable):
-        raise TypeError("%s: input must be a Variable, got %s" % (layer, type(input).__name__))
-    if dtype_to_str(input.dtype) not in ("float32", "float64"):
-        raise TypeError("%s: input %s must be float32 or float64, got %s" % (layer, input.name,
-                                                                         dtype_to_str(input.dtype)))
+    check_dtype(layer, "input", input, _FLOATS)
     try:
         dtype_name = dtype_to_str(convert_np_dtype_to_dtype_(dtype))
     except (TypeError, ValueError, KeyError):
@@ -39,13 +37,8 @@ def _lstm_check(layer, input, size, bias_attr, h_0, c_0, dtype):
                          "inputs (an fc of size 4 * hidden size)" % (layer, input.name,
                                                                      input.shape[-1] if input.shape else None, size))
     for arg, v in (("h_0", h_0), ("c_0", c_0)):
-        if v is None:
-            continue
-        if not isinstance(v, Variable):
-            raise TypeError("%s: %s must be a Variable or None, got %s" % (layer, arg, type(v).__name__))
-        if dtype_to_str(v.dtype) not in ("float32", "float64"):
-            raise TypeError("%s: %s %s must be float32 or float64, got %s" % (layer, arg, v.name,
-                                                                           dtype_to_str(v.dtype)))
+        if v is not None:
+            check_dtype(layer, arg, v, _FLOATS)
     if h_0 is not None and c_0 is None:  # the op's rule: c_0 alone is fine, h_0 needs c_0
         raise ValueError("%s: h_0 %s is given without c_0: give both initial states, only c_0, or neither"
                          % (layer, h_0.name))
@@ -145,8 +138,7 @@ def _gru_check_activation(layer, arg, value):
 
 def _gru_check_2d(layer, arg, var, width, what):
     """var must be a rank-2 Variable whose width (when known) is `width` (`what` says which width)."""
-    if not isinstance(var, Variable):
-        raise TypeError("%s: %s must be a Variable, got %s" % (layer, arg, type(var).__name__))
+    check_variable(layer, arg, var)
     if len(var.shape) != 2:
         raise ValueError("%s: %s %s must have rank 2, got shape %s" % (layer, arg, var.name, tuple(var.shape)))
     if var.shape[1] >= 0 and var.shape[1] != width:

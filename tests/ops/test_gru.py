@@ -387,5 +387,5 @@ def test_dynamic_gru_layer_errors():
             fluid.layers.dynamic_gru(x, 4, h_0=fluid.layers.data("h", shape=[3], dtype="float32"))
         with pytest.raises(ValueError, match="dynamic_gru: size must be >= 1, got 0"):
             fluid.layers.dynamic_gru(x, 0)
-        with pytest.raises(TypeError, match="dynamic_gru: input must be a Variable, got list"):
+        with pytest.raises(TypeError, match="dynamic_gru: 'input' must be a Variable, got list"):
             fluid.layers.dynamic_gru([x], 4)

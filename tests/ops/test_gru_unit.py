@@ -195,5 +195,5 @@ def test_gru_unit_layer_errors():
             fluid.layers.gru_unit(x, fluid.layers.data("h4", shape=[4], dtype="float32"), 9)
         with pytest.raises(ValueError, match=r"gru_unit: size must be 3 \* D with D >= 1"):
             fluid.layers.gru_unit(x, h, 2)
-        with pytest.raises(TypeError, match="gru_unit: hidden must be a Variable, got ndarray"):
+        with pytest.raises(TypeError, match="gru_unit: 'hidden' must be a Variable, got ndarray"):
             fluid.layers.gru_unit(x, np.zeros((2, 3)), 9)

@@ -539,12 +539,12 @@ def test_dynamic_lstm_layer_errors():
             fluid.layers.dynamic_lstm(input=x, size=30)
         with pytest.raises(ValueError, match=r"dynamic_lstm: input x has width 32 but size is 16"):
             fluid.layers.dynamic_lstm(input=x, size=16)
-        with pytest.raises(TypeError, match=r"dynamic_lstm: input ids must be float32 or float64, got int64"):
+        with pytest.raises(TypeError, match=r"dynamic_lstm: 'input' \(ids\) must be float32 or float64, got int64"):
             fluid.layers.dynamic_lstm(input=fluid.layers.data(name="ids", shape=[32], dtype="int64"), size=32)
         with pytest.raises(ValueError, match=r"dynamic_lstm: h_0 h0 must have shape \[batch_size, 8\], got \(-1, 4\)"):
             fluid.layers.dynamic_lstm(input=x, size=32, h_0=fluid.layers.data(name="h0", shape=[4]),
                                       c_0=fluid.layers.data(name="c0", shape=[8]))
-        with pytest.raises(TypeError, match=r"dynamic_lstm: h_0 must be a Variable or None, got ndarray"):
+        with pytest.raises(TypeError, match=r"dynamic_lstm: 'h_0' must be a Variable, got ndarray"):
             fluid.layers.dynamic_lstm(input=x, size=32, h_0=np.zeros((2, 8)))
         with pytest.raises(ValueError, match=r"dynamic_lstm: h_0 h0_only is given without c_0: give both initial "
                                              r"states, only c_0, or neither"):
