@@ -18,6 +18,7 @@ std::atomic<bool> g_fluid_mode{false};
 
 constexpr const char* kStepEvent = "recurrent::step";
 constexpr const char* kGradStepEvent = "recurrent_grad::step";
+constexpr const char* kPrepareEvent = "recurrent::prepare_step";
 
 Variable* Local(Scope& s, const std::string& name, const char* what) {
   Variable* v = s.FindLocalVar(name);
@@ -127,13 +128,14 @@ void FillZerosLike(const Tensor& like, const Place& place, Tensor* out) {
   std::memset(out->mutable_data(place, like.dtype()), 0, like.nbytes());
 }
 
-std::vector<std::unique_ptr<PreparedOp>>& StepBlockRunner::Prepared(size_t i, Scope* scope, const BlockDesc& block) {
+std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* scope, const BlockDesc& block,
+                                                              const char* event) {
   if (scope_uids_.size() <= i) {
     scope_uids_.resize(i + 1, 0);
     ops_.resize(i + 1);
   }
   if (scope_uids_[i] != scope->uid()) {
-    RecordEvent ev("recurrent::prepare_step", "Recurrent");
+    RecordEvent ev(event, "Recurrent");
     CreateBlockVariables(block, scope, scope);
     ops_[i].clear();
     for (auto& op : block.AllOps()) {
@@ -164,7 +166,7 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
     RecordEvent ev(kStepEvent, "Recurrent");
     FL_VLOG(3) << "Recurrent operate at the time step " << t;
     Scope& s = *scopes[t];
-    auto& ops = Prepared(static_cast<size_t>(t), &s, *io.block);
+    auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
     for (size_t i = 0; i < in_names.size(); ++i)
       ShareStep(*io.inputs[i], off, Local(s, in_names[i], "step input")->GetMutableTensor());
     for (size_t j = 0; j < ex_states.size(); ++j) {
@@ -204,7 +206,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     RecordEvent ev(kGradStepEvent, "Recurrent");
     FL_VLOG(3) << "Recurrent grad operate at the time step " << t;
     Scope& s = *scopes[t];
-    auto& ops = Prepared(static_cast<size_t>(t), &s, *io.block);
+    auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
     // Gradients flowing in from outside: this step's slice of each output's gradient...
     for (size_t k = 0; k < out_names.size(); ++k) {
       Variable* v = s.FindLocalVar(GradName(out_names[k]));

@@ -59,6 +59,21 @@ struct StepBlockIO {
   std::vector<Tensor*> input_grads, initial_state_grads, parameter_grads;  // null: not wanted
 };
 
+// The ops of a block prepared and bound for each of several scopes (slot i: step i's scope), rebuilt only
+// for a new or replaced scope (compared by the scope's unique id: a new scope may reuse a deleted one's
+// address). Sub-block ops (recurrent, while, conditional_block) keep one in their State, so a block is
+// prepared once per step scope, not once per run or per step. `event` names the profiler event recorded
+// when a slot is (re)prepared.
+class PreparedBlocks {
+ public:
+  std::vector<std::unique_ptr<PreparedOp>>& Get(size_t slot, Scope* scope, const BlockDesc& block, const char* event);
+  size_t size() const { return ops_.size(); }
+
+ private:
+  std::vector<uint64_t> scope_uids_;
+  std::vector<std::vector<std::unique_ptr<PreparedOp>>> ops_;
+};
+
 // Runs a step block over the steps of a sequence in step scopes kept across runs. One per op (the op's
 // State): it caches the block prepared and bound for each step scope.
 class StepBlockRunner {
@@ -73,12 +88,7 @@ class StepBlockRunner {
   void Backward(const StepBlockIO& io, const StepScopes& scopes, const Place& place);
 
  private:
-  // The block prepared and bound for step i's scope; rebuilt only for a new or replaced scope
-  // (compared by the scope's unique id: a new scope may reuse a deleted one's address).
-  std::vector<std::unique_ptr<PreparedOp>>& Prepared(size_t i, Scope* scope, const BlockDesc& block);
-
-  std::vector<uint64_t> scope_uids_;
-  std::vector<std::vector<std::unique_ptr<PreparedOp>>> ops_;
+  PreparedBlocks prepared_;
 };
 
 // out = zeros with like's dims and dtype, in a buffer of its own (never one it shared with another tensor).
