@@ -45,7 +45,7 @@ const BlockDesc& SubBlock(const ExecutionContext& ctx) {
 // "\"iteration\":k", interned (profiler args are process-lifetime strings).
 const char* IterationArgs(int64_t k) { return Intern("\"iteration\":" + std::to_string(k)); }
 
-// The grad scope of a step scope: made on first use, kept with it.
+// The grad scope of a step scope: made on first use, kept with it (in the step scope's kGradScopeVar).
 Scope* GradScope(Scope* step) {
   StepScopes* holder = step->Var(kGradScopeVar)->GetMutableStepScopes();
   if (holder->empty() || !Scope::IsAlive((*holder)[0]) || (*holder)[0]->parent() != step) {
@@ -54,6 +54,28 @@ Scope* GradScope(Scope* step) {
   }
   return (*holder)[0];
 }
+
+// GradScope per slot without the locked lookup: a step scope whose uid and generation (bumped when it loses
+// variables or kids) are those seen last time still has the same grad scope.
+class GradScopes {
+ public:
+  Scope* Get(size_t slot, Scope* step) {
+    if (slot >= grads_.size()) grads_.resize(slot + 1);
+    Entry& e = grads_[slot];
+    if (e.grad && e.step_uid == step->uid() && e.step_generation == step->generation()) return e.grad;
+    e.grad = GradScope(step);
+    e.step_uid = step->uid();
+    e.step_generation = step->generation();
+    return e.grad;
+  }
+
+ private:
+  struct Entry {
+    Scope* grad = nullptr;
+    uint64_t step_uid = 0, step_generation = 0;
+  };
+  std::vector<Entry> grads_;
+};
 
 // The body's facts, read once from the block: which outer tensors to snapshot, which arrays are local.
 struct BodyFacts {
@@ -82,18 +104,31 @@ struct BodyFacts {
 struct WhileState {
   std::unique_ptr<BodyFacts> facts;
   PreparedBlocks body;
-  std::vector<Scope*> scopes;  // step scope per slot, kept across runs
+  GradScopes grads;
+  // Step scope per slot, kept across runs; checked against the running scope only when it lost kids since.
+  std::vector<Scope*> scopes;
+  const Scope* parent = nullptr;
+  uint64_t parent_uid = 0, parent_generation = 0;
   std::vector<uint64_t> uids;
   std::vector<uint64_t> reset_uids;  // the scope uid each slot's `arrays` were resolved for
   std::vector<std::vector<TensorList*>> arrays;
 
-  Scope* StepScope(size_t slot, Scope& parent) {
+  void ValidateScopes(Scope& running) {
+    if (parent == &running && parent_uid == running.uid() && parent_generation == running.generation()) return;
+    for (Scope*& s : scopes)
+      if (s && (parent != &running || !running.HasKid(s, uids[&s - scopes.data()]))) s = nullptr;
+    parent = &running;
+    parent_uid = running.uid();
+    parent_generation = running.generation();
+  }
+
+  Scope* StepScope(size_t slot, Scope& running) {
     if (scopes.size() <= slot) {
       scopes.resize(slot + 1, nullptr);
       uids.resize(slot + 1, 0);
     }
-    if (!scopes[slot] || !parent.HasKid(scopes[slot], uids[slot])) {
-      scopes[slot] = &parent.NewScope();
+    if (!scopes[slot]) {
+      scopes[slot] = &running.NewScope();
       uids[slot] = scopes[slot]->uid();
     }
     return scopes[slot];
@@ -117,11 +152,12 @@ struct WhileState {
   }
 };
 
-const Tensor& Condition(const ExecutionContext& ctx) {
-  const Tensor& c = ctx.Input("Condition");
-  FL_ENFORCE(c.dtype() == DType::BOOL && c.numel() == 1, "while: Condition '", ctx.InputName("Condition"),
-             "' must be a bool tensor with one element, got ", DTypeName(c.dtype()), " ", c.dims());
-  return c;
+bool ConditionHolds(const ExecutionContext& ctx, const Variable* cond) {
+  const Tensor* c = cond->GetTensor();
+  FL_ENFORCE(c && c->IsInitialized() && c->dtype() == DType::BOOL && c->numel() == 1, "while: Condition '",
+             ctx.InputName("Condition"), "' must be a bool tensor with one element, got ",
+             c && c->IsInitialized() ? DTypeName(c->dtype()) : "nothing", " ", c ? c->dims() : DDim{});
+  return c->data<bool>()[0];
 }
 
 void RunWhile(const ExecutionContext& ctx) {
@@ -138,9 +174,11 @@ void RunWhile(const ExecutionContext& ctx) {
   if (!is_test)
     for (auto& name : st.facts->snapshots)
       if (Variable* v = parent.FindVar(name)) snapshots.emplace_back(&name, v);
+  st.ValidateScopes(parent);
+  const Variable* cond = ctx.InputVar("Condition");
   FL_VLOG(3) << "while: enter the loop of block " << block.idx() << (is_test ? " (is_test)" : "");
   int64_t k = 0;
-  while (Condition(ctx).data<bool>()[0]) {
+  while (ConditionHolds(ctx, cond)) {
     RecordEvent ev("while::step", "While");
     if (ev.active()) ev.SetArgs(IterationArgs(k));
     const size_t slot = is_test ? 0 : static_cast<size_t>(k);
@@ -148,7 +186,7 @@ void RunWhile(const ExecutionContext& ctx) {
     auto& ops = st.body.Get(slot, s, block, "while::prepare_step");
     st.ResetLocalArrays(slot, s);
     if (!snapshots.empty()) {
-      Scope* g = GradScope(s);
+      Scope* g = st.grads.Get(slot, s);
       for (auto& [name, var] : snapshots) {
         const Tensor* t = var->GetTensor();
         Tensor* copy = g->Var(*name)->GetMutableTensor();
@@ -196,6 +234,7 @@ void ShareVariable(const Variable& src, Variable* dst) {
 
 struct WhileGradState {
   PreparedBlocks grad;
+  GradScopes grads;
   std::unique_ptr<std::unordered_set<std::string>> written;  // what the grad block's ops write
 };
 
@@ -229,7 +268,7 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   for (int64_t k = n - 1; k >= 0; --k) {
     RecordEvent ev("while_grad::step", "While");
     if (ev.active()) ev.SetArgs(IterationArgs(k));
-    Scope* g = GradScope(scopes[static_cast<size_t>(k)]);
+    Scope* g = st.grads.Get(static_cast<size_t>(k), scopes[static_cast<size_t>(k)]);
     // The gradients flowing into this iteration's outputs: from after the loop (the last iteration) or from
     // the iteration after this one (loop-carried values).
     for (size_t j = 0; j < outside_og.size(); ++j) {
