@@ -260,8 +260,19 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   const auto& x_grads = ctx.desc().HasOutput("X@GRAD") ? ctx.desc().Output("X@GRAD") : kNone;
   FL_ENFORCE(x_grads.empty() || x_grads.size() == xs.size(), "while_grad: ", x_grads.size(), " gradients (X@GRAD) for ",
              xs.size(), " inputs (X)");
-  const std::unordered_set<std::string> carried_names(outside_og.begin(), outside_og.end());
+  // A loop-carried value: an input whose gradient is also supplied as an output gradient (by its forward name:
+  // the supplied one may be named x@GRAD, x@GRAD@OG or x@GRAD@RENAME@k). carried[i] is that og's index or -1.
+  std::vector<int> carried(x_grads.size(), -1);
+  for (size_t i = 0; i < x_grads.size(); ++i)
+    for (size_t j = 0; j < outside_og.size() && x_grads[i] != kEmptyVarName; ++j)
+      if (StripGradSuffix(outside_og[j]) == xs[i]) carried[i] = static_cast<int>(j);
   const std::unordered_set<std::string> inside_og_set(inside_og.begin(), inside_og.end());
+  // What each output gradient is for the iteration being run: the supplied one for the last iteration, then the
+  // loop-carried gradient the iteration after it computed (or zeros, where that iteration overwrote the value
+  // without reading it).
+  std::vector<const Variable*> og(outside_og.size(), nullptr);
+  std::vector<Variable> zeros(outside_og.size());
+  for (size_t j = 0; j < outside_og.size(); ++j) og[j] = parent.FindVar(outside_og[j]);
   std::vector<std::vector<const Variable*>> parts(x_grads.size());
   const int64_t n = static_cast<int64_t>(scopes.size());
   FL_VLOG(3) << "while_grad: " << n << " iterations of block " << block.idx() << " in reverse";
@@ -269,15 +280,11 @@ void RunWhileGrad(const ExecutionContext& ctx) {
     RecordEvent ev("while_grad::step", "While");
     if (ev.active()) ev.SetArgs(IterationArgs(k));
     Scope* g = st.grads.Get(static_cast<size_t>(k), scopes[static_cast<size_t>(k)]);
-    // The gradients flowing into this iteration's outputs: from after the loop (the last iteration) or from
-    // the iteration after this one (loop-carried values).
     for (size_t j = 0; j < outside_og.size(); ++j) {
-      Variable* outer = parent.FindVar(outside_og[j]);
-      if (!outer) continue;
-      Variable* inner = g->Var(inside_og[j]);
-      if (!outer->IsTensorList() && !(outer->GetTensor() && outer->GetTensor()->IsInitialized()) && k == n - 1)
-        ZeroLikeForward(*g, outside_og[j], place, outer->GetMutableTensor());
-      ShareVariable(*outer, inner);
+      if (!og[j]) continue;
+      if (k == n - 1 && !og[j]->IsTensorList() && !(og[j]->GetTensor() && og[j]->GetTensor()->IsInitialized()))
+        ZeroLikeForward(*g, outside_og[j], place, parent.FindVar(outside_og[j])->GetMutableTensor());
+      ShareVariable(*og[j], g->Var(inside_og[j]));
     }
     // Each input's gradient is this iteration's own: a variable of the grad scope, emptied of the last run's.
     for (size_t i = 0; i < x_grads.size(); ++i) {
@@ -293,29 +300,32 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       if (x_grads[i] == kEmptyVarName) continue;
       const std::string name = GradName(xs[i]);
       Variable* inner = g->FindLocalVar(name);
-      if (!carried_names.count(x_grads[i])) {
+      if (carried[i] < 0) {
         parts[i].push_back(inner);
         continue;
       }
-      // A loop-carried value: its gradient before this iteration goes to the iteration before it.
-      Variable* outer = parent.FindVar(x_grads[i]);
-      FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+      // A loop-carried value: its gradient before this iteration is the output gradient of the one before.
+      const size_t j = static_cast<size_t>(carried[i]);
       if (inner && (inner->IsTensorList() || st.written->count(name))) {
-        ShareVariable(*inner, outer);
-      } else if (!outer->IsTensorList()) {  // the body overwrites it without reading it: no gradient passes
-        Tensor* t = outer->ResetToTensor();
-        Tensor like = t->IsInitialized() ? *t : Tensor();
-        t->Clear();
-        if (like.IsInitialized()) FillZerosLike(like, place, t);
-        else ZeroLikeForward(*g, x_grads[i], place, t);
+        og[j] = inner;
+      } else if (og[j] && !og[j]->IsTensorList()) {  // overwritten without being read: no gradient passes
+        const Tensor* like = og[j]->GetTensor();
+        Tensor* z = zeros[j].GetMutableTensor();
+        if (like && like->IsInitialized()) FillZerosLike(*like, place, z);
+        og[j] = &zeros[j];
       }
     }
   }
-  // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
   for (size_t i = 0; i < x_grads.size(); ++i) {
-    if (x_grads[i] == kEmptyVarName || carried_names.count(x_grads[i])) continue;
+    if (x_grads[i] == kEmptyVarName) continue;
     Variable* outer = parent.FindVar(x_grads[i]);
     FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+    if (carried[i] >= 0) {  // the gradient of the value the loop started from
+      const Variable* src = og[static_cast<size_t>(carried[i])];
+      if (src && src != outer) ShareVariable(*src, outer);
+      continue;
+    }
+    // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
     const Variable* x = parent.FindVar(xs[i]);
     SumGradients(parts[i], x ? x->GetTensor() : nullptr, "while_grad: gradient '" + x_grads[i] + "'", place, outer);
   }
@@ -347,11 +357,12 @@ void MakeWhileGrad(GradOpMaker& g) {
       written.insert(n);
     }
   }
-  const std::unordered_set<std::string> og_set(output_grads.begin(), output_grads.end());
+  std::unordered_set<std::string> carried;  // forward names of the supplied gradients
+  for (auto& n : output_grads) carried.insert(StripGradSuffix(n));
   std::vector<std::string> x_grads = g.InputGrad("X");
   const auto& xs = g.Input("X");
   for (size_t i = 0; i < xs.size(); ++i)
-    if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !og_set.count(x_grads[i]))
+    if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !carried.count(xs[i]))
       x_grads[i] = kEmptyVarName;  // the body computes no gradient for it
   OpDesc& op = g.NewOp("while_grad");
   op.SetInput("X", g.Input("X"));

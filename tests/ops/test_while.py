@@ -267,3 +267,49 @@ def test_scope_summary_counts_loop_step_scopes():
     assert summary["loop_iterations"] == 16 and summary["loop_scopes_created"] == 8, summary
     assert ("Loop step scopes: 16 iterations (While and StaticRNN steps, forward and backward), 8 step scopes "
             "created for them, the rest reused") in fluid.profiler.report()
+
+
+def test_loop_over_tensor_arrays_matches_python_with_gradients():
+    """h_t = tanh(x_t w + h_{t-1} u), x_t read from an array, h_t written to one; loss = sum of h_t^2 over t."""
+    T = 4
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [T, 2, 3], "float64")
+        w = fluid.data("w", [3, 3], "float64")
+        u = fluid.data("u", [3, 3], "float64")
+        for v in (x, w, u):
+            v.stop_gradient = False
+        steps = layers.create_array("float64")
+        for t in range(T):
+            xt = layers.reshape(layers.slice(x, axes=[0], starts=[t], ends=[t + 1]), [2, 3])
+            layers.array_write(xt, layers.fill_constant([1], "int64", t), array=steps)
+        outs = layers.create_array("float64")
+        i = layers.fill_constant([1], "int64", 0)
+        n = layers.fill_constant([1], "int64", T)
+        h = layers.fill_constant([2, 3], "float64", 0.0)
+        h.stop_gradient = False  # as in Fluid, a constant's output is stop_gradient until told otherwise
+        cond = layers.less_than(i, n)
+        loop = layers.While(cond)
+        with loop.block():
+            xt = layers.array_read(steps, i)
+            layers.assign(layers.tanh(layers.elementwise_add(layers.matmul(xt, w), layers.matmul(h, u))), h)
+            layers.array_write(h, i, array=outs)
+            layers.increment(i, in_place=True)
+            layers.less_than(i, n, cond=cond)
+        hs = [layers.array_read(outs, layers.fill_constant([1], "int64", t)) for t in range(T)]
+        loss = layers.reduce_sum(layers.elementwise_mul(layers.concat(hs, axis=0), layers.concat(hs, axis=0)))
+        grads = fluid.gradients([loss], [x, w, u])
+    feed = {"x": RNG.randn(T, 2, 3), "w": RNG.randn(3, 3) * 0.5, "u": RNG.randn(3, 3) * 0.5}
+
+    def reference(x, w, u):
+        h, total = np.zeros((2, 3)), 0.0
+        for t in range(T):
+            h = np.tanh(x[t] @ w + h @ u)
+            total += np.sum(h * h)
+        return total
+
+    outs_, exe, scope = _run(main, startup, feed, [loss] + grads)
+    np.testing.assert_allclose(outs_[0], reference(**feed), rtol=1e-12)
+    for name, analytic in zip(["x", "w", "u"], outs_[1:]):
+        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
+                                   err_msg="gradient of " + name)
