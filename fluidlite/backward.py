@@ -278,8 +278,10 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
         grad_descs.extend(descs)
     grad_descs = _addup_repetitive_outputs(grad_descs)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
-    # In a grad block, the gradients of the step block's leaf outputs come from the enclosing grad op.
-    external = {_grad_name(n) for n in _leaf_outputs(block)} if target_block.idx != block.idx else set()
+    # In a grad block, the gradients of the step block's leaf outputs come from the enclosing grad op (under this
+    # pass's names: a second gradients() pass renames them).
+    external = ({renames.get(g, g) for g in map(_grad_name, _leaf_outputs(block))}
+                if target_block.idx != block.idx else set())
     grad_descs = _fill_unwritten_gradients(grad_descs, target_block, external)
     program = target_block.program
     with program._backward_role_guard():
