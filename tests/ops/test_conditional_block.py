@@ -331,3 +331,28 @@ def test_conditional_block_inputs_must_be_variables():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         with pytest.raises(TypeError, match="ConditionalBlock: 'inputs' must be a Variable, got int"):
             ConditionalBlock([1])
+
+
+def test_a_second_gradients_pass_gets_its_own_gradients_through_the_branch():
+    # gradients() twice over one program: the second pass renames the gradients that exist (x@GRAD -> x@GRAD_0),
+    # inside the grad blocks too, and the branch's output gradient under its new name comes from outside
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = L.data(name="x", shape=[D], dtype="float64", append_batch_size=False)
+        x.stop_gradient = False
+        p = L.data(name="p", shape=[1], dtype="bool", append_batch_size=False)
+        y = main.global_block().create_var(name="y", dtype="float64")
+        with ConditionalBlock([p], is_scalar_condition=True).block():
+            L.assign(L.scale(x, 2.0), y)
+        with ConditionalBlock([L.logical_not(p)], is_scalar_condition=True).block():
+            L.assign(L.elementwise_mul(x, x), y)
+        loss = L.reduce_sum(y)
+        g1, = fluid.gradients([loss], [x])
+        g2, = fluid.gradients([loss], [x])
+    assert g1.name != g2.name
+    exe = fluid.Executor(fluid.CPUPlace())
+    xv = np.array([1.0, 2.0, 3.0])
+    for p_ in [True, False]:
+        a, b = exe.run(main, feed={"x": xv, "p": np.array([p_])}, fetch_list=[g1, g2])
+        np.testing.assert_array_equal(a, np.full(D, 2.0) if p_ else 2 * xv)
+        np.testing.assert_array_equal(b, a)
