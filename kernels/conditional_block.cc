@@ -33,16 +33,27 @@ constexpr const char* kRunEvent = "conditional_block::run";
 constexpr const char* kGradRunEvent = "conditional_block_grad::run";
 constexpr const char* kPrepareEvent = "conditional_block::prepare";
 
-// What one op keeps across runs: its block prepared for the kept scope, and its profiler args.
+// What one op keeps across runs: what its attributes and slot counts say (fixed for the life of a prepared op, so
+// read once: a run then does no attribute lookup), its block prepared for the kept scope, and its profiler args.
 struct BranchState {
+  const BlockDesc* block = nullptr;  // null until the first run
+  bool scalar = false;
+  int inputs = 0;
   PreparedBlocks blocks;
   const char* profile_args = nullptr;  // interned on the first profiled run
 };
 
-const BlockDesc& SubBlock(const ExecutionContext& ctx) {
+BranchState& State(const ExecutionContext& ctx) {
+  BranchState& st = ctx.State<BranchState>();
+  if (st.block) return st;
   const ProgramDesc* program = ctx.desc().program();
   FL_ENFORCE(program != nullptr, ctx.Type(), ": the op is not part of a program");
-  return *program->Block(static_cast<size_t>(ctx.Attr<BlockRef>("sub_block").idx));
+  st.scalar = ctx.Attr<bool>("is_scalar_condition");
+  FL_ENFORCE(!st.scalar || ctx.InputSize("Cond") == 1, ctx.Type(), ": is_scalar_condition needs exactly one Cond, got ",
+             ctx.InputSize("Cond"));
+  st.inputs = ctx.InputSize("Input");
+  st.block = program->Block(static_cast<size_t>(ctx.Attr<BlockRef>("sub_block").idx));
+  return st;
 }
 
 bool ReadBool(const Tensor& t) {
@@ -53,24 +64,21 @@ bool ReadBool(const Tensor& t) {
 }
 
 // Whether the block runs this time; `why` says why, for the log.
-bool NeedRun(const ExecutionContext& ctx, std::string* why) {
-  if (ctx.Attr<bool>("is_scalar_condition")) {
-    FL_ENFORCE(ctx.InputSize("Cond") == 1, ctx.Type(), ": is_scalar_condition needs exactly one Cond, got ",
-               ctx.InputSize("Cond"));
-    const std::string& name = ctx.InputName("Cond");
-    const Tensor* c = ctx.InputOrNull("Cond");
-    FL_ENFORCE(c != nullptr, ctx.Type(), ": Cond '", name, "' is not initialized (was it computed before this op?)");
-    FL_ENFORCE(c->dtype() == DType::BOOL && c->numel() == 1, ctx.Type(), ": Cond '", name,
+bool NeedRun(const ExecutionContext& ctx, const BranchState& st, std::string* why) {
+  if (st.scalar) {
+    const Tensor* c = ctx.InputVar("Cond")->GetTensor();
+    FL_ENFORCE(c && c->IsInitialized(), ctx.Type(), ": Cond '", ctx.InputName("Cond"),
+               "' is not initialized (was it computed before this op?)");
+    FL_ENFORCE(c->dtype() == DType::BOOL && c->numel() == 1, ctx.Type(), ": Cond '", ctx.InputName("Cond"),
                "' must be a bool tensor of one element (is_scalar_condition), got ", DTypeName(c->dtype()), " ",
                c->dims());
     const bool run = ReadBool(*c);
-    if (FL_VLOG_IS_ON(3)) *why = Str("Cond '", name, "' is ", run ? "true" : "false");
+    if (FL_VLOG_IS_ON(3)) *why = Str("Cond '", ctx.InputName("Cond"), "' is ", run ? "true" : "false");
     return run;
   }
   // Without a scalar condition: every Input tensor must hold something (arrays and other kinds are not counted).
-  for (int i = 0; i < ctx.InputSize("Input"); ++i) {
-    const Variable* v = ctx.InputVar("Input", i);
-    const Tensor* t = v->GetTensor();
+  for (int i = 0; i < st.inputs; ++i) {
+    const Tensor* t = ctx.InputVar("Input", i)->GetTensor();
     if (!t) continue;
     FL_ENFORCE(t->IsInitialized(), ctx.Type(), ": Input '", ctx.InputName("Input", i),
                "' is not initialized (was it computed before this op?)");
@@ -92,9 +100,9 @@ Scope& KeptScope(const ExecutionContext& ctx) {
   return *scopes->front();
 }
 
-const char* ProfileArgs(const ExecutionContext& ctx, BranchState& st, int block_idx) {
+const char* ProfileArgs(const ExecutionContext& ctx, BranchState& st) {
   if (!st.profile_args)
-    st.profile_args = Intern(Str("\"sub_block\":\"", block_idx, "\",\"cond\":\"",
+    st.profile_args = Intern(Str("\"sub_block\":\"", st.block->idx(), "\",\"cond\":\"",
                                  ctx.InputSize("Cond") > 0 ? ctx.InputName("Cond") : std::string(), "\""));
   return st.profile_args;
 }
@@ -112,18 +120,17 @@ void InferConditionalBlock(InferShapeContext& ctx) {
 }
 
 void RunConditionalBlock(const ExecutionContext& ctx) {
-  const BlockDesc& block = SubBlock(ctx);
+  BranchState& st = State(ctx);
   std::string why;
-  if (!NeedRun(ctx, &why)) {
-    FL_VLOG(3) << "Conditional block.idx = " << block.idx() << " does not run: " << why;
+  if (!NeedRun(ctx, st, &why)) {
+    FL_VLOG(3) << "Conditional block.idx = " << st.block->idx() << " does not run: " << why;
     return;
   }
   Scope& scope = KeptScope(ctx);
-  FL_VLOG(3) << "Conditional block.idx = " << block.idx() << ", scope = " << &scope << " runs: " << why;
-  BranchState& st = ctx.State<BranchState>();
+  FL_VLOG(3) << "Conditional block.idx = " << st.block->idx() << ", scope = " << &scope << " runs: " << why;
   RecordEvent ev(kRunEvent, "ConditionalBlock");
-  if (ev.active()) ev.SetArgs(ProfileArgs(ctx, st, block.idx()));
-  RunPreparedOps(st.blocks.Get(0, &scope, block, kPrepareEvent), ctx.place());
+  if (ev.active()) ev.SetArgs(ProfileArgs(ctx, st));
+  RunPreparedOps(st.blocks.Get(0, &scope, *st.block, kPrepareEvent), ctx.place());
 }
 
 // ------------------------------------------------------------------ the gradient
@@ -203,11 +210,12 @@ void LinkOutputGrads(const ExecutionContext& ctx, Scope& scope) {
 }
 
 void RunConditionalBlockGrad(const ExecutionContext& ctx) {
-  const BlockDesc& block = SubBlock(ctx);
-  const int inputs = ctx.InputSize("Input"), grads = ctx.OutputSize("Input@GRAD");
-  FL_ENFORCE(grads == 0 || grads == inputs, ctx.Type(), ": ", grads, " Input@GRAD for ", inputs, " Input");
+  BranchState& st = State(ctx);
+  const BlockDesc& block = *st.block;
+  const int grads = ctx.OutputSize("Input@GRAD");
+  FL_ENFORCE(grads == 0 || grads == st.inputs, ctx.Type(), ": ", grads, " Input@GRAD for ", st.inputs, " Input");
   std::string why;
-  const bool ran = NeedRun(ctx, &why);
+  const bool ran = NeedRun(ctx, st, &why);
   auto wanted = [&](int i) { return ctx.OutputName("Input@GRAD", i) != kEmptyVarName; };
   if (!ran) {
     FL_VLOG(3) << "Conditional Grad block.idx = " << block.idx() << " does not run (" << why
@@ -221,10 +229,9 @@ void RunConditionalBlockGrad(const ExecutionContext& ctx) {
              "' holds ", scopes->size(), " scopes (run the forward conditional_block first)");
   Scope& scope = *scopes->front();
   FL_VLOG(3) << "Conditional Grad block.idx = " << block.idx() << ", scope = " << &scope << " runs: " << why;
-  BranchState& st = ctx.State<BranchState>();
   {
     RecordEvent ev(kGradRunEvent, "ConditionalBlock");
-    if (ev.active()) ev.SetArgs(ProfileArgs(ctx, st, block.idx()));
+    if (ev.active()) ev.SetArgs(ProfileArgs(ctx, st));
     auto& ops = st.blocks.Get(0, &scope, block, kPrepareEvent);
     LinkOutputGrads(ctx, scope);
     RunPreparedOps(ops, ctx.place());

@@ -198,6 +198,13 @@ def test_the_scope_is_made_once_and_the_block_prepared_once():
     assert blocks[0] == blocks[2] != blocks[1] == blocks[3]
     assert blocks[0] == '"sub_block":"1","cond":"p"'
     assert blocks[1].startswith('"sub_block":"2","cond":"logical_not_')
+    # steady state: no memory kept or taken per run beyond what a flat program takes (the fetched results)
+    before = core.memory_stats()
+    for p in [True, False] * 5:
+        exe.run(main, feed=dict(feed, p=np.array([p])), fetch_list=[loss, gx, gw], scope=scope)
+    after = core.memory_stats()
+    assert after["bytes_in_use"] == before["bytes_in_use"]
+    assert after["num_system_allocs"] - before["num_system_allocs"] <= 10 * 3
 
 
 def test_a_new_scope_gets_its_block_prepared_again():
@@ -356,3 +363,31 @@ def test_a_second_gradients_pass_gets_its_own_gradients_through_the_branch():
         a, b = exe.run(main, feed={"x": xv, "p": np.array([p_])}, fetch_list=[g1, g2])
         np.testing.assert_array_equal(a, np.full(D, 2.0) if p_ else 2 * xv)
         np.testing.assert_array_equal(b, a)
+
+
+def test_a_sparse_gradient_inside_the_branch_comes_out_dense():
+    def grads(is_sparse):
+        main, startup = fluid.Program(), fluid.Program()
+        startup.random_seed = 2
+        with fluid.program_guard(main, startup):
+            ids = L.data(name="ids", shape=[-1, 1], dtype="int64", append_batch_size=False)
+            p = L.data(name="p", shape=[1], dtype="bool", append_batch_size=False)
+            y = main.global_block().create_var(name="y", dtype="float32")
+            with ConditionalBlock([p], is_scalar_condition=True).block():
+                emb = L.embedding(ids, size=[10, 4], is_sparse=is_sparse, param_attr=fluid.ParamAttr(name="E"))
+                L.assign(L.scale(emb, 2.0), y)
+            g, = fluid.gradients([L.reduce_sum(L.square(y))], [main.global_block().var("E")])
+        exe = fluid.Executor(fluid.CPUPlace())
+        scope = fluid.Scope()
+        exe.run(startup, scope=scope)
+        feed = {"ids": np.array([[1], [3], [1]], "int64")}
+        return [exe.run(main, feed=dict(feed, p=np.array([p_])), fetch_list=[g], scope=scope)[0]
+                for p_ in (True, False)], np.array(scope.find_var("E").get_tensor())
+    (dense_taken, dense_skipped), e = grads(False)
+    (sparse_taken, sparse_skipped), _ = grads(True)
+    want = np.zeros((10, 4), "float32")
+    for i in (1, 3, 1):
+        want[i] += 8 * e[i]  # d sum((2 e)^2) / d e
+    np.testing.assert_allclose(dense_taken, want, rtol=1e-6)
+    np.testing.assert_array_equal(sparse_taken, dense_taken)
+    assert sparse_skipped.shape == (10, 4) and not sparse_skipped.any() and not dense_skipped.any()
