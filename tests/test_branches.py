@@ -474,3 +474,57 @@ def test_training_through_ifelse_learns_a_piecewise_linear_map():
     params = {n: float(np.array(scope.find_var(n).get_tensor()).reshape(-1)[0]) for n in ("wp", "bp", "wn", "bn")}
     assert last[0] < 1e-3
     np.testing.assert_allclose([params["wp"], params["bp"], params["wn"], params["bn"]], [3, -1, -2, 0.5], atol=0.05)
+
+
+def test_an_inference_model_with_a_cond_saves_loads_and_runs_both_branches(tmp_path):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = L.data(name="x", shape=[4], dtype="float32")
+        p = L.less_than(L.reduce_sum(x), L.fill_constant([1], "float32", 0.0))
+        out = L.cond(p, lambda: L.fc(x, 3, act="relu"), lambda: L.fc(x, 3, act="tanh"))
+        test_program = main.clone(for_test=True)
+        fluid.optimizer.SGD(0.1).minimize(L.mean(out))
+    exe = _exe()
+    exe.run(startup)
+    xv = np.random.RandomState(0).randn(1, 4).astype("float32")
+    want = [exe.run(test_program, feed={"x": v}, fetch_list=[out])[0] for v in (xv, -xv)]
+    fluid.io.save_inference_model(str(tmp_path), ["x"], [out], exe, main)
+    program, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+    assert [op.type for op in program.global_block().ops].count("conditional_block") == 2
+    for v, w in zip((xv, -xv), want):
+        np.testing.assert_array_equal(exe.run(program, feed={feeds[0]: v}, fetch_list=fetches)[0], w)
+    assert not np.array_equal(want[0], want[1])  # one input takes each branch
+
+
+def test_cond_inside_a_static_rnn_step():
+    # each step's cond keeps its own scope inside that step's scope; gradients flow back through the steps
+    T, B, D = 4, 2, 3
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xs = L.data(name="xs", shape=[T, B, D], dtype="float64", append_batch_size=False)
+        xs.stop_gradient = False
+        flags = L.data(name="flags", shape=[T, 1], dtype="bool", append_batch_size=False)
+        rnn = L.StaticRNN()
+        with rnn.step():
+            x_t, f_t = rnn.step_input(xs), rnn.step_input(flags)
+            h = rnn.memory(shape=[-1, D], batch_ref=x_t, init_value=1.0)
+            nh = L.cond(f_t, lambda: L.elementwise_add(h, x_t), lambda: L.elementwise_mul(h, x_t))
+            rnn.update_memory(h, nh)
+            rnn.step_output(nh)
+        out = rnn()
+        loss = L.reduce_sum(out)
+        gx, = fluid.gradients([loss], [xs])
+    exe = _exe()
+    exe.run(startup)
+    xv = np.random.RandomState(9).randn(T, B, D)
+    for fv in ([1, 0, 1, 1], [0, 0, 1, 0], [1, 0, 1, 1]):
+        fl = np.array(fv, bool).reshape(T, 1)
+        feed = {"xs": xv, "flags": fl}
+        o, g = exe.run(main, feed=feed, fetch_list=[out, gx])
+        h, want = np.ones((B, D)), []
+        for t in range(T):  # step by step
+            h = h + xv[t] if fv[t] else h * xv[t]
+            want.append(h)
+        np.testing.assert_allclose(o, np.stack(want), rtol=1e-13)
+        num = _numeric_grad(lambda feed=feed: exe.run(main, feed=feed, fetch_list=[loss])[0][0], xv)
+        np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-8)
