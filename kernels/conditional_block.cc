@@ -41,6 +41,8 @@ struct BranchState {
   int inputs = 0;
   PreparedBlocks blocks;
   const char* profile_args = nullptr;  // interned on the first profiled run
+  const Scope* checked = nullptr;      // the kept scope last found alive, and the running scope's generation then
+  uint64_t checked_gen = 0;
 };
 
 BranchState& State(const ExecutionContext& ctx) {
@@ -91,12 +93,28 @@ bool NeedRun(const ExecutionContext& ctx, const BranchState& st, std::string* wh
   return true;
 }
 
+// The scope kept in `scopes` if it is still a live kid of the running scope, else null (never made, or deleted
+// behind the op's back: a caller that dropped the running scope's kids). The full check (the process-wide set of
+// live scopes) runs only when the running scope or an ancestor lost kids or variables since the last one
+// (Scope::generation), so a steady-state run pays a few relaxed loads.
+Scope* LiveKeptScope(const ExecutionContext& ctx, BranchState& st, const StepScopes& scopes) {
+  if (scopes.size() != 1) return nullptr;
+  Scope* s = scopes.front();
+  const uint64_t gen = ctx.scope().generation();
+  if (s == st.checked && gen == st.checked_gen) return s;
+  if (!Scope::IsAlive(s) || s->parent() != &ctx.scope()) return nullptr;
+  st.checked = s;
+  st.checked_gen = gen;
+  return s;
+}
+
 // The scope the block runs in: the one kept in the Scope variable, or a new kid of the running scope the first time.
-Scope& KeptScope(const ExecutionContext& ctx) {
+Scope& KeptScope(const ExecutionContext& ctx, BranchState& st) {
   StepScopes* scopes = ctx.OutputVar("Scope")->GetMutableStepScopes();
-  if (scopes->empty()) scopes->push_back(&ctx.scope().NewScope());
-  FL_ENFORCE(scopes->size() == 1, ctx.Type(), ": Scope '", ctx.OutputName("Scope"), "' holds ", scopes->size(),
+  FL_ENFORCE(scopes->size() <= 1, ctx.Type(), ": Scope '", ctx.OutputName("Scope"), "' holds ", scopes->size(),
              " scopes; a conditional block keeps one");
+  if (Scope* s = LiveKeptScope(ctx, st, *scopes)) return *s;
+  scopes->assign(1, &ctx.scope().NewScope());
   return *scopes->front();
 }
 
@@ -126,7 +144,7 @@ void RunConditionalBlock(const ExecutionContext& ctx) {
     FL_VLOG(3) << "Conditional block.idx = " << st.block->idx() << " does not run: " << why;
     return;
   }
-  Scope& scope = KeptScope(ctx);
+  Scope& scope = KeptScope(ctx, st);
   FL_VLOG(3) << "Conditional block.idx = " << st.block->idx() << ", scope = " << &scope << " runs: " << why;
   RecordEvent ev(kRunEvent, "ConditionalBlock");
   if (ev.active()) ev.SetArgs(ProfileArgs(ctx, st));
@@ -224,10 +242,10 @@ void RunConditionalBlockGrad(const ExecutionContext& ctx) {
       if (wanted(i)) ZeroInputGrad(ctx, i, ctx.OutputVar("Input@GRAD", i));
     return;
   }
-  const StepScopes* scopes = ctx.InputVar("Scope")->GetMutableStepScopes();
-  FL_ENFORCE(scopes->size() == 1, ctx.Type(), ": the branch ran (", why, ") but Scope '", ctx.InputName("Scope"),
-             "' holds ", scopes->size(), " scopes (run the forward conditional_block first)");
-  Scope& scope = *scopes->front();
+  Scope* kept = LiveKeptScope(ctx, st, *ctx.InputVar("Scope")->GetMutableStepScopes());
+  FL_ENFORCE(kept != nullptr, ctx.Type(), ": the branch ran (", why, ") but Scope '", ctx.InputName("Scope"),
+             "' holds no live scope of the forward conditional_block (run the forward op first)");
+  Scope& scope = *kept;
   FL_VLOG(3) << "Conditional Grad block.idx = " << block.idx() << ", scope = " << &scope << " runs: " << why;
   {
     RecordEvent ev(kGradRunEvent, "ConditionalBlock");

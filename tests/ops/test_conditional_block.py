@@ -391,3 +391,19 @@ def test_a_sparse_gradient_inside_the_branch_comes_out_dense():
     np.testing.assert_allclose(dense_taken, want, rtol=1e-6)
     np.testing.assert_array_equal(sparse_taken, dense_taken)
     assert sparse_skipped.shape == (10, 4) and not sparse_skipped.any() and not dense_skipped.any()
+
+
+def test_dropping_the_scopes_kids_between_runs_gives_the_block_a_new_scope():
+    rng = np.random.RandomState(5)
+    main, exe, scope, (y, loss, gx, gw) = _setup()
+    wv = np.array(scope.find_var("w").get_tensor())
+    for p in [True, False, True]:
+        xv, vv = rng.randn(N, D), rng.randn(N, D)
+        feed = {"x": xv, "p": np.array([p]), "v": vv}
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        scope.drop_kids()  # the program's temporaries and the blocks' scopes go; the next run makes them again
+        with fluid.profiler.profiler("CPU", profile_path=None, print_report=False):
+            got = exe.run(main, feed=feed, fetch_list=[y, loss, gx, gw], scope=scope)
+        for g, w_ in zip(got, _ref(xv, wv, vv, p)):
+            np.testing.assert_allclose(g, np.reshape(w_, np.shape(g)), rtol=1e-12, atol=1e-12)
+        assert [e["name"] for e in fluid.profiler.events()].count("conditional_block::prepare") == 2
