@@ -327,7 +327,8 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
     external = set()
     outer_grads = set()
     if target_block.idx != block.idx:
-        external = {_grad_name(n) for n in _leaf_outputs(block) | _outer_writes(block)}
+        # (under this pass's names: a second gradients() pass renames them)
+        external = {renames.get(g, g) for g in map(_grad_name, _leaf_outputs(block) | _outer_writes(block))}
         if loop:
             outer_grads = {renames.get(g, g) for g in (_grad_name(n) for n in _outer_writes(block))}
             external |= {g + OUTER_GRAD for g in outer_grads}

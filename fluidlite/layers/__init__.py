@@ -22,3 +22,5 @@ __all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor
            + metric_op.__all__ + loss.__all__
            + sequence_lod.__all__ + sequence_rnn.__all__
            + tensor_array.__all__)
+from .branches import *  # noqa: F401,F403,E402  (issue [6/10]: cond, case, switch_case, Switch, IfElse)
+__all__ += branches.__all__  # noqa: F405
