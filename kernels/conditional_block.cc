@@ -97,12 +97,20 @@ bool NeedRun(const ExecutionContext& ctx, const BranchState& st, std::string* wh
 // behind the op's back: a caller that dropped the running scope's kids). The full check (the process-wide set of
 // live scopes) runs only when the running scope or an ancestor lost kids or variables since the last one
 // (Scope::generation), so a steady-state run pays a few relaxed loads.
-Scope* LiveKeptScope(const ExecutionContext& ctx, BranchState& st, const StepScopes& scopes) {
+// The forward op's kept scope is a kid of the scope it ran in. The grad op runs there or below it: a While's grad
+// block runs in a grad scope nested in the iteration's step scope, so the grad op accepts a kid of any ancestor.
+bool KidOfRunningScope(const Scope* kept, const Scope& running, bool or_ancestor) {
+  for (const Scope* s = &running; s; s = or_ancestor ? s->parent() : nullptr)
+    if (kept->parent() == s) return true;
+  return false;
+}
+
+Scope* LiveKeptScope(const ExecutionContext& ctx, BranchState& st, const StepScopes& scopes, bool grad = false) {
   if (scopes.size() != 1) return nullptr;
   Scope* s = scopes.front();
   const uint64_t gen = ctx.scope().generation();
   if (s == st.checked && gen == st.checked_gen) return s;
-  if (!Scope::IsAlive(s) || s->parent() != &ctx.scope()) return nullptr;
+  if (!Scope::IsAlive(s) || !KidOfRunningScope(s, ctx.scope(), grad)) return nullptr;
   st.checked = s;
   st.checked_gen = gen;
   return s;
@@ -242,7 +250,7 @@ void RunConditionalBlockGrad(const ExecutionContext& ctx) {
       if (wanted(i)) ZeroInputGrad(ctx, i, ctx.OutputVar("Input@GRAD", i));
     return;
   }
-  Scope* kept = LiveKeptScope(ctx, st, *ctx.InputVar("Scope")->GetMutableStepScopes());
+  Scope* kept = LiveKeptScope(ctx, st, *ctx.InputVar("Scope")->GetMutableStepScopes(), /*grad=*/true);
   FL_ENFORCE(kept != nullptr, ctx.Type(), ": the branch ran (", why, ") but Scope '", ctx.InputName("Scope"),
              "' holds no live scope of the forward conditional_block (run the forward op first)");
   Scope& scope = *kept;

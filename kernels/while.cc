@@ -33,6 +33,11 @@ namespace {
 
 constexpr const char* kGradScopeVar = "@WHILE_GRAD_SCOPE@";  // in a step scope: [its grad scope]
 
+// Where an iteration keeps the value an outer variable had when the iteration began (in its step scope). The
+// body's grad ops read it under this name (MakeWhileGrad renames their reads), from the grad scope and from any
+// scope nested in the step scope (a branch's, an inner loop's), while the forward ops keep reading the variable.
+std::string SnapshotName(const std::string& name) { return name + "@SNAPSHOT"; }
+
 const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   const ProgramDesc* program = ctx.desc().program();
   FL_ENFORCE(program != nullptr, ctx.Type(), ": the op is not part of a program");
@@ -185,17 +190,14 @@ void RunWhile(const ExecutionContext& ctx) {
     Scope* s = st.StepScope(slot, parent);
     auto& ops = st.body.Get(slot, s, block, "while::prepare_step");
     st.ResetLocalArrays(slot, s);
-    if (!snapshots.empty()) {
-      Scope* g = st.grads.Get(slot, s);
-      for (auto& [name, var] : snapshots) {
-        const Tensor* t = var->GetTensor();
-        Tensor* copy = g->Var(*name)->GetMutableTensor();
-        if (t && t->IsInitialized()) {
-          TensorCopy(*t, place, copy);
-          copy->set_lod(t->lod());
-        } else {
-          copy->Clear();
-        }
+    for (auto& [name, var] : snapshots) {
+      const Tensor* t = var->GetTensor();
+      Tensor* copy = s->Var(SnapshotName(*name))->GetMutableTensor();
+      if (t && t->IsInitialized()) {
+        TensorCopy(*t, place, copy);
+        copy->set_lod(t->lod());
+      } else {
+        copy->Clear();
       }
     }
     if (!is_test) used.push_back(s);
@@ -331,6 +333,17 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   }
 }
 
+void RenameReadsToSnapshots(const ProgramDesc& program, int block_idx, const std::vector<std::string>& names) {
+  const BlockDesc& block = *program.Block(static_cast<size_t>(block_idx));
+  for (auto& op : block.AllOps()) {
+    if (op->HasAttr("sub_block")) {
+      RenameReadsToSnapshots(program, op->Attr<BlockRef>("sub_block").idx, names);
+      continue;
+    }
+    for (auto& name : names) op->RenameInput(name, SnapshotName(name));
+  }
+}
+
 // while_grad reads the forward inputs and outputs, the step scopes and the gradients that the grad block reads
 // before writing them and that no forward variable defines (the loop outputs' gradients, from after the loop);
 // it writes the gradients of the inputs the grad block computes, and of every loop-carried value.
@@ -364,6 +377,19 @@ void MakeWhileGrad(GradOpMaker& g) {
   for (size_t i = 0; i < xs.size(); ++i)
     if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !carried.count(xs[i]))
       x_grads[i] = kEmptyVarName;  // the body computes no gradient for it
+  // The grad ops read the snapshots of the outer tensors the body overwrites, in the grad block and in the grad
+  // blocks nested in it (a branch's, an inner loop's); ops with a sub-block keep their slots' names.
+  const BodyFacts facts(body);
+  if (!facts.snapshots.empty()) {
+    BlockDesc* mutable_body = program->Block(static_cast<size_t>(body.idx()));
+    for (auto& name : facts.snapshots) {
+      const VarDesc* v = body.FindVarRecursive(name);
+      VarDesc* snap = mutable_body->Var(SnapshotName(name));
+      snap->set_dtype(v->dtype());
+      snap->set_shape(v->shape());
+    }
+    RenameReadsToSnapshots(*program, g.GradBlocks()[0], facts.snapshots);
+  }
   OpDesc& op = g.NewOp("while_grad");
   op.SetInput("X", g.Input("X"));
   op.SetInput("Out", g.Output("Out"));

@@ -328,6 +328,8 @@ REBUILDS |= {"write_to_array", "read_from_array", "lod_array_length"}
 # Branches ([6/10]): the LoD of what the block writes, of the selected input, of the split or merged items
 # (tests/ops/test_conditional_block.py, test_select_input_output.py, test_split_merge_lod_tensor.py).
 REBUILDS |= {"conditional_block", "select_input", "select_output", "split_lod_tensor", "merge_lod_tensor"}
+# Loops ([6/10]): the body's own ops write the LoD of what it writes (tests/ops/test_while.py, test_dynamic_rnn.py).
+REBUILDS |= {"while"}
 # Ops with no tensor input that could carry sequences (or only parameters/optimizer state): nothing to pass on.
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",

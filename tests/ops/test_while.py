@@ -313,3 +313,88 @@ def test_loop_over_tensor_arrays_matches_python_with_gradients():
     for name, analytic in zip(["x", "w", "u"], outs_[1:]):
         np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
                                    err_msg="gradient of " + name)
+
+
+def test_branch_inside_a_loop_matches_python_with_gradients():
+    """for t in range(4): h = tanh(h w) if t is even else h * 0.5 + x; loss = sum(h^2) (layers.cond in a While)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [2, 3], "float64")
+        w = fluid.data("w", [3, 3], "float64")
+        x.stop_gradient = w.stop_gradient = False
+        i = layers.fill_constant([1], "int64", 0)
+        n = layers.fill_constant([1], "int64", 4)
+        two = layers.fill_constant([1], "int64", 2)
+        zero = layers.fill_constant([1], "int64", 0)
+        h = layers.assign(x)
+        cond = layers.less_than(i, n)
+        loop = layers.While(cond)
+        with loop.block():
+            even = layers.logical_or(layers.equal(i, zero), layers.equal(i, two))
+            new_h = layers.cond(even, lambda: layers.tanh(layers.matmul(h, w)),
+                                lambda: layers.elementwise_add(layers.scale(h, 0.5), x))
+            layers.assign(new_h, h)
+            layers.increment(i, in_place=True)
+            layers.less_than(i, n, cond=cond)
+        loss = layers.reduce_sum(layers.elementwise_mul(h, h))
+        grads = fluid.gradients([loss], [x, w])
+    feed = {"x": RNG.randn(2, 3), "w": RNG.randn(3, 3) * 0.5}
+
+    def reference(x, w):
+        h = x
+        for t in range(4):
+            h = np.tanh(h @ w) if t % 2 == 0 else h * 0.5 + x
+        return np.sum(h * h)
+
+    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
+    np.testing.assert_allclose(outs[0], reference(**feed), rtol=1e-12)
+    for name, analytic in zip(["x", "w"], outs[1:]):
+        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
+                                   err_msg="gradient of " + name)
+
+
+def test_inner_loop_reads_the_outer_iterations_value():
+    """for a in range(3): s = 0; (for c in range(2): s = s + tanh(h w)); h = 0.5 s + x -- the inner loop only reads
+    h, which the outer body overwrites after it: its gradient must see each outer iteration's h."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [2, 3], "float64")
+        w = fluid.data("w", [3, 3], "float64")
+        x.stop_gradient = w.stop_gradient = False
+        m = layers.fill_constant([1], "int64", 3)
+        k = layers.fill_constant([1], "int64", 2)
+        a = layers.fill_constant([1], "int64", 0)
+        h = layers.assign(x)
+        outer_cond = layers.less_than(a, m)
+        outer = layers.While(outer_cond)
+        with outer.block():
+            c = layers.fill_constant([1], "int64", 0)
+            s = layers.fill_constant([2, 3], "float64", 0.0)
+            s.stop_gradient = False
+            inner_cond = layers.less_than(c, k)
+            inner = layers.While(inner_cond)
+            with inner.block():
+                layers.assign(layers.elementwise_add(s, layers.tanh(layers.matmul(h, w))), s)
+                layers.increment(c, in_place=True)
+                layers.less_than(c, k, cond=inner_cond)
+            layers.assign(layers.elementwise_add(layers.scale(s, 0.5), x), h)
+            layers.increment(a, in_place=True)
+            layers.less_than(a, m, cond=outer_cond)
+        loss = layers.reduce_sum(layers.elementwise_mul(h, h))
+        grads = fluid.gradients([loss], [x, w])
+    feed = {"x": RNG.randn(2, 3), "w": RNG.randn(3, 3) * 0.5}
+
+    def reference(x, w):
+        h = x
+        for _ in range(3):
+            s = np.zeros((2, 3))
+            for _ in range(2):
+                s = s + np.tanh(h @ w)
+            h = 0.5 * s + x
+        return np.sum(h * h)
+
+    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
+    np.testing.assert_allclose(outs[0], reference(**feed), rtol=1e-12)
+    for name, analytic in zip(["x", "w"], outs[1:]):
+        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
+                                   err_msg="gradient of " + name)
