@@ -72,6 +72,7 @@ void InferLoDTensorToArray(InferShapeContext& ctx) {
 }
 
 void RunLoDTensorToArray(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const Tensor& x = ctx.Input("X");
   const LoDRankTable& table = InputRankTable(ctx);
   const size_t level = table.coarse_lod.size();
@@ -125,6 +126,7 @@ void InferArrayToLoDTensor(InferShapeContext& ctx) {
 }
 
 void RunArrayToLoDTensor(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const TensorList& x = InputArray(ctx, "X");
   const LoDRankTable& table = InputRankTable(ctx);
   const std::vector<size_t> active = ActiveCounts(table);
