@@ -225,7 +225,7 @@ def reference_search(starts, beam_size, steps, dtype, is_accumulated):
     history = []
     for _ in range(steps):
         step = []
-        for s, source in enumerate(hyps):
+        for source in hyps:
             cands = []
             for h, (tokens, score) in enumerate(source):
                 if tokens[-1] == END:
@@ -355,12 +355,15 @@ def test_layer_type_errors():
 
 
 def test_build_time_errors():
-    with pytest.raises(fluid.core.EnforceNotMet, match=r"op beam_search: attribute 'beam_size' = 0 is invalid: must be >= 1"):
+    with pytest.raises(fluid.core.EnforceNotMet,
+                       match=r"op beam_search: attribute 'beam_size' = 0 is invalid: must be >= 1"):
         build(beam_size=0)
-    with pytest.raises(fluid.core.EnforceNotMet, match=r"op beam_search: attribute 'level' = -1 is invalid: must be >= 0"):
+    with pytest.raises(fluid.core.EnforceNotMet,
+                       match=r"op beam_search: attribute 'level' = -1 is invalid: must be >= 0"):
         build(level=-1)
     with pytest.raises(fluid.core.EnforceNotMet,
-                       match=r"beam_search: ids 'ids' \[-1, 4\] and scores 'scores' \[-1, 3\] must have the same shape"):
+                       match=r"beam_search: ids 'ids' \[-1, 4\] and scores 'scores' \[-1, 3\] must have the same "
+                             r"shape"):
         build(ids_width=4)
     with pytest.raises(fluid.core.EnforceNotMet,
                        match=r"beam_search: pre_scores 'pre_scores' \[-1, 1\] is float32 but scores 'scores' "
