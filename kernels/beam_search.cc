@@ -45,6 +45,35 @@ void Insert(std::vector<Candidate<T>>& beam, const Candidate<T>& c, size_t beam_
   beam[k] = c;
 }
 
+// The first d in [d, n) for which keep(x[d]) holds (the candidates before it cannot enter the beam), tested in
+// blocks of 16 without an early exit so the test vectorises.
+template <typename T, typename Keep>
+int64_t NextCandidate(const T* x, int64_t d, int64_t n, Keep keep) {
+  constexpr int64_t kBlock = 16;
+  for (; d + kBlock <= n; d += kBlock) {
+    bool any = false;
+    for (int64_t j = 0; j < kBlock; ++j) any |= keep(x[d + j]);
+    if (any) break;
+  }
+  while (d < n && !keep(x[d])) ++d;
+  return d;
+}
+
+// For probabilities (is_accumulated false): a bound below which a probability p >= 0 cannot enter a full beam whose
+// last score is `last`, i.e. pre_score + log(p) < last as computed in T. From log(p) < last - pre - m, with the margin
+// m (in log space) covering std::log's error (< 1 ulp of log(p), |log(p)| <= 104 for float, 745 for double) and the
+// rounding of the sum, eight times over. Rounded down to a T.
+template <typename T>
+T ProbabilityBound(T last, T pre) {
+  const double eps = sizeof(T) == 4 ? 0x1p-20 : 0x1p-49, range = sizeof(T) == 4 ? 110 : 750;
+  const double x =
+      static_cast<double>(last) - pre - eps * (std::fabs(static_cast<double>(last)) + std::fabs(pre) + range);
+  const double bound = std::exp(x);
+  T b = static_cast<T>(bound);
+  if (static_cast<double>(b) > bound) b = std::nextafter(b, T(0));
+  return b;
+}
+
 void EnforceDType(const InferShapeContext& ctx, const char* slot, std::initializer_list<DType> allowed,
                   const char* what) {
   const DType dt = ctx.InputDType(slot);
@@ -128,6 +157,18 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
         const T* row = scores + r * width;
         const int64_t* row_ids = ids ? ids + r * width : nullptr;
         for (int64_t d = 0; d < width; ++d) {
+          if (beam.size() == beam_size) {
+            // Rows come in order, so a candidate not below the last kept one is exactly one whose score is not
+            // below its score: skip ahead over the others without computing their scores.
+            const T last = beam.back().score;
+            if (is_accumulated) {
+              d = NextCandidate(row, d, width, [last](T x) { return !(x < last); });
+            } else {
+              const T bound = ProbabilityBound(last, pre_score);
+              d = NextCandidate(row, d, width, [bound](T p) { return !(p >= T(0) && p < bound); });
+            }
+            if (d == width) break;
+          }
           const T score = is_accumulated ? row[d] : pre_score + std::log(row[d]);
           Insert(beam, Candidate<T>{r, row_ids ? row_ids[d] : d, score}, beam_size);
         }
