@@ -11,35 +11,15 @@ with the other processes' load); fluidlite's are the op events' durations, PyTor
 same work. The selections are checked against each other before timing.
 """
 import argparse
-import time
+import os
+import sys
 
 import numpy as np
 
 import fluidlite as fluid
 
-
-def op_times(main, feed, fetch, names, runs):
-    """The fastest call of each op type in `names`, in ms, from the profiler's events over `runs` runs."""
-    exe = fluid.Executor(fluid.CPUPlace())
-    for _ in range(3):
-        exe.run(main, feed=feed, fetch_list=fetch, return_numpy=False)
-    fluid.profiler.start_profiler("CPU")
-    for _ in range(runs):
-        exe.run(main, feed=feed, fetch_list=fetch, return_numpy=False)
-    fluid.profiler.stop_profiler(print_report=False, profile_path="/tmp/beam_search_bench.trace")
-    evs = fluid.profiler.events()
-    return {n: min(e["dur_ns"] for e in evs if e["name"] == n) / 1e6 for n in names}
-
-
-def wall_ms(fn, runs):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts) * 1e3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sequence_misc_ops import op_times, wall_ms  # noqa: E402
 
 
 def beam_search_program(width, with_ids):
@@ -71,7 +51,7 @@ def bench_beam_search(rng, runs, torch, with_ids):
     # Check: each source keeps the beam_size best scores of its whole [beam, V] block.
     best = np.sort(-full.reshape(BATCH, -1), axis=1)[:, :BEAM]
     np.testing.assert_allclose(np.sort(-np.array(got[1]).reshape(BATCH, BEAM), axis=1), best, rtol=1e-6)
-    ours = op_times(main, feed, fetch, ["beam_search"], runs)["beam_search"]
+    ours = op_times(main, feed, fetch[2:], ["beam_search"], runs)["beam_search"]  # parent_idx: no LoD to fetch
     theirs = None
     if torch is not None:
         t = torch.from_numpy(scores.reshape(BATCH, -1))
