@@ -13,6 +13,7 @@
 // parent_idx: the input row (prefix) of each output row, for gathering the decoder's states. No gradient.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "helpers/lod.h"
@@ -73,6 +74,19 @@ T ProbabilityBound(T last, T pre) {
   if (static_cast<double>(b) > bound) b = std::nextafter(b, T(0));
   return b;
 }
+
+// The op's buffers, kept across runs (a decoder runs the op once per step): each source's beam, and the next output
+// row of each prefix.
+struct BeamSearchState {
+  std::vector<std::vector<Candidate<float>>> beams_f;
+  std::vector<std::vector<Candidate<double>>> beams_d;
+  std::vector<size_t> next_row;
+  template <typename T>
+  std::vector<std::vector<Candidate<T>>>& Beams() {
+    if constexpr (std::is_same_v<T, float>) return beams_f;
+    else return beams_d;
+  }
+};
 
 void EnforceDType(const InferShapeContext& ctx, const char* slot, std::initializer_list<DType> allowed,
                   const char* what) {
@@ -142,11 +156,14 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
   // The kept candidates of each source, best first. Sources are independent: split over the pool when the
   // candidates are many (a large vocabulary without a top_k before this op).
   const int64_t num_sources = SequenceCount(sources);
-  std::vector<std::vector<Candidate<T>>> beams(num_sources);
+  BeamSearchState& state = ctx.State<BeamSearchState>();
+  std::vector<std::vector<Candidate<T>>>& beams = state.Beams<T>();
+  if (static_cast<int64_t>(beams.size()) < num_sources) beams.resize(num_sources);
   const int64_t grain = std::max<int64_t>(1, num_sources * kMinParallelElements / std::max<int64_t>(1, rows * width));
   ParallelFor(num_sources, grain, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       std::vector<Candidate<T>>& beam = beams[s];
+      beam.clear();
       beam.reserve(beam_size);
       for (int64_t r = sources[s]; r < static_cast<int64_t>(sources[s + 1]); ++r) {
         const T pre_score = pre_scores[r];
@@ -183,8 +200,8 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
 
   // Lay the kept candidates out prefix by prefix: a stable counting sort by row within each source.
   std::vector<size_t> prefix_offsets(rows + 1, 0);
-  for (const auto& beam : beams)
-    for (const Candidate<T>& c : beam) ++prefix_offsets[c.row + 1];
+  for (int64_t s = 0; s < num_sources; ++s)
+    for (const Candidate<T>& c : beams[s]) ++prefix_offsets[c.row + 1];
   for (int64_t r = 0; r < rows; ++r) prefix_offsets[r + 1] += prefix_offsets[r];
   const int64_t kept = static_cast<int64_t>(prefix_offsets[rows]);
   Tensor* ids_out = ctx.Output("selected_ids");
@@ -193,7 +210,8 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
   int64_t* out_ids = ids_out->mutable_data<int64_t>(DDim{kept, 1}, ctx.place());
   T* out_scores = scores_out->mutable_data<T>(DDim{kept, 1}, ctx.place());
   int32_t* parents = parent_out ? parent_out->mutable_data<int32_t>(DDim{kept}, ctx.place()) : nullptr;
-  std::vector<size_t> next(prefix_offsets.begin(), prefix_offsets.end() - 1);
+  std::vector<size_t>& next = state.next_row;
+  next.assign(prefix_offsets.begin(), prefix_offsets.end() - 1);
   int64_t pruned = 0;
   for (int64_t s = 0; s < num_sources; ++s) {
     pruned += beams[s].empty() && sources[s + 1] > sources[s];
