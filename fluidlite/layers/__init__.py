@@ -1,6 +1,7 @@
 """fluid.layers: functions that append ops to the current program (Fluid 1.x names and arguments)."""
 from . import control_flow, conv, io, learning_rate_scheduler, math_op_patch, nn, norm, ops, tensor  # noqa: F401
 from . import loss, metric_op, sequence_lod, sequence_rnn  # noqa: F401
+from . import tensor_array  # noqa: F401
 from .control_flow import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .io import *  # noqa: F401,F403
@@ -13,12 +14,14 @@ from .metric_op import *  # noqa: F401,F403
 from .sequence_rnn import *  # noqa: F401,F403
 from .sequence_lod import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
+from .tensor_array import *  # noqa: F401,F403
 
 __all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor.__all__
            + learning_rate_scheduler.__all__ + conv.__all__
            + norm.__all__
            + metric_op.__all__ + loss.__all__
-           + sequence_lod.__all__ + sequence_rnn.__all__)
+           + sequence_lod.__all__ + sequence_rnn.__all__
+           + tensor_array.__all__)
 from . import beam_search as _beam_search_layers  # noqa: E402 (its layer beam_search then shadows the module name)
 from .beam_search import *  # noqa: E402,F401,F403
 __all__ += _beam_search_layers.__all__
