@@ -1,14 +1,15 @@
-"""Times one beam_search step and gather_tree at decoder-like sizes, from fluidlite's own profiler events, beside
-PyTorch doing the same selection the batched way (BeamSearchDecoder's: scores viewed as [batch, beam * V], topk) and
-numpy tracing the beams back step by step.
+"""Times one beam_search step, beam_search_decode and gather_tree at decoder-like sizes, from fluidlite's own profiler
+events, beside PyTorch doing the same selection the batched way (BeamSearchDecoder's: scores viewed as [batch,
+beam * V], topk) and numpy tracing the beams back step by step.
 
     PYTHONPATH=. python benchmarks/beam_search.py [--runs 30] [--threads 2] [--batch 32] [--beam 4] [--vocab 10000]
 
 Cases: beam_search over the whole vocabulary (no ids: each prefix's V scores, is_accumulated), beam_search after a
-top_k of beam_size per prefix (ids given, the book's machine_translation decoder), and gather_tree over [T=50, batch,
-beam]. Each figure is the fastest of --runs calls after warm-up (the minimum: on a shared machine the median moves
-with the other processes' load); fluidlite's are the op events' durations, PyTorch's and numpy's the wall time of the
-same work. The selections are checked against each other before timing.
+top_k of beam_size per prefix (ids given, the book's machine_translation decoder), beam_search_decode of a 30-step
+search, and gather_tree over [T=50, batch, beam]. Each figure is the fastest of --runs calls after warm-up (the
+minimum: on a shared machine the median moves with the other processes' load); fluidlite's are the op events'
+durations, PyTorch's and numpy's the wall time of the same work. The selections are checked against each other before
+timing.
 """
 import argparse
 import os
@@ -66,6 +67,43 @@ def bench_beam_search(rng, runs, torch, with_ids):
     return label, ours, theirs, "torch topk over [batch, beam*V]"
 
 
+def bench_beam_search_decode(rng, runs, steps=30):
+    """A search of `steps` top_k'd steps over random scores (ended prefixes and pruned sources included), then the
+    decode of its arrays."""
+    main, fetch = beam_search_program(BEAM, True)
+    exe = fluid.Executor(fluid.CPUPlace())
+    lod = [[1] * BATCH, [1] * BATCH]
+    pre_ids = fluid.create_lod_tensor(np.ones((BATCH, 1), "int64"), lod, fluid.CPUPlace())
+    pre_scores = fluid.create_lod_tensor(np.zeros((BATCH, 1), "float32"), lod, fluid.CPUPlace())
+    entries = [(pre_ids, pre_scores)]
+    for _ in range(steps):
+        rows = np.array(pre_ids).shape[0]
+        if rows == 0:
+            break
+        ids = rng.randint(0, 50, (rows, BEAM)).astype("int64")  # id 0 (END) ends about one candidate in 50
+        scores = np.array(pre_scores) + np.log(rng.uniform(0.05, 1, (rows, BEAM))).astype("float32")
+        plod = pre_ids.recursive_sequence_lengths()
+        pre_ids, pre_scores, _ = exe.run(main, feed={"pre_ids": pre_ids, "pre_scores": pre_scores,
+                                                     "ids": (ids, plod), "scores": (scores, plod)},
+                                         fetch_list=fetch, return_numpy=False)
+        entries.append((pre_ids, pre_scores))
+    decode = fluid.Program()
+    with fluid.program_guard(decode, fluid.Program()):
+        ids_array, scores_array = fluid.layers.create_array("int64"), fluid.layers.create_array("float32")
+        feed = {}
+        for t, (i, s) in enumerate(entries):
+            index = fluid.layers.fill_constant([1], "int64", t)
+            fluid.layers.array_write(fluid.data("ids_%d" % t, [-1, 1], "int64", lod_level=2), index, ids_array)
+            fluid.layers.array_write(fluid.data("scores_%d" % t, [-1, 1], "float32", lod_level=2), index,
+                                     scores_array)
+            feed["ids_%d" % t], feed["scores_%d" % t] = i, s
+        out = fluid.layers.beam_search_decode(ids_array, scores_array, BEAM, END)
+    got = exe.run(decode, feed=feed, fetch_list=list(out), return_numpy=False)
+    assert got[0].recursive_sequence_lengths()[0] == [BEAM] * BATCH
+    ours = op_times(decode, feed, [], ["beam_search_decode"], runs)["beam_search_decode"]
+    return "beam_search_decode, %d steps x %d sources x %d" % (len(entries), BATCH, BEAM), ours, None, ""
+
+
 def bench_gather_tree(rng, runs, steps=50):
     ids = rng.randint(0, VOCAB, (steps, BATCH, BEAM)).astype("int64")
     parents = rng.randint(0, BEAM, (steps, BATCH, BEAM)).astype("int64")
@@ -106,7 +144,7 @@ def main():
         torch = None
     rng = np.random.RandomState(0)
     rows = [bench_beam_search(rng, args.runs, torch, False), bench_beam_search(rng, args.runs, torch, True),
-            bench_gather_tree(rng, args.runs)]
+            bench_beam_search_decode(rng, args.runs), bench_gather_tree(rng, args.runs)]
     print("%-48s %12s %12s  %s" % ("case (threads=%d)" % args.threads, "fluidlite ms", "reference ms", "reference"))
     for label, ours, theirs, ref in rows:
         print("%-48s %12.4f %12s  %s" % (label, ours, "-" if theirs is None else "%.4f" % theirs, ref))
