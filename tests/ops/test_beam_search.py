@@ -470,3 +470,11 @@ def test_run_time_errors():
     main2, outs2 = build(with_ids=False)
     got = run_errors(main2, outs2, {k: v for k, v in feed([[2, 2], [1, 1, 1, 1]]).items() if k != "ids"})
     assert np.array(got[0]).max() < 3  # without ids, a candidate's id is its index
+
+
+def test_glog_line(capfd):
+    capfd.readouterr()
+    with fluid.log.vlog_guard(vmodule="beam_search=3"):
+        run_step([0, 0, 5], [1, 2, 0], np.array([[0, 0], [0, 0], [3, 4]]), [[2, 1], [1, 1, 1]], 2)
+    err = capfd.readouterr().err
+    assert "beam_search.cc" in err and "beam_search: 2 sources, 3 prefixes -> 2 candidates kept, 1 sources pruned" in err
