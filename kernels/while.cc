@@ -272,7 +272,10 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   // What each output gradient is for the iteration being run: the supplied one for the last iteration, then the
   // loop-carried gradient the iteration after it computed (or zeros, where that iteration overwrote the value
   // without reading it).
-  std::vector<const Variable*> og(outside_og.size(), nullptr);
+  // Tensor arrays pass from one iteration's grad scope to the next by moving the entry list (owned[j]: og[j] is
+  // a grad scope's variable, free to move from), so a long loop does not copy a long array every iteration.
+  std::vector<Variable*> og(outside_og.size(), nullptr);
+  std::vector<bool> owned(outside_og.size(), false);
   std::vector<Variable> zeros(outside_og.size());
   for (size_t j = 0; j < outside_og.size(); ++j) og[j] = parent.FindVar(outside_og[j]);
   std::vector<std::vector<const Variable*>> parts(x_grads.size());
@@ -286,7 +289,13 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       if (!og[j]) continue;
       if (k == n - 1 && !og[j]->IsTensorList() && !(og[j]->GetTensor() && og[j]->GetTensor()->IsInitialized()))
         ZeroLikeForward(*g, outside_og[j], place, parent.FindVar(outside_og[j])->GetMutableTensor());
-      ShareVariable(*og[j], g->Var(inside_og[j]));
+      Variable* inner = g->Var(inside_og[j]);
+      if (owned[j] && og[j]->IsTensorList() && og[j] != inner) {
+        *inner->GetMutableTensorList() = std::move(*og[j]->GetMutableTensorList());
+        og[j]->GetMutableTensorList()->clear();
+      } else if (og[j] != inner) {
+        ShareVariable(*og[j], inner);
+      }
     }
     // Each input's gradient is this iteration's own: a variable of the grad scope, emptied of the last run's.
     for (size_t i = 0; i < x_grads.size(); ++i) {
@@ -310,7 +319,11 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       const size_t j = static_cast<size_t>(carried[i]);
       if (inner && (inner->IsTensorList() || st.written->count(name))) {
         og[j] = inner;
-      } else if (og[j] && !og[j]->IsTensorList()) {  // overwritten without being read: no gradient passes
+        owned[j] = true;
+      } else if (og[j] && og[j]->IsTensorList()) {  // the array's gradient passes on as it came in
+        og[j] = g->FindLocalVar(inside_og[j]);
+        owned[j] = true;
+      } else if (og[j]) {  // overwritten without being read: no gradient passes
         const Tensor* like = og[j]->GetTensor();
         Tensor* z = zeros[j].GetMutableTensor();
         if (like && like->IsInitialized()) FillZerosLike(*like, place, z);
@@ -323,8 +336,12 @@ void RunWhileGrad(const ExecutionContext& ctx) {
     Variable* outer = parent.FindVar(x_grads[i]);
     FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
     if (carried[i] >= 0) {  // the gradient of the value the loop started from
-      const Variable* src = og[static_cast<size_t>(carried[i])];
-      if (src && src != outer) ShareVariable(*src, outer);
+      const size_t j = static_cast<size_t>(carried[i]);
+      Variable* src = og[j];
+      if (src && src != outer && owned[j] && src->IsTensorList())
+        *outer->GetMutableTensorList() = std::move(*src->GetMutableTensorList());
+      else if (src && src != outer)
+        ShareVariable(*src, outer);
       continue;
     }
     // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
