@@ -91,7 +91,7 @@ def render(rows):
         "so, for example:",
         "",
         "```",
-        "AttributeError: %s" % _compat.message("fluid.layers.DynamicRNN"),
+        "AttributeError: %s" % _compat.message("fluid.DistributeTranspiler"),
         "```",
         "",
         "A name in several modules (`fluid.Program` and `fluid.framework.Program`) is counted in each.",

@@ -555,3 +555,11 @@ class DynamicRNN:
     def _assert_in_rnn_block_(self, method):
         if self.status != DynamicRNN.IN_RNN:
             raise ValueError("{0} can only be invoked inside rnn block.".format(method))
+
+
+# Fluid 1.8 defines the branches and the tensor-array layers in control_flow.py too: programs that name them
+# through fluid.layers.control_flow (ConditionalBlock, array_write, ...) find them here.
+from .branches import ConditionalBlock, IfElse, Switch, case, cond, switch_case  # noqa: E402,F401
+from .tensor_array import (array_length, array_read, array_to_lod_tensor, array_write, create_array,  # noqa: E402,F401
+                           lod_rank_table, lod_tensor_to_array, max_sequence_len, reorder_lod_tensor_by_rank,
+                           shrink_memory, tensor_array_to_tensor)

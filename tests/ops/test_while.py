@@ -106,6 +106,7 @@ def test_gradients_match_central_differences_for_data_dependent_trip_counts(n):
         numeric = _numeric_grad(exe, main, feed, name, loss, scope)
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9, err_msg="gradient of " + name)
     op_test.record_checked("grad", "while")
+    op_test.record_checked("output", "while_grad")  # its values are the gradients just compared
 
 
 def test_step_scopes_are_reused_across_runs_of_changing_length():
