@@ -340,8 +340,7 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       Variable* src = og[j];
       if (src && src != outer && owned[j] && src->IsTensorList())
         *outer->GetMutableTensorList() = std::move(*src->GetMutableTensorList());
-      else if (src && src != outer)
-        ShareVariable(*src, outer);
+      else if (src && src != outer) ShareVariable(*src, outer);
       continue;
     }
     // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
