@@ -266,10 +266,38 @@ def _one_hot(op_type, caller, input, depth, allow_out_of_range):
 
 
 def slice(input, axes, starts, ends):
-    """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp."""
+    """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp. `starts` and
+    `ends` are lists of ints, lists that hold 1-element int Variables too, or 1-D int Variables (read at run time;
+    the size of such an axis is then unknown at build time)."""
     check_variable("slice", "input", input)
-    return _simple("slice", {"Input": [input]}, {"axes": [int(a) for a in axes], "starts": [int(s) for s in starts],
-                                                  "ends": [int(e) for e in ends]})
+    axes = [int(a) for a in axes]
+    inputs, attrs = {"Input": [input]}, {"axes": axes}
+    infer_flags = [1] * len(axes)
+    for arg, bounds in (("starts", starts), ("ends", ends)):
+        slot = "Starts" if arg == "starts" else "Ends"
+        if isinstance(bounds, Variable):
+            bounds.stop_gradient = True
+            inputs[slot + "Tensor"] = [bounds]
+            attrs[arg] = [-1] * len(axes)
+            infer_flags = [-1] * len(axes)
+        elif isinstance(bounds, (list, tuple)):
+            if any(isinstance(b, Variable) for b in bounds):
+                from .tensor import fill_constant
+                tensors = []
+                for i, b in enumerate(bounds):
+                    if isinstance(b, Variable):
+                        b.stop_gradient = True
+                        tensors.append(b)
+                        infer_flags[i] = -1
+                    else:
+                        tensors.append(fill_constant([1], "int32", int(b), force_cpu=True))
+                inputs[slot + "TensorList"] = tensors
+            attrs[arg] = [-1 if isinstance(b, Variable) else int(b) for b in bounds]
+        else:
+            raise TypeError("slice: '%s' must be a list or tuple (of ints or Variables) or a Variable, got %s"
+                            % (arg, type(bounds).__name__))
+    attrs["infer_flags"] = infer_flags
+    return _simple("slice", inputs, attrs)
 
 
 def gather(input, index, overwrite=True):
