@@ -306,6 +306,12 @@ class Variable:
         from .layers import scale
         return scale(self, scale=-1.0)
 
+    def __getitem__(self, item):
+        from .layers import nn
+        return nn.getitem(self, item)
+
+    __iter__ = None  # indexing does not make a Variable iterable: its length is not known when the program is built
+
     __hash__ = object.__hash__
 
 

@@ -1,4 +1,5 @@
 """Neural-network layers: fc, matmul, elementwise, reductions, softmax and losses, shape ops."""
+import builtins
 import functools
 import operator
 
@@ -270,8 +271,12 @@ def slice(input, axes, starts, ends):
     `ends` are lists of ints, lists that hold 1-element int Variables too, or 1-D int Variables (read at run time;
     the size of such an axis is then unknown at build time)."""
     check_variable("slice", "input", input)
+    return _slice_op(input, axes, starts, ends)
+
+
+def _slice_op(input, axes, starts, ends, decrease_axis=()):
     axes = [int(a) for a in axes]
-    inputs, attrs = {"Input": [input]}, {"axes": axes}
+    inputs, attrs = {"Input": [input]}, {"axes": axes, "decrease_axis": [int(a) for a in decrease_axis]}
     infer_flags = [1] * len(axes)
     for arg, bounds in (("starts", starts), ("ends", ends)):
         slot = "Starts" if arg == "starts" else "Ends"
@@ -298,6 +303,44 @@ def slice(input, axes, starts, ends):
                             % (arg, type(bounds).__name__))
     attrs["infer_flags"] = infer_flags
     return _simple("slice", inputs, attrs)
+
+
+def getitem(x, item):
+    """``x[item]`` (Fluid 1.8's Variable.__getitem__): `item` is an int or an int Variable (that dim is dropped), a
+    slice with step 1 (or ``::-1``: the dim reversed), or a tuple of them, one per leading dim. A ``slice`` op (plus
+    a ``reverse`` op for ``::-1``) reads it; Fluid's strided_slice for other steps is not supported."""
+    items = item if isinstance(item, tuple) else (item,)
+    axes, starts, ends, decrease, flipped = [], [], [], [], []
+    for dim, it in enumerate(items):
+        if isinstance(it, builtins.slice):  # (this module's `slice` is the layer)
+            if it.start is None and it.stop is None and it.step in (None, 1):
+                continue
+            if it.start is None and it.stop is None and it.step == -1:
+                flipped.append(dim)
+                continue
+            if it.step not in (None, 1):
+                raise TypeError("Variable %s[%s]: a slice step other than 1 (or ::-1 alone) is not supported"
+                                % (x.name, it))
+            axes.append(dim)
+            starts.append(0 if it.start is None else it.start)
+            ends.append(10000000 if it.stop is None else it.stop)
+        elif isinstance(it, Variable) or (isinstance(it, int) and not isinstance(it, bool)):
+            axes.append(dim)
+            decrease.append(dim)
+            starts.append(it)
+            if isinstance(it, Variable):
+                from .tensor import fill_constant
+                ends.append(elementwise_add(it, fill_constant([1], it.dtype, 1, force_cpu=True)))
+            else:
+                ends.append(it + 1 if it != -1 else 10000000)
+        else:
+            raise TypeError("Variable %s: an index must be an int, an int Variable or a slice, got %s"
+                            % (x.name, type(it).__name__))
+    out = _slice_op(x, axes, starts, ends, decrease) if axes else x
+    if flipped:
+        from .tensor import reverse
+        out = reverse(out, flipped)
+    return out
 
 
 def gather(input, index, overwrite=True):

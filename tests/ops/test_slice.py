@@ -144,3 +144,27 @@ def test_slice_tensor_bound_errors():
             fluid.layers.slice(x, axes=[0], starts=[0], ends=3)
     with pytest.raises(fluid.core.EnforceNotMet, match=r"slice: StartsTensorList 'two' must have 1 element, got \[2\]"):
         run(main, {"x": rand(4, 6, dtype="float32"), "two": np.array([0, 1], "int64")}, [out])
+
+
+def test_variable_getitem():
+    """Fluid 1.8's Variable.__getitem__: ints (dim dropped), negative ints, int Variables, slices, ::-1, tuples."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", shape=[None, 4, 5], dtype="float32")
+        t = fluid.data("t", shape=[1], dtype="int64")
+        shape = fluid.layers.shape(x)
+        views = [x[1], x[-1], x[:, 2], x[0, 1:3, -2:], x[:, ::-1], x[t], x[1:, t], shape[0], shape[-1], x[:]]
+        assert x[:] is x
+        assert x[1].shape == (4, 5) and x[:, 2].shape == (-1, 5) and x[0, 1:3, -2:].shape == (2, 2)
+        assert x[t].shape == (4, 5) and x[1:, t].shape == (-1, 5) and shape[0].shape == (1,)
+        with pytest.raises(TypeError, match=r"a slice step other than 1 \(or ::-1 alone\) is not supported"):
+            x[::2]
+        with pytest.raises(TypeError, match=r"an index must be an int, an int Variable or a slice, got str"):
+            x["a"]
+        with pytest.raises(TypeError, match="not iterable"):
+            iter(x)
+    xv = rand(3, 4, 5, dtype="float32")
+    got = run(main, {"x": xv, "t": np.array([2], "int64")}, views[:-1])
+    want = [xv[1], xv[-1], xv[:, 2], xv[0, 1:3, -2:], xv[:, ::-1], xv[2], xv[1:, 2], np.array([3]), np.array([5])]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
