@@ -252,16 +252,6 @@ def _transpose_batch_time(x):
     return nn.transpose(x, [1, 0] + list(range(2, len(x.shape))))
 
 
-def _index0(x, i):
-    """x[i] along dim 0, the dim dropped (Fluid's Variable.__getitem__ with an int: slice with decrease_axis)."""
-    helper = LayerHelper("slice")
-    out = helper.create_variable_for_type_inference(dtype=x.dtype)
-    helper.append_op(type="slice", inputs={"Input": [x]}, outputs={"Out": [out]},
-                     attrs={"axes": [0], "starts": [i], "ends": [i + 1 if i != -1 else 10000000],
-                            "decrease_axis": [0]})
-    return out
-
-
 def _maybe_copy(state, new_state, step_mask):
     """new_state where step_mask (a [batch] 1/0 vector) is 1, state where it is 0, as Fluid writes it:
     new * m - state * (m - 1)."""
@@ -307,7 +297,7 @@ def rnn(cell, inputs, initial_states=None, sequence_length=None, time_major=Fals
         inputs = map_structure(_transpose_batch_time, inputs)
     mask = None
     if sequence_length is not None:
-        max_seq_len = _index0(nn.shape(flatten(inputs)[0]), 0)
+        max_seq_len = nn.shape(flatten(inputs)[0])[0]
         mask = sequence_mask(sequence_length, maxlen=max_seq_len, dtype=flatten(initial_states)[0].dtype)
         mask = nn.transpose(mask, [1, 0])  # [time, batch]
     if is_reverse:
@@ -332,7 +322,7 @@ def rnn(cell, inputs, initial_states=None, sequence_length=None, time_major=Fals
     stacked = static_rnn()
     stacked = stacked if isinstance(stacked, list) else [stacked]
     final_outputs = pack_sequence_as(outputs, stacked[:len(flat_outputs)])
-    final_states = pack_sequence_as(new_states, [_index0(x, -1) for x in stacked[len(flat_outputs):]])
+    final_states = pack_sequence_as(new_states, [x[-1] for x in stacked[len(flat_outputs):]])
     if is_reverse:
         final_outputs = map_structure(lambda x: tensor.reverse(x, axis=[0]), final_outputs)
     if not time_major:
