@@ -1,5 +1,6 @@
 #include "step_block_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <type_traits>
@@ -59,46 +60,18 @@ const Tensor& Required(const Tensor* t, const char* what, const std::string& nam
   return *t;
 }
 
-// Adds each step scope's local gradient of `param` into `out`, in one pass (one "sum" event).
+// Adds each step scope's local gradient of `param` into `out` (SumGradients).
 void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::string& grad_name, const Tensor& param,
                         const Place& place, Tensor* out) {
-  RecordEvent ev("sum", "Operator");
-  std::vector<const Tensor*> parts;
-  std::vector<const SelectedRows*> sparse;  // a sparse lookup's gradient inside the step block
-  for (int64_t t = 0; t < seq_len; ++t) {
-    Variable* v = scopes[t]->FindLocalVar(grad_name);
-    if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr) {
-      if (sr->value.IsInitialized()) sparse.push_back(sr);
-      continue;
-    }
-    const Tensor* g = v ? v->GetTensor() : nullptr;
-    if (g && g->IsInitialized() && g->numel() > 0) {
-      FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
-                 g->dims(), ", the parameter has ", param.dims());
-      parts.push_back(g);
-    }
-  }
+  std::vector<const Variable*> parts;
+  for (int64_t t = 0; t < seq_len; ++t) parts.push_back(scopes[t]->FindLocalVar(grad_name));
+  Variable holder;  // SumGradients writes a Variable; the outer gradient is a tensor
+  *holder.GetMutableTensor() = *out;
+  SumGradients(parts, &param, "recurrent_grad: gradient '" + grad_name + "'", place, &holder);
+  *out = *holder.GetMutableTensor();
+  FL_ENFORCE(out->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' has dims ", out->dims(),
+             ", the parameter has ", param.dims());
   out->Resize(param.dims());
-  if (parts.empty()) {
-    FillZerosLike(param, place, out);
-  } else if (parts.size() == 1) {
-    void* dst = out->mutable_data(place, parts[0]->dtype());
-    MemCopy(place, dst, parts[0]->place(), parts[0]->raw_data(), parts[0]->nbytes());
-  } else {
-    void* dst = out->mutable_data(place, parts[0]->dtype());
-    VisitDType(parts[0]->dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_floating_point_v<T>) {
-        std::vector<const T*> ptrs;
-        for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
-        SumInto<T>(ptrs, static_cast<T*>(dst), param.numel());
-      } else {
-        FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(parts[0]->dtype()));
-      }
-    });
-  }
-  // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
-  for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, out, "recurrent_grad: gradient '" + grad_name + "'");
 }
 
 // Fluid mode: adds step t's gradient `g` into the outer gradient (a copy at the first step walked, the last).
@@ -118,6 +91,84 @@ void AddStepParamGrad(const Tensor& g, bool first, const Place& place, Tensor* o
 }
 
 }  // namespace
+
+namespace {
+
+// Dense parts into one tensor: an n-ary sum (a copy for one part).
+void SumDense(const std::vector<const Tensor*>& parts, const std::string& what, const Place& place, Tensor* out) {
+  const Tensor& first = *parts[0];
+  for (const Tensor* p : parts)
+    FL_ENFORCE(p->numel() == first.numel() && p->dtype() == first.dtype(), what, ": the parts have dims ", first.dims(),
+               " (", DTypeName(first.dtype()), ") and ", p->dims(), " (", DTypeName(p->dtype()), ")");
+  if (parts.size() == 1) {
+    if (out->holder() != first.holder() || out->offset() != first.offset()) TensorCopy(first, place, out);
+    out->set_lod(first.lod());
+    return;
+  }
+  Tensor result;  // a buffer of its own: `out` may share one with a part
+  result.Resize(first.dims());
+  void* dst = result.mutable_data(place, first.dtype());
+  VisitDType(first.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<const T*> ptrs;
+      for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
+      SumInto<T>(ptrs, static_cast<T*>(dst), first.numel());
+    } else {
+      FL_THROW(what, ": gradients must be float32 or float64, got ", DTypeName(first.dtype()));
+    }
+  });
+  result.set_lod(first.lod());
+  *out = result;
+}
+
+}  // namespace
+
+void SumGradients(const std::vector<const Variable*>& parts, const Tensor* zeros_like, const std::string& what,
+                  const Place& place, Variable* out) {
+  RecordEvent ev("sum", "Operator");
+  std::vector<const Tensor*> dense;
+  std::vector<const SelectedRows*> sparse;
+  std::vector<const TensorList*> arrays;
+  for (const Variable* v : parts) {
+    if (!v) continue;
+    if (const SelectedRows* sr = v->GetSelectedRows()) {
+      if (sr->value.IsInitialized()) sparse.push_back(sr);
+    } else if (const TensorList* a = v->GetTensorList()) {
+      arrays.push_back(a);
+    } else if (const Tensor* t = v->GetTensor(); t && t->IsInitialized()) {
+      dense.push_back(t);
+    }
+  }
+  if (!arrays.empty()) {
+    FL_ENFORCE(dense.empty() && sparse.empty(), what, ": some parts are tensor arrays, others tensors");
+    size_t size = 0;
+    for (const TensorList* a : arrays) size = std::max(size, a->size());
+    TensorList result(size);
+    for (size_t e = 0; e < size; ++e) {
+      std::vector<const Tensor*> entry;
+      for (const TensorList* a : arrays)
+        if (e < a->size() && (*a)[e].IsInitialized() && (*a)[e].numel() > 0) entry.push_back(&(*a)[e]);
+      if (!entry.empty()) SumDense(entry, what + " entry " + std::to_string(e), place, &result[e]);
+    }
+    *out->GetMutableTensorList() = std::move(result);
+    return;
+  }
+  Tensor* dst = out->ResetToTensor();
+  if (!dense.empty()) {
+    SumDense(dense, what, place, dst);
+  } else if (zeros_like && zeros_like->IsInitialized()) {
+    FillZerosLike(*zeros_like, place, dst);
+  } else if (sparse.empty()) {
+    return;
+  }
+  if (!sparse.empty() && !dst->IsInitialized()) {  // only sparse parts: dense zeros of the full dims first
+    FL_ENFORCE(zeros_like != nullptr, what, ": sparse gradients need the dense variable's dims");
+    FillZerosLike(*zeros_like, place, dst);
+  }
+  // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
+  for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, dst, what);
+}
 
 void SetRecurrentFluidMode(bool on) { g_fluid_mode.store(on); }
 bool RecurrentFluidMode() { return g_fluid_mode.load(std::memory_order_relaxed); }

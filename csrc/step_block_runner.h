@@ -91,6 +91,13 @@ class StepBlockRunner {
   PreparedBlocks prepared_;
 };
 
+// Adds up gradients computed per step (in step scopes) into `out` in one pass: dense tensors with one n-ary sum,
+// SelectedRows rows added in, tensor arrays entry by entry (an entry only some parts have is their sum). Null and
+// uninitialized parts are skipped; with none left, `out` is zeros like `zeros_like` (kept as it is when that is
+// null). Errors name `what` (the op and the gradient). One "sum" profiler event.
+void SumGradients(const std::vector<const Variable*>& parts, const Tensor* zeros_like, const std::string& what,
+                  const Place& place, Variable* out);
+
 // out = zeros with like's dims and dtype, in a buffer of its own (never one it shared with another tensor).
 void FillZerosLike(const Tensor& like, const Place& place, Tensor* out);
 

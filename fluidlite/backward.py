@@ -94,6 +94,7 @@ def _find_op_path(block, targets, inputs, no_grad_set):
 _VT = core.VarDesc.VarType
 _FLOAT_DTYPES = {int(_VT.FP16), int(_VT.FP32), int(_VT.FP64)}
 _LOD_TENSOR = int(_VT.LOD_TENSOR)
+_LOD_TENSOR_ARRAY = int(_VT.LOD_TENSOR_ARRAY)
 
 
 def _stop_gradient_set(program):
@@ -240,12 +241,23 @@ def _leaf_outputs(block):
     return written - read
 
 
+def _outer_writes(block):
+    """Variables of enclosing blocks that ops of the sub-block `block` write."""
+    return {n for op in block.ops for n in op.output_arg_names
+            if block.desc.find_var(n) is None and block.desc.find_var_recursive(n) is not None}
+
+
 def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None, produced=None):
     """`produced`: the gradients that exist so far (the seeds), as Fluid's input_grad_names_set: a grad op
     none of whose gradient inputs is produced is skipped, and adds its outputs otherwise. So no gradient
     flows into a path the loss does not differentiate through (gather's Index, an op without gradient).
     None (a sub-block, whose output gradients come from the enclosing grad op): keep every grad op."""
     no_grad = no_grad_dict[block.idx]
+    if block.idx != target_block.idx:  # a sub-block: the enclosing blocks' no-grad variables hold here too
+        parent = block
+        while parent.parent_idx >= 0:
+            parent = block.program.block(parent.parent_idx)
+            no_grad |= no_grad_dict[parent.idx]
     no_grad.add(EMPTY)
     grad_descs = []
     program = block.program
@@ -266,6 +278,8 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
                 program._rollback()
             grad_blocks.append(grad_block.idx)
         if not core.op_proto(op.type)["has_grad"]:
+            if produced is None:
+                continue  # a sub-block's ops are all visited: one without gradient (less_than) passes none
             if all(_grad_name(n) in no_grad for n in op.input_arg_names):
                 continue  # nothing upstream needs a gradient through this op
             raise core.EnforceNotMet("op %s has no gradient, but the loss depends on it (created at %s); mark its "
@@ -273,13 +287,20 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
                                      % (op.type, op.desc.creation_site() or "?"))
         descs = _make_grad_descs(op, no_grad, grad_blocks, renames)
         if produced is not None:
+            # A grad op writing no gradient (increment's inverse, which steps a While's counter back) only means
+            # something inside a loop's grad block.
+            descs = [d for d in descs if any(GRAD_SUFFIX in n for n in d.output_arg_names())]
+        if produced is not None:
             for d in descs:
                 produced.update(d.output_arg_names())
         grad_descs.extend(descs)
     grad_descs = _addup_repetitive_outputs(grad_descs)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
-    # In a grad block, the gradients of the step block's leaf outputs come from the enclosing grad op.
-    external = {_grad_name(n) for n in _leaf_outputs(block)} if target_block.idx != block.idx else set()
+    # In a grad block, the gradients of the step block's leaf outputs and of the outer variables it writes (a
+    # While body's loop-carried values and tensor arrays) come from the enclosing grad op.
+    external = set()
+    if target_block.idx != block.idx:
+        external = {_grad_name(n) for n in _leaf_outputs(block) | _outer_writes(block)}
     grad_descs = _fill_unwritten_gradients(grad_descs, target_block, external)
     program = target_block.program
     with program._backward_role_guard():
@@ -302,11 +323,15 @@ def _materialise(block, d):
         # when an enclosing block has one of the same name (a parameter's summed gradient).
         if name == EMPTY or block.desc.find_var(name) is not None:
             continue
+        if GRAD_SUFFIX not in name and block.desc.find_var_recursive(name) is not None:
+            continue  # a forward variable a grad op updates (increment's inverse steps the loop counter back)
         if block.idx == 0 and block.desc.find_var_recursive(name) is not None:
             continue
         var = block.create_var(name=name)
         fwd = block.desc.find_var_recursive(_strip_grad_suffix(name))  # also searches the forward block
         var.desc.set_dtype(fwd.dtype() if fwd is not None else int(core.VarDesc.VarType.FP32))
+        if fwd is not None and int(fwd.type()) == _LOD_TENSOR_ARRAY:  # an array's gradient is an array
+            var.desc.set_type(fwd.type())
         if fwd is not None:
             var.desc.set_shape(list(fwd.shape()))
     if d.src is not None:

@@ -83,7 +83,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 def _user_callstack(limit=4):
     """'path.py:LINE' for the innermost frames outside fluidlite (where the user created an op)."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    # contextlib's frames too: ops appended when a `with loop.block():` ends were created by the user's `with`.
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                                 or frame.f_code.co_filename == contextlib.__file__):
         frame = frame.f_back
     stack = []
     while frame is not None and len(stack) < limit:

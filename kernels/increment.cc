@@ -1,4 +1,5 @@
 // increment: Out = X + step for a one-element X (loop counters; usually Out is X itself).
+#include "grad_op_maker.h"
 #include "op_context.h"
 
 namespace fl {
@@ -23,6 +24,14 @@ FL_REGISTER_OP(increment, op) {
         Tensor* out = ctx.Output("Out");
         out->Resize(x.dims());
         out->mutable_data<T>(ctx.place())[0] = v + static_cast<T>(ctx.Attr<float>("step"));
+      })
+      // Fluid's gradient of increment is no gradient but the inverse update, X = Out - step: in a While body it
+      // steps the loop counter back, so while_grad's iterations read the tensor arrays at their own index.
+      .Grad([](GradOpMaker& g) {
+        OpDesc& op = g.NewOp("increment");
+        op.SetInput("X", g.Output("Out"));
+        op.SetOutput("Out", g.Input("X"));
+        op.SetAttr("step", -g.Attr<float>("step"));
       });
 }
 

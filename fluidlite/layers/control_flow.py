@@ -210,3 +210,133 @@ def is_empty(x, cond=None):
     cond.stop_gradient = True
     helper.append_op(type="is_empty", inputs={"X": [x]}, outputs={"Out": [cond]})
     return cond
+
+
+# ---------------------------------------------------------------------------------------------- While loops
+__all__ += ["While", "while_loop"]
+
+
+def _block_writes(block):
+    """Every variable name an op of `block`, or of a block nested in one of its ops, writes."""
+    names = set()
+    for op in block.ops:
+        names.update(op.output_arg_names)
+        if op.has_attr("sub_block"):
+            names |= _block_writes(block.program.block(op.attr("sub_block")))
+    return names
+
+
+class While:
+    """A loop in the program: the ops built inside ``with loop.block():`` run while `cond` (a bool [1]
+    Variable) is true; the body must update `cond` (e.g. ``layers.less_than(i, n, cond=cond)``).
+
+        i = layers.fill_constant([1], "int64", 0)
+        n = layers.fill_constant([1], "int64", 10)
+        cond = layers.less_than(i, n)
+        loop = layers.While(cond)
+        with loop.block():
+            ...
+            layers.increment(i, in_place=True)
+            layers.less_than(i, n, cond=cond)
+
+    `is_test=True` runs every iteration in one scope and keeps nothing for a gradient (inference)."""
+    BEFORE_WHILE_BLOCK, IN_WHILE_BLOCK, AFTER_WHILE_BLOCK = 0, 1, 2
+
+    def __init__(self, cond, is_test=False, name=None):
+        from .checks import check_dtype
+        check_dtype("While", "cond", cond, ["bool"])
+        numel = 1
+        for d in cond.shape:
+            numel *= d
+        if numel != 1:
+            raise TypeError("While: condition expected shape as [1], but given shape as %s." % list(cond.shape))
+        self.helper = LayerHelper("while", name=name)
+        self.status = While.BEFORE_WHILE_BLOCK
+        self.cond_var = cond
+        self.is_test = bool(is_test)
+
+    @contextlib.contextmanager
+    def block(self):
+        """The loop body."""
+        if self.status != While.BEFORE_WHILE_BLOCK:
+            raise ValueError("While.block() can be entered only once per While")
+        program = default_main_program()
+        program._create_block()
+        self.status = While.IN_WHILE_BLOCK
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            try:
+                if ok:
+                    self._complete()
+            finally:
+                self.status = While.AFTER_WHILE_BLOCK
+                program._rollback()
+
+    def _complete(self):
+        program = default_main_program()
+        body = program.current_block()
+        parent = program.block(body.parent_idx)
+        if self.cond_var.name not in _block_writes(body):
+            raise ValueError("While: the loop body never writes the condition '%s', so the loop would never end; "
+                             "update it in the body, e.g. layers.less_than(i, n, cond=cond)" % self.cond_var.name)
+        # X: outer variables the body reads before writing them, and those it writes (their gradients pass through
+        # the loop); Out: the outer variables it writes. The condition is read through its own slot.
+        produced, reads, writes = set(), [], []
+        for op in body.ops:
+            for n in op.input_arg_names:
+                if n not in produced and n not in reads:
+                    reads.append(n)
+            for n in op.output_arg_names:
+                produced.add(n)
+                if n not in writes:
+                    writes.append(n)
+        outer = lambda n: parent._find_var_recursive(n) is not None and body.desc.find_var(n) is None  # noqa: E731
+        x_names = [n for n in reads if outer(n)] + [n for n in writes if outer(n) and n not in reads]
+        x_names = [n for n in x_names if n != self.cond_var.name]
+        out_names = [n for n in writes if outer(n)]
+        step_scopes = parent.create_var(name=unique_name.generate_with_ignorable_key(self.helper.name + "@step_scopes"),
+                                        type=VarType.STEP_SCOPES)
+        parent.append_op(type="while",
+                         inputs={"X": [parent._var_recursive(n) for n in x_names], "Condition": [self.cond_var]},
+                         outputs={"Out": [parent._var_recursive(n) for n in out_names], "StepScopes": [step_scopes]},
+                         attrs={"sub_block": body, "is_test": self.is_test})
+
+
+def while_loop(cond, body, loop_vars, is_test=False, name=None):
+    """Fluid 1.7's functional loop: ``while cond(*loop_vars): loop_vars = body(*loop_vars)``; returns loop_vars
+    (the same Variables, updated in place by the loop)."""
+    from .checks import check_dtype
+    from .tensor import assign
+    if not callable(cond):
+        raise TypeError("cond in while_loop should be callable")
+    if not callable(body):
+        raise TypeError("body in while_loop should be callable")
+    if not isinstance(loop_vars, (list, tuple)):
+        raise TypeError("while_loop: 'loop_vars' must be a list or tuple, got %s" % type(loop_vars).__name__)
+    if len(loop_vars) == 0:
+        raise ValueError("loop_vars in while_loop should not be empty")
+    pre_cond = cond(*loop_vars)
+    check_dtype("while_loop", "var of cond returned", pre_cond, ["bool"])
+    numel = 1
+    for d in pre_cond.shape:
+        numel *= d
+    if numel != 1:
+        raise TypeError("the shape of the variable returned by cond should be [1],but given shape as %s."
+                        % list(pre_cond.shape))
+    loop = While(pre_cond, is_test, name)
+    with loop.block():
+        output_vars = body(*loop_vars)
+        if not isinstance(output_vars, (list, tuple)):
+            output_vars = [output_vars]
+        if len(output_vars) != len(loop_vars):
+            raise ValueError("body in while_loop should return the same arity (length and structure) and types as "
+                             "loop_vars")
+        now_cond = cond(*output_vars)
+        for new, old in zip(output_vars, loop_vars):
+            if new is not old:
+                assign(new, old)
+        assign(now_cond, pre_cond)
+    return loop_vars

@@ -1,0 +1,365 @@
+// while / while_grad: layers.While, and what is built on it (DynamicRNN, while_loop, dynamic_decode).
+//
+// Fluid 1.8 made a new scope for every iteration and prepared the body's operators again on every run. Here:
+// - training (is_test=False): iteration k runs in step scope k, a kid of the running scope that the op keeps
+//   across runs (its State), with the body prepared once per step scope (PreparedBlocks). The StepScopes
+//   output lists the scopes this run used, for while_grad. A steady-state run creates no scope and no
+//   variable and prepares nothing; a run longer than any before adds the missing scopes once.
+// - is_test=True: one step scope serves every iteration, its local tensor arrays emptied before each (Fluid's
+//   rule), so nothing is kept per iteration.
+// - An outer tensor the body overwrites (a loop-carried value: `assign(new_h, h)`, `less_than(..., cond=c)`) is
+//   read by while_grad as it was when the iteration began: each training iteration copies those tensors into a
+//   grad scope (a kid of its step scope, found through the step scope's kGradScopeVar) under their own names,
+//   where the grad block runs. Bool tensors (conditions) and in-place updates (`increment(i)`, undone by
+//   increment's gradient) are not copied.
+// while_grad walks the iterations backwards, linking the outer output gradients in, and adds up the gradients of
+// the outer inputs over the iterations in one pass (SumGradients), as recurrent_grad does. The gradient of a
+// loop-carried value is passed from each iteration to the one before it.
+// Profiler: "while::step" / "while_grad::step" per iteration (args: the iteration), "while::prepare_step" when a
+// step scope's block is (re)prepared. GLOG level 3 logs loop entry and exit with the iteration count.
+#include <set>
+#include <unordered_set>
+
+#include "executor.h"
+#include "grad_op_maker.h"
+#include "logging.h"
+#include "op_context.h"
+#include "profiler.h"
+#include "step_block_runner.h"
+
+namespace fl {
+
+namespace {
+
+constexpr const char* kGradScopeVar = "@WHILE_GRAD_SCOPE@";  // in a step scope: [its grad scope]
+
+const BlockDesc& SubBlock(const ExecutionContext& ctx) {
+  const ProgramDesc* program = ctx.desc().program();
+  FL_ENFORCE(program != nullptr, ctx.Type(), ": the op is not part of a program");
+  const int idx = ctx.Attr<BlockRef>("sub_block").idx;
+  FL_ENFORCE(idx > 0 && static_cast<size_t>(idx) < program->Size(), ctx.Type(), ": sub_block ", idx,
+             " is not a block of the program (it has ", program->Size(), ")");
+  return *program->Block(static_cast<size_t>(idx));
+}
+
+// "\"iteration\":k", interned (profiler args are process-lifetime strings).
+const char* IterationArgs(int64_t k) { return Intern("\"iteration\":" + std::to_string(k)); }
+
+// The grad scope of a step scope: made on first use, kept with it.
+Scope* GradScope(Scope* step) {
+  StepScopes* holder = step->Var(kGradScopeVar)->GetMutableStepScopes();
+  if (holder->empty() || !Scope::IsAlive((*holder)[0]) || (*holder)[0]->parent() != step) {
+    holder->clear();
+    holder->push_back(&step->NewScope());
+  }
+  return (*holder)[0];
+}
+
+// The body's facts, read once from the block: which outer tensors to snapshot, which arrays are local.
+struct BodyFacts {
+  std::vector<std::string> snapshots;     // outer non-bool tensors the body overwrites (not in place)
+  std::vector<std::string> local_arrays;  // tensor arrays declared in the body
+
+  explicit BodyFacts(const BlockDesc& block) {
+    std::set<std::string> seen;
+    for (auto& op : block.AllOps()) {
+      const auto reads = op->InputArgumentNames();
+      const std::unordered_set<std::string> read_set(reads.begin(), reads.end());
+      for (auto& name : op->OutputArgumentNames()) {
+        if (name == kEmptyVarName || read_set.count(name) || block.FindVar(name) || !seen.insert(name).second) continue;
+        const VarDesc* v = block.FindVarRecursive(name);
+        if (v && v->kind() == VarKind::LOD_TENSOR && v->dtype() != DType::BOOL && !v->persistable())
+          snapshots.push_back(name);
+      }
+    }
+    // An outer name written in place by one op but overwritten by another is still snapshotted; one written
+    // only in place (a counter) is not: its gradient op undoes the update.
+    for (auto& v : block.AllVars())
+      if (v->kind() == VarKind::LOD_TENSOR_ARRAY && !v->persistable()) local_arrays.push_back(v->name());
+  }
+};
+
+struct WhileState {
+  std::unique_ptr<BodyFacts> facts;
+  PreparedBlocks body;
+  std::vector<Scope*> scopes;  // step scope per slot, kept across runs
+  std::vector<uint64_t> uids;
+  std::vector<uint64_t> reset_uids;  // the scope uid each slot's `arrays` were resolved for
+  std::vector<std::vector<TensorList*>> arrays;
+
+  Scope* StepScope(size_t slot, Scope& parent) {
+    if (scopes.size() <= slot) {
+      scopes.resize(slot + 1, nullptr);
+      uids.resize(slot + 1, 0);
+    }
+    if (!scopes[slot] || !parent.HasKid(scopes[slot], uids[slot])) {
+      scopes[slot] = &parent.NewScope();
+      uids[slot] = scopes[slot]->uid();
+    }
+    return scopes[slot];
+  }
+
+  // Empties the body's local tensor arrays in step scope `s` (a previous iteration's or run's entries).
+  void ResetLocalArrays(size_t slot, Scope* s) {
+    if (facts->local_arrays.empty()) return;
+    if (reset_uids.size() <= slot) {
+      reset_uids.resize(slot + 1, 0);
+      arrays.resize(slot + 1);
+    }
+    if (reset_uids[slot] != s->uid()) {
+      arrays[slot].clear();
+      for (auto& name : facts->local_arrays)
+        if (Variable* v = s->FindLocalVar(name); v && (v->IsTensorList() || !v->IsInitialized()))
+          arrays[slot].push_back(v->GetMutableTensorList());
+      reset_uids[slot] = s->uid();
+    }
+    for (TensorList* a : arrays[slot]) a->clear();
+  }
+};
+
+const Tensor& Condition(const ExecutionContext& ctx) {
+  const Tensor& c = ctx.Input("Condition");
+  FL_ENFORCE(c.dtype() == DType::BOOL && c.numel() == 1, "while: Condition '", ctx.InputName("Condition"),
+             "' must be a bool tensor with one element, got ", DTypeName(c.dtype()), " ", c.dims());
+  return c;
+}
+
+void RunWhile(const ExecutionContext& ctx) {
+  auto& st = ctx.State<WhileState>();
+  const BlockDesc& block = SubBlock(ctx);
+  if (!st.facts) st.facts = std::make_unique<BodyFacts>(block);
+  const bool is_test = ctx.Attr<bool>("is_test");
+  Scope& parent = ctx.scope();
+  const Place& place = ctx.place();
+  StepScopes& used = *ctx.OutputVar("StepScopes")->GetMutableStepScopes();
+  used.clear();
+  // The outer tensors to snapshot, resolved once per run.
+  std::vector<std::pair<const std::string*, Variable*>> snapshots;
+  if (!is_test)
+    for (auto& name : st.facts->snapshots)
+      if (Variable* v = parent.FindVar(name)) snapshots.emplace_back(&name, v);
+  FL_VLOG(3) << "while: enter the loop of block " << block.idx() << (is_test ? " (is_test)" : "");
+  int64_t k = 0;
+  while (Condition(ctx).data<bool>()[0]) {
+    RecordEvent ev("while::step", "While");
+    if (ev.active()) ev.SetArgs(IterationArgs(k));
+    const size_t slot = is_test ? 0 : static_cast<size_t>(k);
+    Scope* s = st.StepScope(slot, parent);
+    auto& ops = st.body.Get(slot, s, block, "while::prepare_step");
+    st.ResetLocalArrays(slot, s);
+    if (!snapshots.empty()) {
+      Scope* g = GradScope(s);
+      for (auto& [name, var] : snapshots) {
+        const Tensor* t = var->GetTensor();
+        Tensor* copy = g->Var(*name)->GetMutableTensor();
+        if (t && t->IsInitialized()) {
+          TensorCopy(*t, place, copy);
+          copy->set_lod(t->lod());
+        } else {
+          copy->Clear();
+        }
+      }
+    }
+    if (!is_test) used.push_back(s);
+    RunPreparedOps(ops, place);
+    ++k;
+  }
+  FL_VLOG(3) << "while: exit the loop of block " << block.idx() << " after " << k << " iterations";
+}
+
+// The linked-in gradient of a loop output that is not initialized: zeros like the forward value.
+void ZeroLikeForward(const Scope& s, const std::string& grad_name, const Place& place, Tensor* out) {
+  const Variable* fwd = s.FindVar(StripGradSuffix(grad_name));
+  const Tensor* t = fwd ? fwd->GetTensor() : nullptr;
+  if (t && t->IsInitialized()) FillZerosLike(*t, place, out);
+}
+
+// dst's entries share src's (tensor arrays: the entries, not the list, are shared).
+void ShareArray(const TensorList& src, TensorList* dst) {
+  dst->assign(src.size(), Tensor());
+  for (size_t e = 0; e < src.size(); ++e)
+    if (src[e].IsInitialized()) {
+      (*dst)[e].ShareDataWith(src[e]);
+      (*dst)[e].set_lod(src[e].lod());
+    }
+}
+
+void ShareVariable(const Variable& src, Variable* dst) {
+  if (const TensorList* a = src.GetTensorList()) {
+    ShareArray(*a, dst->GetMutableTensorList());
+  } else if (const Tensor* t = src.GetTensor(); t && t->IsInitialized()) {
+    Tensor* d = dst->ResetToTensor();
+    d->ShareDataWith(*t);
+    d->set_lod(t->lod());
+  }
+}
+
+struct WhileGradState {
+  PreparedBlocks grad;
+  std::unique_ptr<std::unordered_set<std::string>> written;  // what the grad block's ops write
+};
+
+void RunWhileGrad(const ExecutionContext& ctx) {
+  FL_ENFORCE(!ctx.Attr<bool>("is_test"), "while_grad: the While loop was built with is_test=True, which keeps no ",
+             "step scopes; build it with is_test=False to differentiate it");
+  auto& st = ctx.State<WhileGradState>();
+  const BlockDesc& block = SubBlock(ctx);
+  if (!st.written) {
+    st.written = std::make_unique<std::unordered_set<std::string>>();
+    for (auto& op : block.AllOps())
+      for (auto& name : op->OutputArgumentNames()) st.written->insert(name);
+  }
+  Scope& parent = ctx.scope();
+  const Place& place = ctx.place();
+  const StepScopes& scopes = *ctx.InputVar("StepScopes")->GetMutableStepScopes();
+  const auto& outside_og = ctx.HasInput("Out@GRAD") ? ctx.desc().Input("Out@GRAD") : std::vector<std::string>{};
+  const auto& inside_og = ctx.Attr<std::vector<std::string>>("original_output_grad");
+  FL_ENFORCE(outside_og.size() == inside_og.size(), "while_grad: ", outside_og.size(),
+             " output gradients (Out@GRAD) but ", inside_og.size(), " names in attribute original_output_grad");
+  const auto& xs = ctx.desc().Input("X");
+  static const std::vector<std::string> kNone;
+  const auto& x_grads = ctx.desc().HasOutput("X@GRAD") ? ctx.desc().Output("X@GRAD") : kNone;
+  FL_ENFORCE(x_grads.empty() || x_grads.size() == xs.size(), "while_grad: ", x_grads.size(), " gradients (X@GRAD) for ",
+             xs.size(), " inputs (X)");
+  const std::unordered_set<std::string> carried_names(outside_og.begin(), outside_og.end());
+  const std::unordered_set<std::string> inside_og_set(inside_og.begin(), inside_og.end());
+  std::vector<std::vector<const Variable*>> parts(x_grads.size());
+  const int64_t n = static_cast<int64_t>(scopes.size());
+  FL_VLOG(3) << "while_grad: " << n << " iterations of block " << block.idx() << " in reverse";
+  for (int64_t k = n - 1; k >= 0; --k) {
+    RecordEvent ev("while_grad::step", "While");
+    if (ev.active()) ev.SetArgs(IterationArgs(k));
+    Scope* g = GradScope(scopes[static_cast<size_t>(k)]);
+    // The gradients flowing into this iteration's outputs: from after the loop (the last iteration) or from
+    // the iteration after this one (loop-carried values).
+    for (size_t j = 0; j < outside_og.size(); ++j) {
+      Variable* outer = parent.FindVar(outside_og[j]);
+      if (!outer) continue;
+      Variable* inner = g->Var(inside_og[j]);
+      if (!outer->IsTensorList() && !(outer->GetTensor() && outer->GetTensor()->IsInitialized()) && k == n - 1)
+        ZeroLikeForward(*g, outside_og[j], place, outer->GetMutableTensor());
+      ShareVariable(*outer, inner);
+    }
+    // Each input's gradient is this iteration's own: a variable of the grad scope, emptied of the last run's.
+    for (size_t i = 0; i < x_grads.size(); ++i) {
+      if (x_grads[i] == kEmptyVarName) continue;
+      const std::string name = GradName(xs[i]);
+      Variable* v = g->Var(name);
+      if (inside_og_set.count(name)) continue;  // linked above
+      if (v->IsTensorList()) v->GetMutableTensorList()->clear();
+      else if (v->GetTensor()) v->GetMutableTensor()->Clear();
+    }
+    RunPreparedOps(st.grad.Get(static_cast<size_t>(k), g, block, "while_grad::prepare_step"), place);
+    for (size_t i = 0; i < x_grads.size(); ++i) {
+      if (x_grads[i] == kEmptyVarName) continue;
+      const std::string name = GradName(xs[i]);
+      Variable* inner = g->FindLocalVar(name);
+      if (!carried_names.count(x_grads[i])) {
+        parts[i].push_back(inner);
+        continue;
+      }
+      // A loop-carried value: its gradient before this iteration goes to the iteration before it.
+      Variable* outer = parent.FindVar(x_grads[i]);
+      FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+      if (inner && (inner->IsTensorList() || st.written->count(name))) {
+        ShareVariable(*inner, outer);
+      } else if (!outer->IsTensorList()) {  // the body overwrites it without reading it: no gradient passes
+        Tensor* t = outer->ResetToTensor();
+        Tensor like = t->IsInitialized() ? *t : Tensor();
+        t->Clear();
+        if (like.IsInitialized()) FillZerosLike(like, place, t);
+        else ZeroLikeForward(*g, x_grads[i], place, t);
+      }
+    }
+  }
+  // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
+  for (size_t i = 0; i < x_grads.size(); ++i) {
+    if (x_grads[i] == kEmptyVarName || carried_names.count(x_grads[i])) continue;
+    Variable* outer = parent.FindVar(x_grads[i]);
+    FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+    const Variable* x = parent.FindVar(xs[i]);
+    SumGradients(parts[i], x ? x->GetTensor() : nullptr, "while_grad: gradient '" + x_grads[i] + "'", place, outer);
+  }
+}
+
+// while_grad reads the forward inputs and outputs, the step scopes and the gradients that the grad block reads
+// before writing them and that no forward variable defines (the loop outputs' gradients, from after the loop);
+// it writes the gradients of the inputs the grad block computes, and of every loop-carried value.
+void MakeWhileGrad(GradOpMaker& g) {
+  FL_ENFORCE(g.GradBlocks().size() == 1, "while: the grad maker needs the grad block of the body");
+  const OpDesc& fwd = g.Forward();
+  const ProgramDesc* program = fwd.program();
+  FL_ENFORCE(program != nullptr, "while: the op is not part of a program");
+  const BlockDesc& grad_block = *program->Block(static_cast<size_t>(g.GradBlocks()[0]));
+  const BlockDesc& body = *program->Block(static_cast<size_t>(fwd.Attr<BlockRef>("sub_block").idx));
+  std::unordered_set<std::string> known;
+  for (auto& n : g.Input("X")) known.insert(n);
+  for (auto& n : g.Output("Out")) known.insert(n);
+  std::vector<std::string> output_grads;
+  std::unordered_set<std::string> written;
+  for (auto& op : grad_block.AllOps()) {
+    for (auto& n : op->InputArgumentNames()) {
+      if (n == kEmptyVarName || known.count(n) || !IsGradName(n) || body.FindVarRecursive(n)) continue;
+      known.insert(n);
+      output_grads.push_back(n);
+    }
+    for (auto& n : op->OutputArgumentNames()) {
+      known.insert(n);
+      written.insert(n);
+    }
+  }
+  const std::unordered_set<std::string> og_set(output_grads.begin(), output_grads.end());
+  std::vector<std::string> x_grads = g.InputGrad("X");
+  const auto& xs = g.Input("X");
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !og_set.count(x_grads[i]))
+      x_grads[i] = kEmptyVarName;  // the body computes no gradient for it
+  OpDesc& op = g.NewOp("while_grad");
+  op.SetInput("X", g.Input("X"));
+  op.SetInput("Out", g.Output("Out"));
+  op.SetInput("StepScopes", g.Output("StepScopes"));
+  std::vector<std::string> outside;
+  for (auto& n : output_grads) outside.push_back(g.GradVar(StripGradSuffix(n)));
+  op.SetInput("Out@GRAD", outside);
+  op.SetOutput("X@GRAD", x_grads);
+  op.SetAttr("sub_block", BlockRef{g.GradBlocks()[0]});
+  op.SetAttr("original_output_grad", output_grads);
+  op.SetAttr("skip_eager_deletion_vars", std::vector<std::string>{});
+}
+
+}  // namespace
+
+FL_REGISTER_OP(while, op) {
+  op.Doc("Runs the body block while Condition holds (layers.While), in step scopes kept across runs.");
+  op.OptionalDuplicableInput("X", "outer variables the body reads or writes")
+      .Input("Condition", "bool [1], re-read after every iteration")
+      .OptionalDuplicableOutput("Out", "outer variables the body writes")
+      .Output("StepScopes", "the step scopes this run used (STEP_SCOPES), for while_grad")
+      .RequiredAttr<BlockRef>("sub_block", BlockRef{}, "the body")
+      .Attr<bool>("is_test", false, "inference: one step scope for every iteration, no gradient")
+      .Attr<std::vector<std::string>>("skip_eager_deletion_vars", {}, "kept for Fluid compatibility")
+      .Inplace("Out", "X")
+      .Inplace("Out", "Condition")
+      .SetRun(RunWhile)
+      .Grad(MakeWhileGrad);
+}
+
+FL_REGISTER_OP(while_grad, op) {
+  op.Doc(
+      "Backward of while: runs the grad block over the iterations in reverse, passing loop-carried gradients back "
+      "and adding up the other inputs' gradients over the iterations.");
+  op.OptionalDuplicableInput("X", "the forward inputs")
+      .OptionalDuplicableInput("Out", "the forward outputs")
+      .OptionalDuplicableInput("Out@GRAD", "gradients of the loop outputs, from after the loop")
+      .Input("StepScopes", "the forward op's step scopes")
+      .OptionalDuplicableOutput("X@GRAD", "gradients of the inputs (@EMPTY@: not wanted)")
+      .RequiredAttr<BlockRef>("sub_block", BlockRef{}, "the grad block of the body")
+      .Attr<bool>("is_test", false, "must be false")
+      .Attr<std::vector<std::string>>("original_output_grad", {}, "the names Out@GRAD have inside the grad block")
+      .Attr<std::vector<std::string>>("skip_eager_deletion_vars", {}, "kept for Fluid compatibility")
+      .Inplace("X@GRAD", "Out@GRAD")
+      .SetRun(RunWhileGrad)
+      .NoGradient();
+}
+
+}  // namespace fl
