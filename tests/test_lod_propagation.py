@@ -186,6 +186,9 @@ ROWS.update({
     "mean": Row(lambda x: {"Out": (L.mean(x), None)}),
     "transpose2": Row(lambda x: {"Out": (L.transpose(x, [1, 0]), None)}),
     "gather": Row(lambda x: {"Out": (L.gather(x, const([0, 2], "int64")), None)}),
+    "gather_tree": Row(lambda x: {"Out": (L.gather_tree(x, _var("parents", [-1, 2, 3], "int64")), None)},
+                       x_shape=(6, 2, 3), x_dtype="int64", grad=False,
+                       extra={"parents": (np.zeros((6, 2, 3), "int64"), None)}),
     "gather_nd": Row(lambda x: {"Out": (L.gather_nd(x, const([[0], [2]], "int64")), None)}),
     "scatter": Row(lambda x: {"Out": (L.scatter(x, const([0], "int64"), const(np.ones((1, 4)), "float32")), None)}),
     "scatter_nd_add": Row(lambda x: {"Out": (L.scatter_nd_add(x, const([[0]], "int64"),
@@ -322,7 +325,7 @@ def test_gradient_takes_the_input_lod(name):
 # Ops that compute new LoD themselves: tested in their own files (tests/ops/test_<kernel file>.py).
 REBUILDS_PREFIXES = ("sequence_",)
 REBUILDS = {"lod_reset", "im2sequence", "row_conv", "lstm", "lstmp", "gru", "gru_unit", "linear_chain_crf",
-            "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper"}
+            "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper", "beam_search"}
 # Ops with no tensor input that could carry sequences (or only parameters/optimizer state): nothing to pass on.
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",

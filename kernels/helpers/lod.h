@@ -90,6 +90,16 @@ void ParallelForEachSequence(const std::vector<size_t>& offsets, int64_t row_cos
                                [&](int, int64_t s, int64_t b, int64_t e) { fn(s, b, e); });
 }
 
+// Level `level` of a valid `lod` (CheckedLoD) as offsets in rows of the tensor (Fluid's ToAbsOffset): entry i of that
+// level spans rows [result[i], result[i + 1]). The last level already counts rows; an upper one is mapped down
+// through every level below it.
+inline std::vector<size_t> AbsoluteOffsets(const LoD& lod, size_t level) {
+  std::vector<size_t> out = lod[level];
+  for (size_t below = level + 1; below < lod.size(); ++below)
+    for (size_t& o : out) o = lod[below][o];
+  return out;
+}
+
 // `lod` with its last level dropped (what a pooling op leaves: one row per last-level sequence).
 inline LoD DropLastLevel(const LoD& lod) { return LoD(lod.begin(), lod.end() - (lod.empty() ? 0 : 1)); }
 
