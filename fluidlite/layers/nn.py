@@ -75,6 +75,9 @@ elementwise_max = generate_layer_fn("elementwise_max", inputs=("x", "y"), act=Tr
 elementwise_min = generate_layer_fn("elementwise_min", inputs=("x", "y"), act=True)
 elementwise_pow = generate_layer_fn("elementwise_pow", inputs=("x", "y"), act=True)
 __all__ += ["elementwise_pow"]
+elementwise_floordiv = generate_layer_fn("elementwise_floordiv", inputs=("x", "y"), act=True)
+elementwise_mod = generate_layer_fn("elementwise_mod", inputs=("x", "y"), act=True)
+__all__ += ["elementwise_floordiv", "elementwise_mod"]
 
 
 def _reduce_dims(args):
