@@ -643,6 +643,22 @@ def expand_as(x, target_tensor, name=None):
     return _index_layer("expand_as", "expand_as", {"X": [x], "target_tensor": [target_tensor]}, x.dtype, name=name)
 
 
+__all__ += ["sampling_id"]
+
+
+def sampling_id(x, min=0.0, max=1.0, seed=0, dtype="float32"):
+    """One id per row of ``x`` ([batch, classes] probabilities) drawn from that row: an int64 [batch] Variable.
+    `seed` != 0 gives the same draws on every run. `dtype` is accepted as in Fluid 1.8, whose kernel writes int64
+    whatever it says; the Variable is int64 here."""
+    from .checks import check_dtype
+    check_dtype("sampling_id", "x", x, ("float32", "float64"))
+    helper = LayerHelper("sampling_id")
+    out = helper.create_variable_for_type_inference(dtype=VarType.INT64, stop_gradient=True)
+    helper.append_op(type="sampling_id", inputs={"X": [x]}, outputs={"Out": [out]},
+                     attrs={"min": float(min), "max": float(max), "seed": int(seed)})
+    return out
+
+
 def shape(input):
     """The dims of ``input`` as an int32 [rank] tensor (read at run time: -1 dims are filled in)."""
     check_variable("shape", "input", input)
