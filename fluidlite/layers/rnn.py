@@ -13,10 +13,13 @@ graphs from ordinary ops, with their parameter names and shapes, so parameters s
 
 (a named ``param_attr``/``bias_attr`` gives GRUCell ``<attr name>_gate`` and ``<attr name>_candidate``).
 """
+import collections
 import copy
 
+import numpy as np
+
 from .. import unique_name
-from ..framework import Variable
+from ..framework import Variable, VarType, default_main_program, dtype_to_str
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 from . import nn, ops, tensor
@@ -25,7 +28,8 @@ from .control_flow import StaticRNN
 from .sequence_lod import sequence_mask
 from .utils import assert_same_structure, flatten, is_sequence, map_structure, pack_sequence_as
 
-__all__ = ["RNNCell", "GRUCell", "LSTMCell", "rnn", "birnn"]
+__all__ = ["RNNCell", "GRUCell", "LSTMCell", "rnn", "birnn", "Decoder", "BeamSearchDecoder", "dynamic_decode",
+           "DecodeHelper", "TrainingHelper", "GreedyEmbeddingHelper", "SampleEmbeddingHelper", "BasicDecoder"]
 
 _FLOATS = ("float32", "float64")
 
@@ -346,3 +350,408 @@ def birnn(cell_fw, cell_bw, inputs, initial_states=None, sequence_length=None, t
                                 **kwargs)
     outputs = map_structure(lambda x, y: tensor.concat([x, y], -1), outputs_fw, outputs_bw)
     return outputs, (states_fw, states_bw)
+
+
+# ------------------------------------------------------------------ decoders
+
+
+class Decoder:
+    """The interface ``dynamic_decode`` drives: ``initialize(inits)`` -> ``(initial_inputs, initial_states,
+    finished)``; ``step(time, inputs, states, **kwargs)`` -> ``(outputs, next_states, next_inputs, finished)``;
+    optionally ``finalize(outputs, final_states, sequence_lengths)`` -> ``(final_outputs, final_states)``.
+    ``tracks_own_finished`` says the decoder keeps its finished flags and lengths itself (beams get reordered), so
+    dynamic_decode does not OR in the previous step's flags."""
+
+    def initialize(self, inits):
+        raise NotImplementedError
+
+    def step(self, time, inputs, states, **kwargs):
+        raise NotImplementedError
+
+    def finalize(self, outputs, final_states, sequence_lengths):
+        raise NotImplementedError
+
+    @property
+    def tracks_own_finished(self):
+        return False
+
+
+class BeamSearchDecoder(Decoder):
+    """Beam search over a cell (Fluid 1.8): every step merges the batch and beam dims, calls the cell (then
+    `output_fn`), takes log_softmax scores, forces finished beams onto `end_token`, adds the beams' scores, keeps
+    the `beam_size` best of the beam_size * vocab candidates of each batch entry (top_k) and reorders the cell
+    states, finished flags and lengths by the chosen beams (gather_nd). ``finalize`` traces the beams back with
+    gather_tree. Tensors of shape [batch, ...] that the cell reads besides its states (an encoder output) must be
+    tiled first: ``BeamSearchDecoder.tile_beam_merge_with_batch(x, beam_size)``."""
+
+    class OutputWrapper(collections.namedtuple("OutputWrapper", ("scores", "predicted_ids", "parent_ids"))):
+        """``step``'s outputs: each [batch, beam] (float32, int64, int64)."""
+
+    class StateWrapper(collections.namedtuple("StateWrapper", ("cell_states", "log_probs", "finished", "lengths"))):
+        """``step``'s states: the cell states [batch, beam, ...], the beams' scores, finished flags and lengths."""
+
+    def __init__(self, cell, start_token, end_token, beam_size, embedding_fn=None, output_fn=None):
+        for arg, v in (("start_token", start_token), ("end_token", end_token), ("beam_size", beam_size)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError("BeamSearchDecoder: %s must be an int, got %r" % (arg, v))
+        if beam_size < 1:
+            raise ValueError("BeamSearchDecoder: beam_size must be >= 1, got %d" % beam_size)
+        self.cell = cell
+        self.embedding_fn = embedding_fn
+        self.output_fn = output_fn
+        self.start_token = start_token
+        self.end_token = end_token
+        self.beam_size = beam_size
+
+    @staticmethod
+    def tile_beam_merge_with_batch(x, beam_size):
+        """x [batch, ...] -> [batch * beam_size, ...], each batch entry repeated beam_size times in a row."""
+        check_variable("BeamSearchDecoder.tile_beam_merge_with_batch", "x", x)
+        x = nn.unsqueeze(x, [1])  # [batch, 1, ...]
+        expand_times = [1] * len(x.shape)
+        expand_times[1] = beam_size
+        x = nn.expand(x, expand_times)  # [batch, beam, ...]
+        # [..., batch, beam] -> [..., batch * beam] -> [batch * beam, ...]: no -1 but the merged dim at build time
+        x = nn.transpose(x, list(range(2, len(x.shape))) + [0, 1])
+        x = nn.reshape(x, shape=[0] * (len(x.shape) - 2) + [-1])
+        return nn.transpose(x, [len(x.shape) - 1] + list(range(0, len(x.shape) - 1)))
+
+    def _split_batch_beams(self, x):
+        return nn.reshape(x, shape=[-1, self.beam_size] + list(x.shape[1:]))
+
+    def _merge_batch_beams(self, x):
+        return nn.reshape(x, shape=[-1] + list(x.shape[2:]))
+
+    def _expand_to_beam_size(self, x):
+        x = nn.unsqueeze(x, [1])
+        expand_times = [1] * len(x.shape)
+        expand_times[1] = self.beam_size
+        return nn.expand(x, expand_times)
+
+    def _mask_probs(self, probs, finished):
+        """Finished beams get 0 for end_token and -1e9 elsewhere; the others keep their log probabilities."""
+        finished = tensor.cast(finished, dtype=probs.dtype)
+        return nn.elementwise_sub(
+            nn.elementwise_mul(nn.expand(nn.unsqueeze(finished, [2]), [1, 1, self.vocab_size]),
+                               self.noend_mask_tensor, axis=-1),
+            nn.elementwise_mul(probs, (finished - 1), axis=0))
+
+    def _gather(self, x, indices, batch_size):
+        """x [batch, beam, ...] reordered along the beam dim: out[b, k] = x[b, indices[b, k]]."""
+        if batch_size.dtype != indices.dtype:
+            batch_size = tensor.cast(batch_size, indices.dtype)
+        batch_size.stop_gradient = True
+        batch_pos = nn.expand(nn.unsqueeze(tensor.range(0, batch_size, 1, dtype=indices.dtype), [1]),
+                              [1, self.beam_size])
+        coordinates = nn.stack([batch_pos, indices], axis=2)
+        coordinates.stop_gradient = True
+        return nn.gather_nd(x, coordinates)
+
+    def initialize(self, initial_cell_states):
+        """Inputs: start_token ids [batch, beam] (through embedding_fn); states: the cell states tiled to
+        [batch, beam, ...], log_probs [[0, -1e9, ...]] per batch entry (only beam 0 is live), finished False,
+        lengths 0; finished."""
+        self.kinf = 1e9
+        state = flatten(initial_cell_states)[0]
+        self.batch_size = nn.shape(state)[0]
+        self.start_token_tensor = tensor.fill_constant(shape=[1], dtype="int64", value=self.start_token)
+        self.end_token_tensor = tensor.fill_constant(shape=[1], dtype="int64", value=self.end_token)
+        init_cell_states = map_structure(self._expand_to_beam_size, initial_cell_states)
+        init_inputs = nn.expand(nn.unsqueeze(nn.expand(self.start_token_tensor, [self.batch_size]), [1]),
+                                [1, self.beam_size])
+        log_probs = nn.expand(tensor.assign(np.array([[0.0] + [-self.kinf] * (self.beam_size - 1)], "float32")),
+                              [self.batch_size, 1])
+        init_finished = tensor.fill_constant_batch_size_like(input=state, shape=[-1, self.beam_size], dtype="bool",
+                                                             value=False, force_cpu=True)
+        init_lengths = tensor.zeros_like(init_inputs)
+        init_inputs = self.embedding_fn(init_inputs) if self.embedding_fn else init_inputs
+        return init_inputs, self.StateWrapper(init_cell_states, log_probs, init_finished, init_lengths), init_finished
+
+    def _beam_search_step(self, time, logits, next_cell_states, beam_state):
+        self.vocab_size = logits.shape[-1]
+        if self.vocab_size <= 0:
+            raise ValueError("BeamSearchDecoder: the vocabulary size (the last dim of the cell's output, after "
+                             "output_fn) must be known, got %s %s" % (logits.name, list(logits.shape)))
+        if not 0 <= self.end_token < self.vocab_size:
+            raise ValueError("BeamSearchDecoder: end_token %d is not in the vocabulary [0, %d)"
+                             % (self.end_token, self.vocab_size))
+        self.vocab_size_tensor = tensor.fill_constant(shape=[1], dtype="int64", value=self.vocab_size)
+        noend = [-self.kinf] * self.vocab_size
+        noend[self.end_token] = 0
+        self.noend_mask_tensor = tensor.assign(np.array(noend, "float32"))
+        step_log_probs = ops.log(nn.softmax(logits))
+        step_log_probs = self._mask_probs(step_log_probs, beam_state.finished)
+        log_probs = nn.elementwise_add(x=step_log_probs, y=beam_state.log_probs, axis=0)
+        scores = nn.reshape(log_probs, [-1, self.beam_size * self.vocab_size])  # no length penalty, as in Fluid
+        topk_scores, topk_indices = nn.topk(input=scores, k=self.beam_size)
+        beam_indices = nn.elementwise_floordiv(topk_indices, self.vocab_size_tensor)
+        token_indices = nn.elementwise_mod(topk_indices, self.vocab_size_tensor)
+        next_log_probs = self._gather(nn.reshape(log_probs, [-1, self.beam_size * self.vocab_size]), topk_indices,
+                                      self.batch_size)
+        next_cell_states = map_structure(lambda x: self._gather(x, beam_indices, self.batch_size), next_cell_states)
+        next_finished = self._gather(beam_state.finished, beam_indices, self.batch_size)
+        next_lengths = self._gather(beam_state.lengths, beam_indices, self.batch_size)
+        next_lengths = next_lengths + tensor.cast(nn.logical_not(next_finished), beam_state.lengths.dtype)
+        next_finished = nn.logical_or(next_finished, nn.equal(token_indices, self.end_token_tensor))
+        return (self.OutputWrapper(topk_scores, token_indices, beam_indices),
+                self.StateWrapper(next_cell_states, next_log_probs, next_finished, next_lengths))
+
+    def step(self, time, inputs, states, **kwargs):
+        """One beam search step: ``(OutputWrapper, StateWrapper, next_inputs, finished)``."""
+        inputs = map_structure(self._merge_batch_beams, inputs)
+        cell_states = map_structure(self._merge_batch_beams, states.cell_states)
+        cell_outputs, next_cell_states = self.cell(inputs, cell_states, **kwargs)
+        cell_outputs = map_structure(self._split_batch_beams, cell_outputs)
+        next_cell_states = map_structure(self._split_batch_beams, next_cell_states)
+        if self.output_fn is not None:
+            cell_outputs = self.output_fn(cell_outputs)
+        beam_search_output, beam_search_state = self._beam_search_step(time=time, logits=cell_outputs,
+                                                                       next_cell_states=next_cell_states,
+                                                                       beam_state=states)
+        finished = beam_search_state.finished
+        sample_ids = beam_search_output.predicted_ids
+        sample_ids.stop_gradient = True
+        next_inputs = self.embedding_fn(sample_ids) if self.embedding_fn else sample_ids
+        return beam_search_output, beam_search_state, next_inputs, finished
+
+    def finalize(self, outputs, final_states, sequence_lengths):
+        """The full beams: gather_tree(predicted_ids, parent_ids), [time, batch, beam] int64."""
+        from .beam_search import gather_tree
+        return gather_tree(outputs.predicted_ids, outputs.parent_ids), final_states
+
+    @property
+    def tracks_own_finished(self):
+        return True
+
+
+def _tensor_array_layers():
+    from . import tensor_array
+    return tensor_array
+
+
+def dynamic_decode(decoder, inits=None, max_step_num=None, output_time_major=False, impute_finished=False,
+                   is_test=False, return_length=False, **kwargs):
+    """Runs ``decoder.step`` in a While loop until every entry is finished or, with `max_step_num`, the step index
+    exceeds it (so at most max_step_num + 1 steps): ``(final_outputs, final_states)``, plus the sequence lengths
+    with `return_length`.
+
+    Training (``is_test=False``) keeps every step's inputs and states in tensor arrays, so the loop trains;
+    `is_test` overwrites them in place. `impute_finished` copies finished entries' states through unchanged.
+    The steps' outputs are stacked [time, batch, ...] (tensor_array_to_tensor), passed to ``decoder.finalize`` if
+    it has one, and made batch-major unless `output_time_major`. `kwargs` go to ``decoder.step``."""
+    if not isinstance(decoder, Decoder) and not callable(getattr(decoder, "step", None)):
+        raise TypeError("dynamic_decode: 'decoder' must be a Decoder, got %s" % type(decoder).__name__)
+    if max_step_num is not None and (not isinstance(max_step_num, int) or isinstance(max_step_num, bool)):
+        raise TypeError("dynamic_decode: max_step_num must be None or an int, got %r" % (max_step_num,))
+    from .control_flow import While
+    ta = _tensor_array_layers()
+    initial_inputs, initial_states, initial_finished = decoder.initialize(inits)
+    global_inputs, global_states, global_finished = initial_inputs, initial_states, initial_finished
+    global_finished.stop_gradient = True
+    step_idx = tensor.fill_constant(shape=[1], dtype="int64", value=0)
+
+    cond = nn.logical_not(nn.reduce_all(initial_finished))
+    if max_step_num is not None:
+        max_step_num = tensor.fill_constant(shape=[1], dtype="int64", value=max_step_num)
+    while_op = While(cond, is_test=is_test)
+
+    sequence_lengths = tensor.cast(tensor.zeros_like(initial_finished), "int64")
+    sequence_lengths.stop_gradient = True
+
+    if is_test:  # reuse the inputs and states variables: nothing is kept for a backward pass
+        inputs = map_structure(lambda x: x, initial_inputs)
+        states = map_structure(lambda x: x, initial_states)
+    else:  # every step's inputs and states are kept for the backward pass
+        inputs_arrays = map_structure(lambda x: ta.array_write(x, step_idx), initial_inputs)
+        states_arrays = map_structure(lambda x: ta.array_write(x, step_idx), initial_states)
+
+    def _maybe_copy(state, new_state, step_mask):
+        """state where step_mask (finished) is true, else new_state."""
+        state_dtype = state.dtype
+        if state_dtype == VarType.BOOL:
+            state = tensor.cast(state, dtype="float32")
+            new_state = tensor.cast(new_state, dtype="float32")
+        if step_mask.dtype != state.dtype:
+            step_mask = tensor.cast(step_mask, dtype=state.dtype)
+            step_mask.stop_gradient = True
+        new_state = nn.elementwise_sub(nn.elementwise_mul(state, step_mask, axis=0),
+                                       nn.elementwise_mul(new_state, (step_mask - 1), axis=0))
+        if state_dtype == VarType.BOOL:
+            new_state = tensor.cast(new_state, dtype=state_dtype)
+        return new_state
+
+    def _create_array_out_of_while(dtype):
+        program = default_main_program()
+        current = program.current_block_idx
+        program.current_block_idx = program.current_block().parent_idx
+        try:
+            return ta.create_array(dtype_to_str(dtype))
+        finally:
+            program.current_block_idx = current
+
+    with while_op.block():
+        if not is_test:
+            inputs = map_structure(lambda array: ta.array_read(array, step_idx), inputs_arrays)
+            states = map_structure(lambda array: ta.array_read(array, step_idx), states_arrays)
+        outputs, next_states, next_inputs, next_finished = decoder.step(step_idx, inputs, states, **kwargs)
+        if not decoder.tracks_own_finished:
+            # an entry once finished stays finished; its length stops growing
+            next_finished = nn.logical_or(next_finished, global_finished)
+            next_sequence_lengths = nn.elementwise_add(
+                sequence_lengths, tensor.cast(nn.logical_not(global_finished), sequence_lengths.dtype))
+            if impute_finished:
+                next_states = map_structure(lambda x, y: _maybe_copy(x, y, global_finished), states, next_states)
+        else:  # BeamSearchDecoder reorders its beams, their flags and lengths itself
+            next_sequence_lengths = getattr(next_states, "lengths", sequence_lengths)
+
+        # the output arrays live outside the loop; their dtypes are known only now
+        outputs_arrays = map_structure(lambda x: _create_array_out_of_while(x.dtype), outputs)
+        map_structure(lambda x, x_array: ta.array_write(x, i=step_idx, array=x_array), outputs, outputs_arrays)
+        tensor.increment(x=step_idx, value=1.0, in_place=True)
+        # finished first: it may also be one of the decoder's states, which would otherwise be written stale
+        tensor.assign(next_finished, global_finished)
+        tensor.assign(next_sequence_lengths, sequence_lengths)
+        if is_test:
+            map_structure(tensor.assign, next_inputs, global_inputs)
+            map_structure(tensor.assign, next_states, global_states)
+        else:
+            map_structure(lambda x, x_array: ta.array_write(x, i=step_idx, array=x_array), next_inputs, inputs_arrays)
+            map_structure(lambda x, x_array: ta.array_write(x, i=step_idx, array=x_array), next_states, states_arrays)
+        if max_step_num is not None:
+            nn.logical_and(nn.logical_not(nn.reduce_all(global_finished)), nn.less_equal(step_idx, max_step_num), cond)
+        else:
+            nn.logical_not(nn.reduce_all(global_finished), cond)
+
+    final_outputs = map_structure(lambda array: ta.tensor_array_to_tensor(array, axis=0, use_stack=True)[0],
+                                  outputs_arrays)
+    if is_test:
+        final_states = global_states
+    else:
+        final_states = map_structure(lambda array: ta.array_read(array, step_idx), states_arrays)
+    try:
+        final_outputs, final_states = decoder.finalize(final_outputs, final_states, sequence_lengths)
+    except NotImplementedError:
+        pass
+    if not output_time_major:
+        final_outputs = map_structure(_transpose_batch_time, final_outputs)
+    return (final_outputs, final_states, sequence_lengths) if return_length else (final_outputs, final_states)
+
+
+class DecodeHelper:
+    """What BasicDecoder asks of a sampling strategy: ``initialize()`` -> ``(initial_inputs, initial_finished)``;
+    ``sample(time, outputs, states)`` -> sample ids; ``next_inputs(time, outputs, states, sample_ids)`` ->
+    ``(finished, next_inputs, next_states)``."""
+
+    def initialize(self):
+        pass
+
+    def sample(self, time, outputs, states):
+        pass
+
+    def next_inputs(self, time, outputs, states, sample_ids):
+        pass
+
+
+class TrainingHelper(DecodeHelper):
+    """Teacher forcing: step t's input is ``inputs[:, t]`` (``inputs[t]`` if `time_major`); an entry is finished
+    once t + 1 reaches its `sequence_length`. Samples are the argmax of the outputs (usually unused)."""
+
+    def __init__(self, inputs, sequence_length, time_major=False):
+        check_variable("TrainingHelper", "sequence_length", sequence_length)
+        self.inputs = inputs
+        self.sequence_length = sequence_length
+        self.time_major = time_major
+        # one padding step at the end, so the slice of step t + 1 exists at the last step
+        self.inputs_ = map_structure(
+            lambda x: nn.pad(x, paddings=([0, 1] + [0, 0] * (len(x.shape) - 1)) if time_major
+                             else ([0, 0, 0, 1] + [0, 0] * (len(x.shape) - 2))), self.inputs)
+
+    def initialize(self):
+        init_finished = nn.equal(self.sequence_length,
+                                 tensor.fill_constant(shape=[1], dtype=self.sequence_length.dtype, value=0))
+        init_inputs = map_structure(lambda x: x[0] if self.time_major else x[:, 0], self.inputs)
+        return init_inputs, init_finished
+
+    def sample(self, time, outputs, states):
+        return tensor.argmax(outputs, axis=-1)
+
+    def next_inputs(self, time, outputs, states, sample_ids):
+        if time.dtype != VarType.INT32:
+            time = tensor.cast(time, "int32")
+        if self.sequence_length.dtype != time.dtype:
+            self.sequence_length = tensor.cast(self.sequence_length, time.dtype)
+        next_time = time + 1
+        finished = nn.less_equal(self.sequence_length, next_time)
+        axes = [0 if self.time_major else 1]
+
+        def _slice(x):
+            return nn.squeeze(nn.slice(x, axes=axes, starts=[next_time], ends=[next_time + 1]), axes=axes)
+
+        return finished, map_structure(_slice, self.inputs_), states
+
+
+class GreedyEmbeddingHelper(DecodeHelper):
+    """Greedy decoding: the next input is ``embedding_fn(argmax(outputs))``; an entry is finished when it emits
+    `end_token`. `start_tokens` is an int64 [batch] Variable."""
+
+    def __init__(self, embedding_fn, start_tokens, end_token):
+        check_variable(type(self).__name__, "start_tokens", start_tokens)
+        self.embedding_fn = embedding_fn
+        self.start_tokens = start_tokens
+        self.end_token = tensor.fill_constant(shape=[1], dtype="int64", value=end_token)
+
+    def initialize(self):
+        init_finished = tensor.fill_constant_batch_size_like(input=self.start_tokens, shape=[-1], dtype="bool",
+                                                             value=False, force_cpu=True)
+        return self.embedding_fn(self.start_tokens), init_finished
+
+    def sample(self, time, outputs, states):
+        return tensor.argmax(outputs, axis=-1)
+
+    def next_inputs(self, time, outputs, states, sample_ids):
+        finished = nn.equal(sample_ids, self.end_token)
+        return finished, self.embedding_fn(sample_ids), states
+
+
+class SampleEmbeddingHelper(GreedyEmbeddingHelper):
+    """As GreedyEmbeddingHelper, but the ids are drawn from ``softmax(outputs / softmax_temperature)``
+    (sampling_id, with `seed`)."""
+
+    def __init__(self, embedding_fn, start_tokens, end_token, softmax_temperature=None, seed=None):
+        super().__init__(embedding_fn, start_tokens, end_token)
+        self.softmax_temperature = (tensor.fill_constant(shape=[1], dtype="float32", value=softmax_temperature)
+                                    if softmax_temperature is not None else None)
+        self.seed = seed
+
+    def sample(self, time, outputs, states):
+        logits = outputs / self.softmax_temperature if self.softmax_temperature is not None else outputs
+        probs = nn.softmax(logits)
+        probs.stop_gradient = True  # sampling_id has no gradient
+        return nn.sampling_id(probs, seed=self.seed or 0, dtype=self.start_tokens.dtype)
+
+
+class BasicDecoder(Decoder):
+    """A cell and a DecodeHelper: each step runs the cell (then `output_fn`), samples with the helper and takes
+    the next inputs and finished flags from it. Outputs are ``OutputWrapper(cell_outputs, sample_ids)``."""
+
+    class OutputWrapper(collections.namedtuple("OutputWrapper", ("cell_outputs", "sample_ids"))):
+        """``step``'s outputs."""
+
+    def __init__(self, cell, helper, output_fn=None):
+        self.cell = cell
+        self.helper = helper
+        self.output_fn = output_fn
+
+    def initialize(self, initial_cell_states):
+        initial_inputs, initial_finished = self.helper.initialize()
+        return initial_inputs, initial_cell_states, initial_finished
+
+    def step(self, time, inputs, states, **kwargs):
+        cell_outputs, cell_states = self.cell(inputs, states, **kwargs)
+        if self.output_fn is not None:
+            cell_outputs = self.output_fn(cell_outputs)
+        sample_ids = self.helper.sample(time=time, outputs=cell_outputs, states=cell_states)
+        sample_ids.stop_gradient = True
+        finished, next_inputs, next_states = self.helper.next_inputs(time=time, outputs=cell_outputs,
+                                                                     states=cell_states, sample_ids=sample_ids)
+        return self.OutputWrapper(cell_outputs, sample_ids), next_states, next_inputs, finished
