@@ -89,7 +89,8 @@ def test_beam_search_decoder_initialize_and_two_steps():
     np.testing.assert_array_equal(init_lp, [[0.0, -1e9, -1e9]] * batch)
     assert not init_fin.any() and (init_len == 0).all() and init_len.dtype == np.int64
     for b in range(batch):
-        tokens, lp, fin, lens = np.full(BEAM, START), init_lp[b].astype(float), np.zeros(BEAM, bool), np.zeros(BEAM, int)
+        tokens, lp = np.full(BEAM, START), init_lp[b].astype(float)
+        fin, lens = np.zeros(BEAM, bool), np.zeros(BEAM, int)
         for k, base in enumerate((5, 12)):
             scores, ids, parents, lp, fin, lens = numpy_beam_step(table, tokens, lp, fin, lens)
             g = got[base:base + 7]
