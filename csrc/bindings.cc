@@ -26,6 +26,9 @@ extern "C" int scipy_openblas_get_num_threads(void);
 extern "C" char* scipy_openblas_get_corename(void);
 extern "C" char* scipy_openblas_get_config(void);
 
+// A LoDTensorArray is a Python object of its own (fluid.LoDTensorArray), not converted to a list.
+PYBIND11_MAKE_OPAQUE(fl::TensorList)
+
 namespace py = pybind11;
 using namespace fl;
 
@@ -156,6 +159,33 @@ constexpr const char* kFetchedLoDMessage =
     "Some of your fetched tensors hold LoD information.             They can not be completely cast to Python "
     "ndarray.             Please set the parameter 'return_numpy' as 'False' to             return LoDTensor "
     "itself directly.";
+
+// A fetched value as Fluid 1.8's Executor.run returns it: a LoDTensor (return_numpy=False) or an array; a
+// LoDTensorArray as a fluid.LoDTensorArray, or (return_numpy=True, its as_numpy) a list with one array per entry (None
+// for an entry never written).
+py::object FetchedValue(FetchValue& v, bool return_numpy) {
+  if (Tensor* t = std::get_if<Tensor>(&v)) {
+    if (!return_numpy) return py::cast(std::move(*t));
+    if (!t->lod().empty()) throw std::runtime_error(kFetchedLoDMessage);
+    return FetchedArray(*t);
+  }
+  TensorList& array = std::get<TensorList>(v);
+  if (!return_numpy) return py::cast(std::move(array));
+  py::list entries;
+  for (const Tensor& t : array) {
+    if (!t.lod().empty()) throw std::runtime_error(kFetchedLoDMessage);
+    entries.append(t.IsInitialized() ? FetchedArray(t) : py::none());
+  }
+  return std::move(entries);
+}
+
+// Python's index rules on a LoDTensorArray (negative counts from the end): the position, or IndexError.
+size_t ArrayPosition(const TensorList& a, py::ssize_t i) {
+  const py::ssize_t n = static_cast<py::ssize_t>(a.size());
+  const py::ssize_t k = i < 0 ? i + n : i;
+  if (k < 0 || k >= n) throw py::index_error(Str("LoDTensorArray index ", i, " out of range (length ", n, ")"));
+  return static_cast<size_t>(k);
+}
 
 // Tensor.set_lod / set_recursive_sequence_lengths: a malformed LoD raises ValueError naming it. As Fluid 1.8's
 // CheckLoD(lod, dims[0]): on a tensor holding rows the last level must end at its row count; on one not set yet (or
@@ -602,8 +632,31 @@ PYBIND11_MODULE(_core, m) {
                    DTypeName(sr.value.dtype()), " ", sr.value.dims(), ")");
       });
 
+  // Fluid's LoDTensorArray: a list of LoDTensors (append, len, indexing, iteration). Entries are returned as
+  // tensors sharing the entry's buffer, not as references into the list (an append may move the list's storage).
+  py::class_<TensorList>(m, "LoDTensorArray")
+      .def(py::init<>())
+      .def("__len__", [](const TensorList& a) { return a.size(); })
+      .def(
+          "__getitem__", [](const TensorList& a, py::ssize_t i) { return a[ArrayPosition(a, i)]; }, py::arg("i"))
+      .def(
+          "__setitem__", [](TensorList& a, py::ssize_t i, const Tensor& t) { a[ArrayPosition(a, i)] = t; },
+          py::arg("i"), py::arg("tensor"))
+      .def(
+          "append", [](TensorList& a, const Tensor& t) { a.push_back(t); }, py::arg("tensor"),
+          "appends a LoDTensor (sharing its buffer and LoD)")
+      .def("_move_to_list",
+           [](TensorList& a) {
+             py::list r;
+             for (auto& t : a) r.append(py::cast(std::move(t)));
+             a.clear();
+             return r;
+           })
+      .def("__repr__", [](const TensorList& a) { return Str("LoDTensorArray(", a.size(), " entries)"); });
+
   py::class_<Variable, std::shared_ptr<Variable>>(m, "Variable")
       .def("get_tensor", &Variable::GetMutableTensor, py::return_value_policy::reference_internal)
+      .def("get_lod_tensor_array", &Variable::GetMutableTensorList, py::return_value_policy::reference_internal)
       .def("get_selected_rows", &Variable::GetMutableSelectedRows, py::return_value_policy::reference_internal)
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);
@@ -899,7 +952,7 @@ PYBIND11_MODULE(_core, m) {
             for (size_t i = 0; i < feeds.size(); ++i)
               in.push_back(FeedTensor(feeds[i], keep,
                                       "feed '" + (i < targets.size() ? targets[i].name : std::to_string(i)) + "'"));
-            std::vector<Tensor> out;
+            FetchList out;
             try {
               // Only Python's main thread sees KeyboardInterrupt: only its runs stop on Ctrl-C.
               std::optional<InterruptibleRun> interruptible;
@@ -918,11 +971,7 @@ PYBIND11_MODULE(_core, m) {
               throw py::error_already_set();
             }
             py::list r;
-            for (auto& t : out) {
-              if (return_numpy && !t.lod().empty()) throw std::runtime_error(kFetchedLoDMessage);
-              if (return_numpy) r.append(FetchedArray(t));
-              else r.append(py::cast(std::move(t)));
-            }
+            for (auto& v : out) r.append(FetchedValue(v, return_numpy));
             return r;
           },
           py::arg("feeds"), py::arg("return_numpy") = true)

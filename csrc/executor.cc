@@ -165,16 +165,27 @@ InterruptibleRun::~InterruptibleRun() { t_interruptible = false; }
 
 int64_t PreparedProgram::NumPrepared() { return g_num_prepared.load(); }
 
+namespace {
+
+// A new variable takes the kind its desc declares where ops may read it before any op writes it: an empty
+// LOD_TENSOR_ARRAY (create_array) has length 0 and fetches as an empty list. The other kinds become what their
+// first writer makes them.
+void InitVariableKind(const VarDesc& desc, Variable* var) {
+  if (desc.kind() == VarKind::LOD_TENSOR_ARRAY && !var->IsInitialized()) var->GetMutableTensorList();
+}
+
+}  // namespace
+
 void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* local) {
   RecordEvent ev("Executor::create_variables", "Executor");
   for (auto& v : block.AllVars()) {
     if (v->persistable()) {
       if (!persist_scope->FindVar(v->name())) {
-        persist_scope->Var(v->name());
+        InitVariableKind(*v, persist_scope->Var(v->name()));
         FL_VLOG(3) << "Create Variable " << v->name() << " global";
       }
     } else if (!local->FindLocalVar(v->name())) {
-      local->Var(v->name());
+      InitVariableKind(*v, local->Var(v->name()));
       FL_VLOG(3) << "Create Variable " << v->name() << " locally";
     }
   }
@@ -261,8 +272,13 @@ void PreparedProgram::CreateVariablesAndBind() {
     local_ = &scope_->NewScope();
     local_uid_ = local_->uid();
   }
-  CreateBlockVariables(*program_->Block(block_id_), scope_, local_);
+  const BlockDesc& block = *program_->Block(block_id_);
+  CreateBlockVariables(block, scope_, local_);
   for (auto& op : ops_) op->Bind(*local_);
+  local_arrays_.clear();
+  for (auto& v : block.AllVars())
+    if (!v->persistable() && v->kind() == VarKind::LOD_TENSOR_ARRAY)
+      if (Variable* var = local_->FindLocalVar(v->name())) local_arrays_.push_back(var);
   feed_var_ = local_->FindVar(kFeedVar);
   fetch_var_ = local_->FindVar(kFetchVar);
   scope_generation_ = scope_->generation();
@@ -410,7 +426,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
   }
 }
 
-std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
+FetchList PreparedProgram::Run(std::vector<Tensor> feeds) {
   std::lock_guard<std::mutex> lock(run_mu_);
   RecordEvent ev("Executor::run", "Executor");
   CheckFeeds(feeds);
@@ -432,7 +448,11 @@ std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
   else shared.lock();
   if (scope_->generation() != scope_generation_) CreateVariablesAndBind();
   *feed_var_->GetMutableTensorList() = std::move(feeds);
-  TensorList* fetched = fetch_var_->GetMutableTensorList();
+  // Temporary arrays start each run empty, as in Fluid's fresh local scope per run: writes grow them, and a
+  // shorter run must not see the entries of a longer one (nor the gradient arrays add up across runs).
+  for (Variable* v : local_arrays_)
+    if (v->IsTensorList()) v->GetMutableTensorList()->clear();
+  FetchList* fetched = fetch_var_->GetMutableFetchList();
   fetched->assign(num_fetch_, Tensor());
   struct ClearFeeds {  // borrowed numpy memory must not outlive this call, even on error
     Variable* v;
@@ -440,7 +460,7 @@ std::vector<Tensor> PreparedProgram::Run(std::vector<Tensor> feeds) {
   } clear{feed_var_};
   RunPreparedOps(ops_, place_, &release_);
   ++runs_;
-  std::vector<Tensor> out = std::move(*fetched);
+  FetchList out = std::move(*fetched);
   fetched->clear();
   return out;
 }

@@ -37,8 +37,9 @@ class PreparedProgram {
   PreparedProgram(const PreparedProgram&) = delete;
   PreparedProgram& operator=(const PreparedProgram&) = delete;
 
-  // feeds[i] goes to feed_names[i]; returns one tensor per fetch name (fresh buffers owned by them).
-  std::vector<Tensor> Run(std::vector<Tensor> feeds);
+  // feeds[i] goes to feed_names[i]; returns one value per fetch name, a tensor or a tensor array (fresh buffers
+  // owned by them).
+  FetchList Run(std::vector<Tensor> feeds);
 
   const std::vector<FeedTarget>& feed_targets() const { return feed_targets_; }
   const ProgramDesc& program() const { return *program_; }
@@ -68,6 +69,7 @@ class PreparedProgram {
   // Eager deletion: release_[i] are the temporaries whose last use in the block is op i; after it runs,
   // their memory goes back to the allocator (when a tensor holds at least kEagerReleaseBytes).
   std::vector<std::vector<Variable*>> release_;
+  std::vector<Variable*> local_arrays_;  // temporary LOD_TENSOR_ARRAYs of the block: emptied at the start of a run
   Variable* feed_var_ = nullptr;
   Variable* fetch_var_ = nullptr;
   uint64_t scope_generation_ = 0;

@@ -40,6 +40,7 @@ class CompileTimeInferShapeContext : public InferShapeContext {
   int OutputSize(const char* slot) const override { return static_cast<int>(op_->Output(slot).size()); }
   DDim InputDim(const char* slot, int i) const override { return DDim(InVar(slot, i)->shape()); }
   DType InputDType(const char* slot, int i) const override { return InVar(slot, i)->dtype(); }
+  VarKind InputKind(const char* slot, int i) const override { return InVar(slot, i)->kind(); }
   const std::string& InputName(const char* slot, int i) const override {
     return Arg(op_->Input(slot), slot, i, "input");
   }

@@ -31,6 +31,9 @@ class InferShapeContext {
   virtual int OutputSize(const char* slot) const = 0;
   virtual DDim InputDim(const char* slot, int i = 0) const = 0;  // -1 for unknown dims at compile time
   virtual DType InputDType(const char* slot, int i = 0) const = 0;
+  // The kind of an input variable (LOD_TENSOR, LOD_TENSOR_ARRAY, SELECTED_ROWS, ...): its desc's at build time, what
+  // the variable holds at run time (LOD_TENSOR for one that holds nothing yet).
+  virtual VarKind InputKind(const char* slot, int i = 0) const = 0;
   virtual const std::string& InputName(const char* slot, int i = 0) const = 0;
   virtual const std::string& OutputName(const char* slot, int i = 0) const = 0;
   virtual void SetOutputDim(const char* slot, const DDim& dims, int i = 0) = 0;

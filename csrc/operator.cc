@@ -11,6 +11,13 @@ namespace fl {
 
 static const DDim kNoTensor{-1};  // stands for "no tensor" (a real dim is never -1 at run time)
 
+// An op reading a LoDTensor where the variable holds a LoDTensorArray (without this it read as "not initialized").
+[[noreturn]] static void ThrowArrayWhereTensor(const std::string& type, const char* slot, const std::string& name) {
+  FL_THROW("op ", type, ": input ", slot, " variable '", name, "' holds a LoDTensorArray, but ", type,
+           " reads a LoDTensor there (read an entry with layers.array_read, or join the entries with "
+           "layers.tensor_array_to_tensor)");
+}
+
 // ------------------------------------------------------------------ shape inference helpers
 
 std::string InferShapeContext::Describe(const char* slot, int i) const {
@@ -68,6 +75,7 @@ class ForwardCheckContext : public InferShapeContext {
     const char* n = InName(slot);
     return n && g_.HasInputAt(n, i) ? g_.InputDType(n, i) : DType::UNDEFINED;
   }
+  VarKind InputKind(const char* slot, int i) const override { return g_.InputKind(Need(InName(slot)), i); }
   const std::string& InputName(const char* slot, int i) const override { return g_.InputName(Need(InName(slot)), i); }
   const std::string& OutputName(const char* slot, int i) const override {
     const OpInfo::ForwardSlot* m = OutSlot(slot);
@@ -266,6 +274,15 @@ class RuntimeInferShapeContext : public InferShapeContext {
     if (const SelectedRows* sr = InRows(slot, i)) return sr->value.dtype();
     return InTensor(slot, i).dtype();
   }
+  VarKind InputKind(const char* slot, int i) const override {
+    const auto& vars = In(slot);
+    const Variable* v = i >= 0 && i < static_cast<int>(vars.size()) ? vars[i] : nullptr;
+    if (v && v->IsTensorList()) return VarKind::LOD_TENSOR_ARRAY;
+    if (v && v->IsSelectedRows()) return VarKind::SELECTED_ROWS;
+    if (v && v->IsRankTable()) return VarKind::LOD_RANK_TABLE;
+    if (v && v->IsStepScopes()) return VarKind::STEP_SCOPES;
+    return VarKind::LOD_TENSOR;
+  }
   const std::string& InputName(const char* slot, int i) const override { return op_.desc_->Input(slot).at(i); }
   const std::string& OutputName(const char* slot, int i) const override { return op_.desc_->Output(slot).at(i); }
   void SetOutputDim(const char* slot, const DDim& dims, int i) override {
@@ -309,6 +326,7 @@ class RuntimeInferShapeContext : public InferShapeContext {
     const auto& vars = In(slot);
     FL_ENFORCE(i < static_cast<int>(vars.size()) && vars[i], "op ", op_.info_->type, " has no input ", slot);
     const Tensor* t = vars[i]->GetTensor();
+    if (!t && vars[i]->IsTensorList()) ThrowArrayWhereTensor(op_.info_->type, slot, op_.desc_->Input(slot).at(i));
     FL_ENFORCE(t && t->IsInitialized(), "op ", op_.info_->type, ": input ", slot, " variable '",
                op_.desc_->Input(slot).at(i), "' is not initialized (was it fed or computed before this op?)");
     return *t;
@@ -574,6 +592,7 @@ const Tensor* ExecutionContext::InputOrNull(const char* slot, int i) const {
              op_.desc_->Input(slot).at(i), "' holds a SelectedRows (a sparse gradient), but ", op_.info_->type,
              " reads a dense LoDTensor there");
   const Tensor* t = vars[i]->GetTensor();
+  if (!t && vars[i]->IsTensorList()) ThrowArrayWhereTensor(op_.info_->type, slot, op_.desc_->Input(slot).at(i));
   return t && t->IsInitialized() ? t : nullptr;
 }
 

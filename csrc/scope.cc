@@ -45,6 +45,8 @@ const char* Variable::KindName() const {
     case 2: return "tensor list";
     case 3: return "step scopes";
     case 4: return "SelectedRows";
+    case 5: return "fetch list";
+    case 6: return "LoDRankTable";
   }
   return "?";
 }

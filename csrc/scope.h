@@ -24,8 +24,11 @@ namespace fl {
 
 class Scope;
 
-using TensorList = std::vector<Tensor>;  // FEED_MINIBATCH / FETCH_LIST / LOD_TENSOR_ARRAY
+using TensorList = std::vector<Tensor>;  // FEED_MINIBATCH / LOD_TENSOR_ARRAY
 using StepScopes = std::vector<Scope*>;  // STEP_SCOPES (owned by the scope that created them)
+// FETCH_LIST: one value per fetch target, a LoDTensor or a LoDTensorArray (Fluid 1.8's FetchList of FetchType).
+using FetchValue = std::variant<Tensor, TensorList>;
+using FetchList = std::vector<FetchValue>;
 
 // SELECTED_ROWS (Fluid's sparse gradient): some rows of a [height, ...] tensor. value[i] is row rows[i];
 // rows may repeat (a lookup's grad lists each id as seen), and repeated rows add up.
@@ -42,6 +45,17 @@ struct SelectedRows {
   }
 };
 
+// LOD_RANK_TABLE (lod_rank_table): the sequences of one LoD level ordered by length, longest first (a stable sort:
+// equal lengths keep their order), as (index, length) items, and the coarser levels above that one.
+struct LoDRankTable {
+  struct Item {
+    size_t index;   // the sequence's position in its level
+    size_t length;  // its length, in entries of the next level (rows for the last level)
+  };
+  LoD coarse_lod;  // levels [0, level) of the LoD the table was built from
+  std::vector<Item> items;
+};
+
 // Shared by its scope and by Python handles (`scope.var(...)`): erasing the variable or dropping its
 // scope only detaches it, so a handle kept in Python stays valid instead of dangling.
 class Variable : public std::enable_shared_from_this<Variable> {
@@ -51,11 +65,16 @@ class Variable : public std::enable_shared_from_this<Variable> {
   bool IsTensorList() const { return std::holds_alternative<TensorList>(value_); }
   bool IsStepScopes() const { return std::holds_alternative<StepScopes>(value_); }
   bool IsSelectedRows() const { return std::holds_alternative<SelectedRows>(value_); }
+  bool IsRankTable() const { return std::holds_alternative<LoDRankTable>(value_); }
 
   // Get-or-create accessors: a fresh variable becomes the requested kind; a variable of another kind
   // is an error (names are reused across kinds only by mistake).
   Tensor* GetMutableTensor() { return GetMutable<Tensor>("LoDTensor"); }
   TensorList* GetMutableTensorList() { return GetMutable<TensorList>("tensor list"); }
+  const TensorList* GetTensorList() const { return std::get_if<TensorList>(&value_); }
+  FetchList* GetMutableFetchList() { return GetMutable<FetchList>("fetch list"); }
+  LoDRankTable* GetMutableRankTable() { return GetMutable<LoDRankTable>("LoDRankTable"); }
+  const LoDRankTable* GetRankTable() const { return std::get_if<LoDRankTable>(&value_); }
   StepScopes* GetMutableStepScopes() { return GetMutable<StepScopes>("step scopes"); }
   const Tensor* GetTensor() const { return std::get_if<Tensor>(&value_); }
   const TensorList* GetTensorList() const { return std::get_if<TensorList>(&value_); }
@@ -81,7 +100,7 @@ class Variable : public std::enable_shared_from_this<Variable> {
     FL_ENFORCE(p != nullptr, "variable holds a ", KindName(), ", not a ", what);
     return p;
   }
-  std::variant<std::monostate, Tensor, TensorList, StepScopes, SelectedRows> value_;
+  std::variant<std::monostate, Tensor, TensorList, StepScopes, SelectedRows, FetchList, LoDRankTable> value_;
 };
 
 // The tensor a variable holds, or the value of its SelectedRows (debug strings, profiler, nan/inf checks).

@@ -30,6 +30,7 @@ from .log import get_vlog_level, set_vlog_level, set_vmodule, vlog_guard  # noqa
 from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: F401
 
 Tensor = LoDTensor = core.LoDTensor
+LoDTensorArray = core.LoDTensorArray
 
 __version__ = "0.1.0"
 

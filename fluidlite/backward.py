@@ -98,7 +98,7 @@ _LOD_TENSOR_ARRAY = int(_VT.LOD_TENSOR_ARRAY)
 
 
 def _stop_gradient_set(program):
-    """{block idx: {v@GRAD for every var with stop_gradient, and every integer or bool tensor}}: as in
+    """{block idx: {v@GRAD for every var with stop_gradient, and every integer or bool tensor or array}}: as in
     Fluid, integers (labels, indices, the casts feeding gather's Index) carry no gradient."""
     result = collections.defaultdict(set)
     for block in program.blocks:
@@ -107,7 +107,7 @@ def _stop_gradient_set(program):
             if facts.stop_gradient and has_var(name):
                 result[block.idx].add(_grad_name(name))
         for v in block.desc.all_vars():
-            if int(v.type()) == _LOD_TENSOR and int(v.dtype()) not in _FLOAT_DTYPES:
+            if int(v.type()) in (_LOD_TENSOR, _LOD_TENSOR_ARRAY) and int(v.dtype()) not in _FLOAT_DTYPES:
                 result[block.idx].add(_grad_name(v.name()))
     return result
 
@@ -327,8 +327,10 @@ def _materialise(block, d):
             continue  # a forward variable a grad op updates (increment's inverse steps the loop counter back)
         if block.idx == 0 and block.desc.find_var_recursive(name) is not None:
             continue
-        var = block.create_var(name=name)
         fwd = block.desc.find_var_recursive(_strip_grad_suffix(name))  # also searches the forward block
+        # The gradient of a LoDTensorArray is an array (Fluid's write_to_array InferVarType).
+        array = fwd is not None and fwd.type() == _LOD_TENSOR_ARRAY
+        var = block.create_var(name=name, type=_LOD_TENSOR_ARRAY if array else _LOD_TENSOR)
         var.desc.set_dtype(fwd.dtype() if fwd is not None else int(core.VarDesc.VarType.FP32))
         if fwd is not None and int(fwd.type()) == _LOD_TENSOR_ARRAY:  # an array's gradient is an array
             var.desc.set_type(fwd.type())

@@ -277,7 +277,8 @@ class Variable:
     def to_string(self, throw_on_error=False, with_details=False):
         s = "%svar %s : %s.shape%s.dtype(%s)" % ("persist " if self.persistable else "", self.name,
                                                  self.type.name, self.shape, dtype_to_str(self.dtype)
-                                                 if self.type == VarType.LOD_TENSOR else "")
+                                                 if self.type in (VarType.LOD_TENSOR, VarType.LOD_TENSOR_ARRAY)
+                                                 else "")
         if self.lod_level > 0:  # as Fluid's VarDesc text (lod_tensor { lod_level: N }) and print(program)
             s += ".lod_level(%d)" % self.lod_level
         if with_details:

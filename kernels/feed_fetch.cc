@@ -33,17 +33,29 @@ FL_REGISTER_OP(fetch, op) {
                    "' holds a SelectedRows (a sparse gradient), which fetch cannot return; read it with "
                    "scope.find_var('",
                    ctx.InputName("X"), "').get_selected_rows() (rows(), height(), get_tensor())");
-        const Tensor* src = ctx.InputOrNull("X");
-        FL_ENFORCE(src != nullptr, "fetch: variable '", ctx.InputName("X"),
-                   "' was never computed (no op before the fetch writes it and it was not fed)");
-        TensorList& list = *ctx.OutputVar("Out")->GetMutableTensorList();
+        FetchList& list = *ctx.OutputVar("Out")->GetMutableFetchList();
         int col = ctx.Attr<int32_t>("col");
         // The executor sizes the list to its fetch targets: a crafted col must not grow it (col=30M: 4 GiB).
         FL_ENFORCE(col >= 0 && col < static_cast<int>(list.size()), "fetch: column ", col, " of variable '",
                    ctx.InputName("X"), "' is out of range: the fetch list '", ctx.OutputName("Out"), "' has ",
                    list.size(), " entries");
         FL_VLOG(3) << "Fetch variable " << ctx.InputName("X") << " to " << ctx.OutputName("Out");
-        TensorCopy(*src, Place::CPU(), &list[col]);
+        // A LoDTensorArray is fetched whole (Fluid 1.8): every entry copied, an entry never written stays empty.
+        if (const TensorList* array = ctx.InputVar("X")->GetTensorList()) {
+          TensorList copy(array->size());
+          for (size_t i = 0; i < array->size(); ++i) {
+            const Tensor& t = (*array)[i];
+            if (t.IsInitialized()) TensorCopy(t, Place::CPU(), &copy[i]);
+            else copy[i].set_lod(t.lod());
+          }
+          list[col] = std::move(copy);
+          return;
+        }
+        const Tensor* src = ctx.InputOrNull("X");
+        FL_ENFORCE(src != nullptr, "fetch: variable '", ctx.InputName("X"),
+                   "' was never computed (no op before the fetch writes it and it was not fed)");
+        if (!std::holds_alternative<Tensor>(list[col])) list[col] = Tensor();
+        TensorCopy(*src, Place::CPU(), &std::get<Tensor>(list[col]));
       });
 }
 

@@ -3,12 +3,14 @@
 // every input once and writing Out once. Empty or uninitialized inputs are skipped (a gradient nobody
 // produced is zero). When Out is X[0] the result lands in X[0]'s buffer with no extra copy. SelectedRows
 // inputs (sparse gradients): all sparse gives SelectedRows (rows concatenated), sparse + dense gives dense.
+// LoDTensorArray inputs (gradients of arrays) add up entry by entry.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "grad_op_maker.h"
 #include "helpers/selected_rows.h"
+#include "helpers/tensor_array.h"
 #include "op_context.h"
 #include "sum_into.h"
 
@@ -22,7 +24,10 @@ void InferSum(InferShapeContext& ctx) {
   const int n = ctx.InputSize("X");
   FL_ENFORCE(n > 0, "sum: input X is empty (Out '", ctx.OutputName("Out"), "')");
   int first = -1;  // first input with known dims: Out takes its dims and dtype
-  for (int i = 0; i < n; ++i) {
+  // Arrays hold entries of any shape (their desc has the dims of the last write): their entries are checked at run
+  // time, one by one.
+  const bool arrays = ctx.InputKind("X", 0) == VarKind::LOD_TENSOR_ARRAY;
+  for (int i = 0; i < n && !arrays; ++i) {
     DDim d = ctx.InputDim("X", i);
     // Rank 0 is a shape not set at build time; unknown or empty inputs are not checked (empty ones are
     // skipped at run time).
@@ -104,18 +109,82 @@ void SumWithSelectedRows(const ExecutionContext& ctx) {
   *out_var->ResetToTensor() = acc;
 }
 
+// LoDTensorArray inputs (the gradient of an array read at several indices, added up by backward): entry by entry,
+// as Fluid's sum of arrays. Out keeps its entries and gets every non-empty input entry added (copied where Out's
+// entry is missing or empty), so a gradient array shared by the iterations of a While loop only grows; Out may be
+// X[0] (then X[0] is not added to itself).
+template <typename T>
+void SumArrays(const ExecutionContext& ctx) {
+  const int n = ctx.InputSize("X");
+  const Variable* out_var = ctx.OutputVar("Out");
+  for (int i = 0; i < n; ++i)
+    FL_ENFORCE(ctx.InputVar("X", i)->IsTensorList() || !ctx.InputVar("X", i)->IsInitialized(), "sum: X[", i, "] '",
+               ctx.InputName("X", i), "' holds a ", ctx.InputVar("X", i)->KindName(),
+               ", but the other inputs or Out are LoDTensorArrays: sum adds arrays to arrays only");
+  TensorList& out = OutputArray(ctx, "Out");
+  for (int i = ctx.InputVar("X", 0) == out_var ? 1 : 0; i < n; ++i) {
+    const TensorList& in = InputArray(ctx, "X", i);
+    for (size_t k = 0; k < in.size(); ++k) {
+      const Tensor& e = in[k];
+      if (!e.IsInitialized() || e.numel() == 0) continue;
+      if (out.size() <= k) out.resize(k + 1);
+      Tensor& o = out[k];
+      if (!o.IsInitialized() || o.numel() == 0) {
+        o = Tensor();  // a buffer of its own
+        TensorCopy(e, ctx.place(), &o);
+        continue;
+      }
+      FL_ENFORCE(o.dims() == e.dims() && o.dtype() == e.dtype(), "sum: entry ", k, " of array X[", i, "] '",
+                 ctx.InputName("X", i), "' is ", DTypeName(e.dtype()), " ", e.dims(), ", but the sum's entry ", k,
+                 " is ", DTypeName(o.dtype()), " ", o.dims());
+      FL_ENFORCE(o.lod() == e.lod(), "sum: entry ", k, " of array X[", i, "] '", ctx.InputName("X", i), "' has LoD ",
+                 e.LoDString(), ", but the sum's entry ", k, " has ", o.LoDString());
+      T* acc = static_cast<T*>(o.raw_mutable());
+      const T* add = e.data<T>();
+      for (int64_t j = 0; j < e.numel(); ++j) acc[j] += add[j];
+    }
+  }
+}
+
+bool SumOfArrays(const ExecutionContext& ctx) {
+  if (ctx.OutputVar("Out")->IsTensorList()) return true;
+  for (int i = 0; i < ctx.InputSize("X"); ++i)
+    if (ctx.InputVar("X", i)->IsTensorList()) return true;
+  return false;
+}
+
+// The default rule (the first input holding a tensor or SelectedRows), looking into arrays for their first entry.
+DType SumKernelDType(const ExecutionContext& ctx) {
+  const bool arrays = SumOfArrays(ctx);
+  for (int i = 0; i < ctx.InputSize("X"); ++i) {
+    if (arrays) {
+      for (const Tensor& e : InputArray(ctx, "X", i))
+        if (e.IsInitialized()) return e.dtype();
+      continue;
+    }
+    if (const SelectedRows* sr = ctx.InputRowsOrNull("X", i)) return sr->value.dtype();
+    if (const Tensor* t = ctx.InputOrNull("X", i)) return t->dtype();
+  }
+  // Arrays with no entries: any kernel adds nothing. Otherwise the executor's words for no input at all.
+  FL_ENFORCE(arrays, "op sum has no initialized input tensor to choose a kernel dtype from");
+  return DType::FP32;
+}
+
 }  // namespace
 
 FL_REGISTER_OP(sum, op) {
   op.Doc(
         "Out = sum of all inputs X (equal numbers of elements); empty or unset inputs are skipped. SelectedRows "
-        "inputs: all SelectedRows gives SelectedRows (rows and values concatenated); with a dense input, dense.")
+        "inputs: all SelectedRows gives SelectedRows (rows and values concatenated); with a dense input, dense. "
+        "LoDTensorArrays: added entry by entry into Out's entries (an entry missing from Out is copied).")
       .DuplicableInput("X", "tensors to add; all with the same number of elements")
       .Output("Out", "their sum, shaped like the first non-empty input; may be X[0] itself (in place)")
       .Inplace("Out", "X")  // the regularizer's sum(X=[grad, decay], Out=grad); any X[i] (blocks go via a buffer)
       .SetInferShape(InferSum)
+      .SetKernelDType(SumKernelDType)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
+        if (SumOfArrays(ctx)) return SumArrays<T>(ctx);
         const int n = ctx.InputSize("X");
         for (int i = 0; i < n; ++i)
           if (ctx.InputRowsOrNull("X", i)) return SumWithSelectedRows<T>(ctx);

@@ -11,6 +11,13 @@ LoD, as in Fluid's OpTest: an input or expected output given as ``(array, recurs
 LoDTensor with that LoD (``inputs={"X": (x, [[2, 3]])}``), and an expected output's LoD is compared too
 (``outputs={"Out": (y, [[1, 1]])}``). Gradient checks perturb the array and keep the LoD.
 
+Tensor arrays (LOD_TENSOR_ARRAY slots): a list of entries, each an array or an ``(array, recursive_seq_lens)``
+pair, or ``TensorArray([...])`` (needed for an empty array; a list of ``(name, value)`` pairs stays a duplicable
+slot). An input array is built in the program by one ``write_to_array`` per entry from a fed variable per entry, so
+gradient checks perturb each entry; ``None`` leaves an entry unwritten. An expected output array is compared entry
+by entry (length, shapes, values, LoDs; ``None``: an entry never written), and a gradient check's loss adds the
+mean of every entry it names.
+
 Every passing check_output records its op type as numpy-checked, every passing check_grad as gradient-checked
 (CHECKED); tests/ops/test_coverage.py, which runs last, fails when a registered op was not. A test that compares
 with numpy or central differences without OpTest says what it checked with ``record_checked``.
@@ -61,13 +68,37 @@ def split_lod(value):
     return (None if value is None else np.asarray(value)), None
 
 
+_ARRAY = core.VarDesc.VarType.LOD_TENSOR_ARRAY
+
+
+class TensorArray(list):
+    """The value of a LOD_TENSOR_ARRAY slot: its entries, each an array, an (array, recursive_seq_lens) pair or None
+    (an entry never written). A plain list of such entries is read as one too, unless it is empty."""
+
+
+def is_tensor_array(value):
+    if isinstance(value, TensorArray):
+        return True
+    return isinstance(value, list) and bool(value) and all(
+        e is None or isinstance(e, np.ndarray) or (isinstance(e, tuple) and not isinstance(e[0], str)) for e in value)
+
+
 def _as_list(slot, value):
-    """Normalise a slot value to [(var_name, array_or_None, lod_or_None)] and say whether the slot is
-    duplicable."""
-    if isinstance(value, list):
-        return [(n,) + split_lod(a) for n, a in value], True
+    """Normalise a slot value to [(var_name, value)] (each value an array, an (array, lod) pair, a TensorArray or
+    None) and say whether the slot is duplicable."""
+    if isinstance(value, list) and not is_tensor_array(value):
+        return list(value), True
     name = slot.lower() + "_var" if slot != "Out" else "out_var"
-    return [(name,) + split_lod(value)], False
+    return [(name, value)], False
+
+
+def _array_dtype(entries, override):
+    """The dtype of an array's entries (float32 for an empty one), with the float override of a gradient check."""
+    for e in entries:
+        if e is not None:
+            arr = split_lod(e)[0]
+            return override if override is not None and arr.dtype.kind == "f" else arr.dtype
+    return np.dtype("float32")
 
 
 def lod_feed(feed, lods):
@@ -92,27 +123,49 @@ class OpTest:
         self.feed_lod = {}  # input variable name -> recursive_seq_lens
         with fluid.program_guard(main, startup):
             block = main.global_block()
+
+            def fed_var(slot, name, value):
+                arr, lod = split_lod(value)
+                if input_dtype_override is not None and arr.dtype.kind == "f":
+                    arr = arr.astype(input_dtype_override)
+                v = block.create_var(name=name, shape=arr.shape, dtype=arr.dtype,
+                                     stop_gradient=stop_gradient_inputs, lod_level=len(lod or []))
+                feed[name] = arr
+                if lod is not None:
+                    self.feed_lod[name] = lod
+                in_vars[(slot, name)] = v
+                return v
+
             ins = {}
             for slot, value in self.inputs.items():
                 items, dup = _as_list(slot, value)
                 vs = []
-                for name, arr, lod in items:
+                for name, item in items:
                     name = "in_%s_%s" % (slot, name)
-                    if input_dtype_override is not None and arr.dtype.kind == "f":
-                        arr = arr.astype(input_dtype_override)
-                    v = block.create_var(name=name, shape=arr.shape, dtype=arr.dtype,
-                                         stop_gradient=stop_gradient_inputs, lod_level=len(lod or []))
-                    feed[name] = arr
-                    if lod is not None:
-                        self.feed_lod[name] = lod
-                    vs.append(v)
-                    in_vars[(slot, name)] = v
+                    if not is_tensor_array(item):
+                        vs.append(fed_var(slot, name, item))
+                        continue
+                    array = block.create_var(name=name, type=_ARRAY,
+                                             dtype=_array_dtype(item, input_dtype_override))
+                    for k, entry in enumerate(item):
+                        if entry is not None:
+                            index = fluid.layers.fill_constant(shape=[1], dtype="int64", value=k)
+                            block.append_op(type="write_to_array", outputs={"Out": [array]},
+                                            inputs={"X": [fed_var(slot, "%s_%d" % (name, k), entry)], "I": [index]})
+                    vs.append(array)
                 ins[slot] = vs
             outs = {}
             for slot, value in self.outputs.items():
                 items, dup = _as_list(slot, value)
                 vs = []
-                for name, arr, lod in items:
+                for name, item in items:
+                    if is_tensor_array(item):
+                        v = block.create_var(name="out_%s_%s" % (slot, name), type=_ARRAY,
+                                             dtype=_array_dtype(item, input_dtype_override))
+                        vs.append(v)
+                        out_vars[(slot, name)] = (v, TensorArray(item), None)
+                        continue
+                    arr, lod = split_lod(item)
                     dtype = arr.dtype if arr is not None else "float32"
                     if input_dtype_override is not None and arr is not None and arr.dtype.kind == "f":
                         dtype = input_dtype_override
@@ -132,21 +185,35 @@ class OpTest:
             exe.run(startup)
             results = exe.run(main, feed=lod_feed(feed, self.feed_lod), fetch_list=[v for _, v, _, _ in checked],
                               return_numpy=False)
-            for (key, _v, expect, lod), tensor in zip(checked, results):
-                got = np.array(tensor)
-                if lod is not None:
-                    assert tensor.recursive_sequence_lengths() == lod, "%s %s on %s: LoD %s, expected %s" % (
-                        self.op_type, key[0], place, tensor.recursive_sequence_lengths(), lod)
-                assert got.shape == expect.shape, "%s %s on %s: shape %s, expected %s" % (
-                    self.op_type, key[0], place, got.shape, expect.shape)
-                if expect.dtype.kind in "biu":
-                    np.testing.assert_array_equal(got, expect, err_msg="%s %s on %s" % (self.op_type, key[0], place))
-                else:
-                    np.testing.assert_allclose(got, expect, atol=atol, rtol=rtol, equal_nan=equal_nan,
-                                               err_msg="%s %s on %s" % (self.op_type, key[0], place))
+            for (key, _v, expect, lod), value in zip(checked, results):
+                what = "%s %s on %s" % (self.op_type, key[0], place)
+                if not isinstance(expect, TensorArray):
+                    self._compare(what, value, expect, lod, atol, rtol, equal_nan)
+                    continue
+                assert isinstance(value, core.LoDTensorArray), "%s: got a %s, expected a LoDTensorArray" % (
+                    what, type(value).__name__)
+                assert len(value) == len(expect), "%s: %d entries, expected %d" % (what, len(value), len(expect))
+                for k, entry in enumerate(expect):
+                    if entry is None:
+                        assert not value[k]._is_initialized(), "%s: entry %d was written, expected none" % (what, k)
+                        continue
+                    self._compare("%s entry %d" % (what, k), value[k], *split_lod(entry), atol, rtol, equal_nan)
         if checked:  # every expected output None: nothing was compared
             record_checked("output", self.op_type)
         return main
+
+    @staticmethod
+    def _compare(what, tensor, expect, lod, atol, rtol, equal_nan):
+        assert tensor._is_initialized(), "%s: never written" % what
+        got = np.array(tensor)
+        if lod is not None:
+            assert tensor.recursive_sequence_lengths() == lod, "%s: LoD %s, expected %s" % (
+                what, tensor.recursive_sequence_lengths(), lod)
+        assert got.shape == expect.shape, "%s: shape %s, expected %s" % (what, got.shape, expect.shape)
+        if expect.dtype.kind in "biu":
+            np.testing.assert_array_equal(got, expect, err_msg=what)
+        else:
+            np.testing.assert_allclose(got, expect, atol=atol, rtol=rtol, equal_nan=equal_nan, err_msg=what)
 
     # ------------------------------------------------------------------ gradients
     def _loss_program(self, inputs_to_check, output_names):
@@ -162,7 +229,17 @@ class OpTest:
         if not targets:
             raise ValueError("check_grad: no input slot named %s" % (inputs_to_check,))
         with fluid.program_guard(main, startup):
-            means = [fluid.layers.mean(v) for (slot, _), (v, _, _) in out_vars.items() if slot in output_names]
+            means = []
+            for (slot, _), (v, expect, _) in out_vars.items():
+                if slot not in output_names:
+                    continue
+                if not isinstance(expect, TensorArray):
+                    means.append(fluid.layers.mean(v))
+                    continue
+                for k, entry in enumerate(expect):  # the entries the expected output has
+                    if entry is not None:
+                        index = fluid.layers.fill_constant(shape=[1], dtype="int64", value=k)
+                        means.append(fluid.layers.mean(fluid.layers.array_read(v, index)))
             loss = means[0] if len(means) == 1 else fluid.layers.sums(means)
         return main, startup, feed, targets, loss
 

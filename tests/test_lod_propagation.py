@@ -330,6 +330,8 @@ def test_gradient_takes_the_input_lod(name):
 REBUILDS_PREFIXES = ("sequence_",)
 REBUILDS = {"lod_reset", "im2sequence", "row_conv", "lstm", "lstmp", "gru", "gru_unit", "linear_chain_crf",
             "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper", "beam_search"}
+# Tensor arrays: an entry keeps the LoD written with it (tests/ops/test_tensor_array_read_write.py).
+REBUILDS |= {"write_to_array", "read_from_array", "lod_array_length"}
 # Ops with no tensor input that could carry sequences (or only parameters/optimizer state): nothing to pass on.
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",

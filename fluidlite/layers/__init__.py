@@ -1,6 +1,7 @@
 """fluid.layers: functions that append ops to the current program (Fluid 1.x names and arguments)."""
 from . import control_flow, conv, io, learning_rate_scheduler, math_op_patch, nn, norm, ops, tensor  # noqa: F401
 from . import loss, metric_op, sequence_lod, sequence_rnn  # noqa: F401
+from . import tensor_array  # noqa: F401
 from .control_flow import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .io import *  # noqa: F401,F403
@@ -13,6 +14,7 @@ from .metric_op import *  # noqa: F401,F403
 from .sequence_rnn import *  # noqa: F401,F403
 from .sequence_lod import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
+from .tensor_array import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403  (layers.rnn is then the rnn function, not the submodule, as in Fluid)
 from .rnn import __all__ as _rnn_all
 
@@ -21,7 +23,7 @@ __all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor
            + norm.__all__
            + metric_op.__all__ + loss.__all__
            + sequence_lod.__all__ + sequence_rnn.__all__
-           + _rnn_all)
+           + tensor_array.__all__ + _rnn_all)
 from . import beam_search as _beam_search_layers  # noqa: E402 (its layer beam_search then shadows the module name)
 from .beam_search import *  # noqa: E402,F401,F403
 __all__ += _beam_search_layers.__all__
