@@ -77,7 +77,6 @@ class Variable : public std::enable_shared_from_this<Variable> {
   const LoDRankTable* GetRankTable() const { return std::get_if<LoDRankTable>(&value_); }
   StepScopes* GetMutableStepScopes() { return GetMutable<StepScopes>("step scopes"); }
   const Tensor* GetTensor() const { return std::get_if<Tensor>(&value_); }
-  const TensorList* GetTensorList() const { return std::get_if<TensorList>(&value_); }
   // A fresh variable, or one holding a tensor without memory (shape inference resized it), becomes
   // SelectedRows: a sparse grad op's output is declared with its dense dims at build time.
   SelectedRows* GetMutableSelectedRows() {
