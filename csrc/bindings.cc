@@ -654,9 +654,26 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("__repr__", [](const TensorList& a) { return Str("LoDTensorArray(", a.size(), " entries)"); });
 
+  // Fluid's LodRankTable (layers.lod_rank_table): items() = [(index, length), ...], longest first.
+  py::class_<LoDRankTable>(m, "LodRankTable")
+      .def("items",
+           [](const LoDRankTable& t) {
+             std::vector<std::pair<size_t, size_t>> r;
+             for (const auto& item : t.items) r.emplace_back(item.index, item.length);
+             return r;
+           })
+      .def(
+          "level", [](const LoDRankTable& t) { return t.coarse_lod.size(); }, "the LoD level ranked")
+      .def(
+          "coarse_lod", [](const LoDRankTable& t) { return t.coarse_lod; }, "the levels above it, as offsets")
+      .def("__repr__", [](const LoDRankTable& t) {
+        return Str("LodRankTable(level ", t.coarse_lod.size(), ", ", t.items.size(), " sequences)");
+      });
+
   py::class_<Variable, std::shared_ptr<Variable>>(m, "Variable")
       .def("get_tensor", &Variable::GetMutableTensor, py::return_value_policy::reference_internal)
       .def("get_lod_tensor_array", &Variable::GetMutableTensorList, py::return_value_policy::reference_internal)
+      .def("get_lod_rank_table", &Variable::GetMutableRankTable, py::return_value_policy::reference_internal)
       .def("get_selected_rows", &Variable::GetMutableSelectedRows, py::return_value_policy::reference_internal)
       .def("is_initialized", &Variable::IsInitialized)
       .def("kind", &Variable::KindName);

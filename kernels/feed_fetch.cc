@@ -33,6 +33,9 @@ FL_REGISTER_OP(fetch, op) {
                    "' holds a SelectedRows (a sparse gradient), which fetch cannot return; read it with "
                    "scope.find_var('",
                    ctx.InputName("X"), "').get_selected_rows() (rows(), height(), get_tensor())");
+        FL_ENFORCE(!ctx.InputVar("X")->IsRankTable(), "fetch: variable '", ctx.InputName("X"),
+                   "' holds a LoDRankTable, which fetch cannot return; read it with scope.find_var('",
+                   ctx.InputName("X"), "').get_lod_rank_table().items()");
         FetchList& list = *ctx.OutputVar("Out")->GetMutableFetchList();
         int col = ctx.Attr<int32_t>("col");
         // The executor sizes the list to its fetch targets: a crafted col must not grow it (col=30M: 4 GiB).

@@ -18,6 +18,9 @@ gradient checks perturb each entry; ``None`` leaves an entry unwritten. An expec
 by entry (length, shapes, values, LoDs; ``None``: an entry never written), and a gradient check's loss adds the
 mean of every entry it names.
 
+Rank tables (LOD_RANK_TABLE slots): ``RankTable(recursive_seq_lens, level=0)``, built in the program by
+``lod_rank_table`` from a fed variable with that LoD.
+
 Every passing check_output records its op type as numpy-checked, every passing check_grad as gradient-checked
 (CHECKED); tests/ops/test_coverage.py, which runs last, fails when a registered op was not. A test that compares
 with numpy or central differences without OpTest says what it checked with ``record_checked``.
@@ -92,6 +95,14 @@ def _as_list(slot, value):
     return [(name, value)], False
 
 
+class RankTable:
+    """The value of a LOD_RANK_TABLE slot: the rank table of LoD `recursive_seq_lens` at `level`."""
+
+    def __init__(self, recursive_seq_lens, level=0):
+        self.lod = [list(level_lens) for level_lens in recursive_seq_lens]
+        self.level = level
+
+
 def _array_dtype(entries, override):
     """The dtype of an array's entries (float32 for an empty one), with the float override of a gradient check."""
     for e in entries:
@@ -142,6 +153,16 @@ class OpTest:
                 vs = []
                 for name, item in items:
                     name = "in_%s_%s" % (slot, name)
+                    if isinstance(item, RankTable):
+                        source = name + "_lod"  # a tensor with that LoD, whose rank table the slot reads
+                        feed[source] = np.zeros((sum(item.lod[-1]), 1), "float32")
+                        self.feed_lod[source] = item.lod
+                        table = block.create_var(name=name, type=core.VarDesc.VarType.LOD_RANK_TABLE)
+                        block.append_op(type="lod_rank_table", outputs={"Out": [table]}, attrs={"level": item.level},
+                                        inputs={"X": [block.create_var(name=source, shape=[-1, 1], dtype="float32",
+                                                                       lod_level=len(item.lod))]})
+                        vs.append(table)
+                        continue
                     if not is_tensor_array(item):
                         vs.append(fed_var(slot, name, item))
                         continue

@@ -330,8 +330,12 @@ def test_gradient_takes_the_input_lod(name):
 REBUILDS_PREFIXES = ("sequence_",)
 REBUILDS = {"lod_reset", "im2sequence", "row_conv", "lstm", "lstmp", "gru", "gru_unit", "linear_chain_crf",
             "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper", "beam_search"}
-# Tensor arrays: an entry keeps the LoD written with it (tests/ops/test_tensor_array_read_write.py).
-REBUILDS |= {"write_to_array", "read_from_array", "lod_array_length"}
+# Tensor arrays and rank tables: their own LoD rules, tested in tests/ops/test_tensor_array_read_write.py,
+# test_lod_rank_table.py, test_lod_tensor_to_array.py, test_shrink_rnn_memory.py, test_reorder_lod_tensor_by_rank.py
+# and test_tensor_array_to_tensor.py.
+REBUILDS |= {"write_to_array", "read_from_array", "lod_array_length", "lod_rank_table", "max_sequence_len",
+             "lod_tensor_to_array", "array_to_lod_tensor", "shrink_rnn_memory", "reorder_lod_tensor_by_rank",
+             "tensor_array_to_tensor"}
 # Ops with no tensor input that could carry sequences (or only parameters/optimizer state): nothing to pass on.
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",
