@@ -27,10 +27,12 @@ class BigramCell(L.RNNCell):
     def __init__(self, table):
         self.table = table
 
-    def call(self, inputs, states):
-        logits = fluid.embedding(inputs, size=list(self.table.shape), param_attr=fluid.ParamAttr(
+    def logits(self, ids):
+        return fluid.embedding(ids, size=list(self.table.shape), param_attr=fluid.ParamAttr(
             name="bigram", initializer=fluid.initializer.NumpyArrayInitializer(self.table), trainable=False))
-        return logits, states + 1.0
+
+    def call(self, inputs, states):
+        return self.logits(inputs), states + 1.0
 
 
 # ------------------------------------------------------------------ the beam-search step against numpy
@@ -183,3 +185,222 @@ def test_greedy_and_sample_helpers_with_basic_decoder():
         freq = np.bincount(samples[starts == s], minlength=V) / (n // V)
         np.testing.assert_allclose(freq, probs[s], atol=0.07)
     np.testing.assert_array_equal(got[7], samples == END)
+
+
+# ------------------------------------------------------------------ dynamic_decode end to end
+
+class ScaledBigramCell(BigramCell):
+    """Logits scale * log P(next | id): each batch entry its own distribution. States [scale, total]: scale is
+    carried unchanged, total adds up the ids fed in (so it shows which beam a state followed)."""
+
+    def call(self, inputs, states):
+        scale, total = states
+        logits = self.logits(inputs)
+        fed = L.unsqueeze(L.cast(inputs, "float32"), [1])
+        return L.elementwise_mul(logits, scale), [scale, total + fed]
+
+
+def python_beam_search(table, scale, max_step_num, steps=None):
+    """Fluid's beam search for one batch entry until every beam is finished or max_step_num + 1 steps (exactly
+    `steps` steps if given: the loop runs on while other batch entries decode): the predicted ids, parents and
+    scores per step, the final log_probs, finished flags and lengths."""
+    logp = scale * table
+    logp = logp - np.log(np.exp(logp - logp.max(1, keepdims=True)).sum(1, keepdims=True)) - logp.max(1, keepdims=True)
+    tokens, lp = np.full(BEAM, START), np.array([0.0] + [-1e9] * (BEAM - 1))
+    fin, lens = np.zeros(BEAM, bool), np.zeros(BEAM, int)
+    ids_steps, parent_steps, score_steps = [], [], []
+    step = 0
+    while True:
+        scores, ids, parents, lp, fin, lens = numpy_beam_step(logp, tokens, lp, fin, lens)
+        ids_steps.append(ids)
+        parent_steps.append(parents)
+        score_steps.append(scores)
+        tokens = ids
+        step += 1
+        if step == steps or (steps is None and (fin.all() or step > max_step_num)):
+            return np.array(ids_steps), np.array(parent_steps), np.array(score_steps), lp, fin, lens
+
+
+def backtrack(ids, parents):
+    """gather_tree for one batch entry: [T, beam] ids and parents -> the full beams, [T, beam]."""
+    out = np.zeros_like(ids)
+    beam = np.arange(ids.shape[1])
+    for t in reversed(range(len(ids))):
+        out[t] = ids[t][beam]
+        beam = parents[t][beam]
+    return out
+
+
+def build_beam_decode(table, max_step_num, is_test, output_time_major=False):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        scale = fluid.data("scale", shape=[None, 1], dtype="float32")
+        total = L.fill_constant_batch_size_like(scale, [-1, 1], "float32", float(START))
+        dec = L.BeamSearchDecoder(ScaledBigramCell(table), START, END, BEAM)
+        outputs, states, lengths = L.dynamic_decode(dec, inits=[scale, total], max_step_num=max_step_num,
+                                                    is_test=is_test, output_time_major=output_time_major,
+                                                    return_length=True)
+    return main, startup, outputs, states, lengths
+
+
+@pytest.mark.parametrize("is_test", [False, True])
+@pytest.mark.parametrize("max_step_num,end_bias", [(2, -1.5), (6, -1.5), (12, 1.25), (12, 1.5)])
+def test_beam_search_decode_matches_python(is_test, max_step_num, end_bias):
+    """end_bias makes finishing rarer or likelier: with 1.25 and 1.5 the batch entries finish after 3 or 4 steps
+    (a finished entry's beams go on emitting END for free while the others decode) and the loop stops there."""
+    table = bigram_table(3)
+    table[:, END] += end_bias
+    main, startup, outputs, states, lengths = build_beam_decode(table, max_step_num, is_test)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    scales = np.array([[1.0], [0.3], [2.5]], "float32")
+    got_ids, lp, fin, got_lens, seq_lens, totals = exe.run(
+        main, feed={"scale": scales},
+        fetch_list=[outputs, states.log_probs, states.finished, states.lengths, lengths, states.cell_states[1]])
+    refs = [python_beam_search(table, s[0], max_step_num) for s in scales]
+    steps = max(len(r[0]) for r in refs)  # the loop runs until every batch entry is done
+    assert got_ids.shape == (3, steps, BEAM)
+    for b, s in enumerate(scales):
+        ids, parents, scores, want_lp, want_fin, want_lens = python_beam_search(table, s[0], max_step_num, steps)
+        np.testing.assert_array_equal(got_ids[b], backtrack(ids, parents))
+        np.testing.assert_allclose(lp[b], want_lp, rtol=1e-4)
+        np.testing.assert_array_equal(fin[b], want_fin)
+        np.testing.assert_array_equal(got_lens[b], want_lens)
+        np.testing.assert_array_equal(seq_lens[b], want_lens)  # the decoder's own lengths are returned
+        # each beam's state followed it: START plus the ids fed in, i.e. its path but the last id
+        np.testing.assert_array_equal(totals[b, :, 0], START + backtrack(ids, parents)[:-1].sum(0))
+
+
+def test_beam_search_decode_time_major_and_reruns():
+    table = bigram_table(4)
+    main, startup, outputs, _, _ = build_beam_decode(table, 3, False, output_time_major=True)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    scales = np.array([[1.0], [2.0]], "float32")
+    first, = exe.run(main, feed={"scale": scales}, fetch_list=[outputs])
+    again, = exe.run(main, feed={"scale": scales}, fetch_list=[outputs])   # step scopes and arrays reused
+    one, = exe.run(main, feed={"scale": scales[1:]}, fetch_list=[outputs])  # a smaller batch in the same scopes
+    np.testing.assert_array_equal(first, again)
+    ids, parents, _, _, _, _ = python_beam_search(table, 2.0, 3)
+    assert first.shape[1:] == (2, BEAM)
+    np.testing.assert_array_equal(one[:, 0], backtrack(ids, parents))
+
+
+def greedy_program(table, max_step_num, impute_finished, is_test=False):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        start = fluid.data("start", shape=[None], dtype="int64")
+        scale = fluid.data("scale", shape=[None, 1], dtype="float32")
+        total = L.fill_constant_batch_size_like(scale, [-1, 1], "float32", 0.0)
+        helper = L.GreedyEmbeddingHelper(lambda ids: ids, start, END)
+        dec = L.BasicDecoder(ScaledBigramCell(table), helper)
+        outputs, states, lengths = L.dynamic_decode(dec, inits=[scale, total], max_step_num=max_step_num,
+                                                    impute_finished=impute_finished, is_test=is_test,
+                                                    return_length=True)
+    return main, startup, outputs, states, lengths
+
+
+@pytest.mark.parametrize("impute_finished", [False, True])
+@pytest.mark.parametrize("is_test", [False, True])
+def test_greedy_decode_matches_python(impute_finished, is_test):
+    table = bigram_table(5)
+    table[:, END] += 1.0  # some entries finish early
+    main, startup, outputs, states, lengths = greedy_program(table, 7, impute_finished, is_test)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    starts, scales = np.array([2, 3, 4, 5]), np.array([[1.0], [0.5], [3.0], [2.0]], "float32")
+    sample_ids, logits, totals, lens = exe.run(main, feed={"start": starts, "scale": scales},
+                                               fetch_list=[outputs.sample_ids, outputs.cell_outputs, states[1],
+                                                           lengths])
+    steps = sample_ids.shape[1]
+    assert logits.shape == (4, steps, V)
+    ran = []
+    for b in range(4):
+        tok, total, length, finished, ids = starts[b], 0.0, 0, False, []
+        for _ in range(steps):
+            nxt = int(np.argmax(scales[b, 0] * table[tok]))
+            ids.append(nxt)
+            if not finished:
+                length += 1
+            if not (finished and impute_finished):
+                total += tok
+            finished = finished or nxt == END
+            tok = nxt
+        ran.append(finished)
+        np.testing.assert_array_equal(sample_ids[b], ids)
+        assert lens[b] == length
+        assert totals[b, 0] == total
+    # the loop stopped when every entry had finished, or after max_step_num + 1 = 8 steps
+    assert steps == 8 or all(ran)
+
+
+def test_training_helper_decode_gradients_are_numeric():
+    """Teacher forcing with TrainingHelper + BasicDecoder + dynamic_decode (tensor arrays, while_grad): float64
+    gradients against central differences."""
+    rng = np.random.RandomState(6)
+    b, t, d, h = 3, 4, 3, 5
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 4
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", shape=[None, t, d], dtype="float64")
+        x.stop_gradient = False
+        lengths = fluid.data("lengths", shape=[None], dtype="int64")
+        cell = L.GRUCell(h, dtype="float64")
+        dec = L.BasicDecoder(cell, L.TrainingHelper(x, lengths))
+        outputs, _ = L.dynamic_decode(dec, inits=cell.get_initial_states(x))
+        w = L.assign(rng.uniform(-1, 1, (b, t, h)))
+        loss = L.reduce_sum(L.elementwise_mul(outputs.cell_outputs, w))
+        names = ["GRUCell/BasicGRUUnit_0.w_0", "GRUCell/BasicGRUUnit_0.b_1"]
+        grads = fluid.gradients([loss], [x] + [main.global_block().var(n) for n in names])
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": rng.uniform(-1, 1, (b, t, d)), "lengths": np.array([4, 4, 4])}
+    analytic = exe.run(main, feed=feed, fetch_list=grads, scope=scope)
+
+    def f():
+        return float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0])
+
+    eps = 1e-6
+    for name, ana in zip(["x"] + names, analytic):
+        arr = feed["x"] if name == "x" else np.array(scope.find_var(name).get_tensor())
+        flat = arr.reshape(-1)
+        for k in rng.choice(flat.size, size=min(8, flat.size), replace=False):
+            orig = flat[k]
+            vals = []
+            for v in (orig + eps, orig - eps):
+                flat[k] = v
+                if name != "x":
+                    scope.find_var(name).get_tensor().set(arr, fluid.CPUPlace())
+                vals.append(f())
+            flat[k] = orig
+            if name != "x":
+                scope.find_var(name).get_tensor().set(arr, fluid.CPUPlace())
+            num = (vals[0] - vals[1]) / (2 * eps)
+            assert abs(num - ana.reshape(-1)[k]) <= 1e-6 * max(1.0, abs(num)), (name, k, num, ana.reshape(-1)[k])
+
+
+def test_training_helper_decode_learns():
+    """A teacher-forced decoder learns: each step's label is the index of that step's largest input feature."""
+    rng = np.random.RandomState(7)
+    n, t, d = 64, 5, 4
+    xs = rng.uniform(-1, 1, (n, t, d)).astype("float32")
+    labels = xs.argmax(2).astype("int64")
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 8
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", shape=[None, t, d], dtype="float32")
+        y = fluid.data("y", shape=[None, t], dtype="int64")
+        lengths = fluid.data("lengths", shape=[None], dtype="int64")
+        cell = L.GRUCell(16)
+        dec = L.BasicDecoder(cell, L.TrainingHelper(x, lengths),
+                             output_fn=lambda o: L.fc(o, size=d, num_flatten_dims=len(o.shape) - 1))
+        outputs, _ = L.dynamic_decode(dec, inits=cell.get_initial_states(x))
+        loss = L.mean(L.cross_entropy(L.softmax(outputs.cell_outputs), y))
+        fluid.optimizer.Adam(learning_rate=0.05).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": xs, "y": labels, "lengths": np.full(n, t, "int64")}
+    losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0] for _ in range(40)]
+    assert losses[-1] < 0.5 * losses[0], losses
