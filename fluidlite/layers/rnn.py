@@ -431,10 +431,9 @@ class BeamSearchDecoder(Decoder):
     def _mask_probs(self, probs, finished):
         """Finished beams get 0 for end_token and -1e9 elsewhere; the others keep their log probabilities."""
         finished = tensor.cast(finished, dtype=probs.dtype)
-        return nn.elementwise_sub(
-            nn.elementwise_mul(nn.expand(nn.unsqueeze(finished, [2]), [1, 1, self.vocab_size]),
-                               self.noend_mask_tensor, axis=-1),
-            nn.elementwise_mul(probs, (finished - 1), axis=0))
+        # [batch, beam, 1] * [vocab] broadcasts both ways: no [batch, beam, vocab] expand as Fluid builds first
+        return nn.elementwise_sub(nn.elementwise_mul(nn.unsqueeze(finished, [2]), self.noend_mask_tensor, axis=-1),
+                                  nn.elementwise_mul(probs, (finished - 1), axis=0))
 
     def _gather(self, x, indices, batch_size):
         """x [batch, beam, ...] reordered along the beam dim: out[b, k] = x[b, indices[b, k]]."""
