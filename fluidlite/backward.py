@@ -42,7 +42,7 @@ def _names(items):
 class _OpDesc:
     """A pending grad op: a plain Python record so renames are cheap; materialised into the block later."""
 
-    __slots__ = ("type", "inputs", "outputs", "attrs", "src")
+    __slots__ = ("type", "inputs", "outputs", "attrs", "src", "kills")
 
     def __init__(self, type, inputs, outputs, attrs=None, src=None):
         self.type = type
@@ -50,6 +50,9 @@ class _OpDesc:
         self.outputs = collections.OrderedDict((k, list(v)) for k, v in outputs.items())
         self.attrs = dict(attrs or {})
         self.src = src  # the core.OpDesc the grad maker produced (keeps attr types exact)
+        # Gradients this desc consumes for good: its forward op overwrote those variables, so the gradients of the
+        # values they held before it start anew (_addup_repetitive_outputs).
+        self.kills = ()
 
     @classmethod
     def from_core(cls, desc):
@@ -112,11 +115,23 @@ def _stop_gradient_set(program):
     return result
 
 
-def _addup_repetitive_outputs(op_descs):
-    """Fluid's _addup_repetitive_outputs_: one n-ary sum per gradient written more than once."""
+OUTER_GRAD = "@OG"  # suffix of a While body's gradient supplied from outside (the iteration after, or the loop's end)
+
+
+def _addup_repetitive_outputs(op_descs, outer_grads=()):
+    """Fluid's _addup_repetitive_outputs_: one n-ary sum per gradient written more than once.
+
+    Two refinements over Fluid. A gradient whose forward variable an op overwrote (desc.kills) starts anew below
+    that op's grad: the values before and after the write have separate gradients. And in a While body's grad
+    block, each of `outer_grads` (the gradients of outer variables the body writes) first holds what while_grad
+    supplies, under its own name g@OG: reads before any write read it, and writes are added to it."""
     pending_sums = []  # (sum desc, insert position)
     rename_count = collections.defaultdict(int)
     versions = collections.defaultdict(list)
+    supplied = {}  # g -> g@OG
+    for g in outer_grads:
+        supplied[g] = g + OUTER_GRAD
+        versions[g] = [supplied[g]]
 
     def rename_in(descs, old, new):
         for d in descs:
@@ -124,21 +139,27 @@ def _addup_repetitive_outputs(op_descs):
             d.rename_output(old, new)
 
     for idx, desc in enumerate(op_descs):
+        in_names = set(desc.input_arg_names())
         for name in desc.input_arg_names():
             if len(versions[name]) > 1:
                 pending_sums.append((_OpDesc("sum", {"X": versions[name]}, {"Out": [name]}), idx))
                 versions[name] = [name]
-        in_names = set(desc.input_arg_names())
+            elif name in supplied and versions[name] == [supplied[name]]:
+                desc.rename_input(name, supplied[name])  # nothing in the block wrote it yet: the supplied value
         done = []  # (args list, index) of this op's outputs already visited
         for _slot, args in desc.outputs.items():
             for arg_idx, name in enumerate(args):
                 if name == EMPTY or name in in_names:
+                    if name in supplied and versions[name] == [supplied[name]]:
+                        versions[name] = [name]  # in place over the supplied value (a nested while_grad)
                     continue  # empty, or an in-place op
                 if not versions[name]:
                     versions[name] = [name]
                     done.append((args, arg_idx))
                     continue
-                if len(versions[name]) == 1:
+                if len(versions[name]) == 1 and versions[name][0] == supplied.get(name):
+                    pass  # the supplied value keeps its name; this write is added to it
+                elif len(versions[name]) == 1:
                     first = "%s%s%d" % (name, RENAME, rename_count[name])
                     rename_count[name] += 1
                     versions[name][0] = first
@@ -152,6 +173,8 @@ def _addup_repetitive_outputs(op_descs):
                 rename_count[name] += 1
                 args[arg_idx] = new
                 versions[name].append(new)
+        for name in desc.kills:
+            versions[name] = []
     for name, vs in versions.items():
         if len(vs) > 1:
             pending_sums.append((_OpDesc("sum", {"X": vs}, {"Out": [name]}), len(op_descs)))
@@ -247,7 +270,7 @@ def _outer_writes(block):
             if block.desc.find_var(n) is None and block.desc.find_var_recursive(n) is not None}
 
 
-def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None, produced=None):
+def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callbacks=None, produced=None, loop=False):
     """`produced`: the gradients that exist so far (the seeds), as Fluid's input_grad_names_set: a grad op
     none of whose gradient inputs is produced is skipped, and adds its outputs otherwise. So no gradient
     flows into a path the loss does not differentiate through (gather's Index, an op without gradient).
@@ -273,7 +296,8 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
             grad_block = program._create_block()
             grad_block._set_forward_block_idx(sub_block.idx)
             try:
-                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, renames, callbacks)
+                _append_backward_ops(sub_block, sub_block.ops, grad_block, no_grad_dict, renames, callbacks,
+                                     loop=op.type == "while")
             finally:
                 program._rollback()
             grad_blocks.append(grad_block.idx)
@@ -286,6 +310,10 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
                                      "inputs stop_gradient=True or put them in no_grad_set"
                                      % (op.type, op.desc.creation_site() or "?"))
         descs = _make_grad_descs(op, no_grad, grad_blocks, renames)
+        if descs:
+            ins = set(op.input_arg_names)
+            descs[-1].kills = tuple(renames.get(g, g) for g in (_grad_name(n) for n in op.output_arg_names
+                                                                if n not in ins))
         if produced is not None:
             # A grad op writing no gradient (increment's inverse, which steps a While's counter back) only means
             # something inside a loop's grad block.
@@ -294,13 +322,18 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
             for d in descs:
                 produced.update(d.output_arg_names())
         grad_descs.extend(descs)
-    grad_descs = _addup_repetitive_outputs(grad_descs)
-    grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
     # In a grad block, the gradients of the step block's leaf outputs and of the outer variables it writes (a
     # While body's loop-carried values and tensor arrays) come from the enclosing grad op.
     external = set()
+    outer_grads = set()
     if target_block.idx != block.idx:
-        external = {_grad_name(n) for n in _leaf_outputs(block) | _outer_writes(block)}
+        # (under this pass's names: a second gradients() pass renames them)
+        external = {renames.get(g, g) for g in map(_grad_name, _leaf_outputs(block) | _outer_writes(block))}
+        if loop:
+            outer_grads = {renames.get(g, g) for g in (_grad_name(n) for n in _outer_writes(block))}
+            external |= {g + OUTER_GRAD for g in outer_grads}
+    grad_descs = _addup_repetitive_outputs(grad_descs, outer_grads)
+    grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
     grad_descs = _fill_unwritten_gradients(grad_descs, target_block, external)
     program = target_block.program
     with program._backward_role_guard():

@@ -289,13 +289,29 @@ def memcpy_summary():
     return [out[k] for k in sorted(out)]
 
 
+_LOOP_STEP_EVENTS = ("while::step", "while_grad::step", "recurrent::step", "recurrent_grad::step")
+
+
 def scope_summary():
-    """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it."""
-    created = [e for e in events() if e["category"] == "Scope" and e["name"].endswith("new")]
-    deleted = [e for e in events() if e["category"] == "Scope" and e["name"].endswith("delete")]
+    """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it; and the loop iterations
+    (While and StaticRNN steps, forward and backward) with the step scopes created for them (the others reuse
+    the scopes of earlier runs)."""
+    evs = events()
+    created = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("new")]
+    deleted = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("delete")]
+    steps = {i for i, e in enumerate(evs) if e["name"] in _LOOP_STEP_EVENTS}
+    loop_ops = {i for i, e in enumerate(evs) if e["name"] in ("while", "while_grad", "recurrent", "recurrent_grad")}
+
+    def in_loop(e):
+        while e["parent"] >= 0:
+            if e["parent"] in loop_ops or e["parent"] in steps:
+                return True
+            e = evs[e["parent"]]
+        return False
     return {"created": len(created), "deleted": len(deleted),
             "create_ms": sum(e["dur_ns"] for e in created) / 1e6,
-            "delete_ms": sum(e["dur_ns"] for e in deleted) / 1e6}
+            "delete_ms": sum(e["dur_ns"] for e in deleted) / 1e6,
+            "loop_iterations": len(steps), "loop_scopes_created": sum(1 for e in created if in_loop(e))}
 
 
 def _fmt(x):
@@ -346,7 +362,11 @@ def report(sorted_key=None):
     sc = scope_summary()
     lines += ["", "------------------------->     Scope Summary      <-------------------------", "",
               "Scopes created: %d (%s ms)   deleted: %d (%s ms)" % (sc["created"], _fmt(sc["create_ms"]),
-                                                                 sc["deleted"], _fmt(sc["delete_ms"])), ""]
+                                                                 sc["deleted"], _fmt(sc["delete_ms"]))]
+    if sc["loop_iterations"]:
+        lines.append("Loop step scopes: %d iterations (While and StaticRNN steps, forward and backward), %d step "
+                     "scopes created for them, the rest reused" % (sc["loop_iterations"], sc["loop_scopes_created"]))
+    lines.append("")
     dropped = _state.last_dropped if not _state.enabled else core.profiler_dropped_events()
     if dropped:
         lines += ["Warning: the event cap (%d events) dropped %d events; totals cover only the kept events."

@@ -1,20 +1,51 @@
-// assign: Out = X (a copy, any dtype). assign_value: Out = a constant given inline as attributes
-// (what layers.assign(numpy_array) and NumpyArrayInitializer emit).
+// assign: Out = X (a copy, any dtype; a LoDTensorArray is copied entry by entry). assign_value: Out = a constant
+// given inline as attributes (what layers.assign(numpy_array) and NumpyArrayInitializer emit).
 #include <cstring>
 
 #include "grad_op_maker.h"
 #include "helpers/shape_attr.h"
+#include "helpers/tensor_array.h"
 #include "op_context.h"
 
 namespace fl {
 
+namespace {
+
+bool AssignsArray(const ExecutionContext& ctx) { return ctx.InputVar("X")->IsTensorList(); }
+
+// A LoDTensorArray X (Fluid's assign copies arrays too: while_loop's loop variables): Out becomes a copy of every
+// entry, each in a buffer of its own.
+void AssignArray(const ExecutionContext& ctx) {
+  const TensorList& x = InputArray(ctx, "X");
+  TensorList& out = OutputArray(ctx, "Out");
+  if (&x == &out) return;
+  TensorList copy(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i].IsInitialized()) TensorCopy(x[i], ctx.place(), &copy[i]);
+    else copy[i].set_lod(x[i].lod());
+  }
+  out = std::move(copy);
+}
+
+}  // namespace
+
 FL_REGISTER_OP(assign, op) {
-  op.Doc("Out = X, copied (any dtype; LoD is kept).")
-      .Input("X", "tensor to copy")
+  op.Doc("Out = X, copied (any dtype; LoD is kept). A LoDTensorArray X is copied entry by entry into the array Out.")
+      .Input("X", "tensor (or LoDTensorArray) to copy")
       .Output("Out", "the copy")
       .Inplace("Out", "X")
-      .SetInferShape(InferSameShapeAsX);
+      .SetInferShape([](InferShapeContext& ctx) {
+        if (ctx.IsRuntime() && ctx.InputKind("X") == VarKind::LOD_TENSOR_ARRAY) return;  // the kernel copies
+        InferSameShapeAsX(ctx);
+      })
+      .SetKernelDType([](const ExecutionContext& ctx) {
+        if (AssignsArray(ctx)) return DType::FP32;  // any: an array is copied whole, whatever its dtype
+        const Tensor* x = ctx.InputOrNull("X");
+        FL_ENFORCE(x != nullptr, "op assign has no initialized input tensor to choose a kernel dtype from");
+        return x->dtype();
+      });
   op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto) {
+      if (AssignsArray(ctx)) return AssignArray(ctx);
       TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
     }).Grad([](GradOpMaker& g) {
     OpDesc& op = g.NewOp("assign", false);

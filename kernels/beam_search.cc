@@ -13,6 +13,7 @@
 // parent_idx: the input row (prefix) of each output row, for gathering the decoder's states. No gradient.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "helpers/lod.h"
@@ -44,6 +45,48 @@ void Insert(std::vector<Candidate<T>>& beam, const Candidate<T>& c, size_t beam_
   for (; k > 0 && beam[k - 1] < c; --k) beam[k] = beam[k - 1];
   beam[k] = c;
 }
+
+// The first d in [d, n) for which keep(x[d]) holds (the candidates before it cannot enter the beam), tested in
+// blocks of 16 without an early exit so the test vectorises.
+template <typename T, typename Keep>
+int64_t NextCandidate(const T* x, int64_t d, int64_t n, Keep keep) {
+  constexpr int64_t kBlock = 16;
+  for (; d + kBlock <= n; d += kBlock) {
+    bool any = false;
+    for (int64_t j = 0; j < kBlock; ++j) any |= keep(x[d + j]);
+    if (any) break;
+  }
+  while (d < n && !keep(x[d])) ++d;
+  return d;
+}
+
+// For probabilities (is_accumulated false): a bound below which a probability p >= 0 cannot enter a full beam whose
+// last score is `last`, i.e. pre_score + log(p) < last as computed in T. From log(p) < last - pre - m, with the margin
+// m (in log space) covering std::log's error (< 1 ulp of log(p), |log(p)| <= 104 for float, 745 for double) and the
+// rounding of the sum, eight times over. Rounded down to a T.
+template <typename T>
+T ProbabilityBound(T last, T pre) {
+  const double eps = sizeof(T) == 4 ? 0x1p-20 : 0x1p-49, range = sizeof(T) == 4 ? 110 : 750;
+  const double x =
+      static_cast<double>(last) - pre - eps * (std::fabs(static_cast<double>(last)) + std::fabs(pre) + range);
+  const double bound = std::exp(x);
+  T b = static_cast<T>(bound);
+  if (static_cast<double>(b) > bound) b = std::nextafter(b, T(0));
+  return b;
+}
+
+// The op's buffers, kept across runs (a decoder runs the op once per step): each source's beam, and the next output
+// row of each prefix.
+struct BeamSearchState {
+  std::vector<std::vector<Candidate<float>>> beams_f;
+  std::vector<std::vector<Candidate<double>>> beams_d;
+  std::vector<size_t> next_row;
+  template <typename T>
+  std::vector<std::vector<Candidate<T>>>& Beams() {
+    if constexpr (std::is_same_v<T, float>) return beams_f;
+    else return beams_d;
+  }
+};
 
 void EnforceDType(const InferShapeContext& ctx, const char* slot, std::initializer_list<DType> allowed,
                   const char* what) {
@@ -113,11 +156,14 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
   // The kept candidates of each source, best first. Sources are independent: split over the pool when the
   // candidates are many (a large vocabulary without a top_k before this op).
   const int64_t num_sources = SequenceCount(sources);
-  std::vector<std::vector<Candidate<T>>> beams(num_sources);
+  BeamSearchState& state = ctx.State<BeamSearchState>();
+  std::vector<std::vector<Candidate<T>>>& beams = state.Beams<T>();
+  if (static_cast<int64_t>(beams.size()) < num_sources) beams.resize(num_sources);
   const int64_t grain = std::max<int64_t>(1, num_sources * kMinParallelElements / std::max<int64_t>(1, rows * width));
   ParallelFor(num_sources, grain, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       std::vector<Candidate<T>>& beam = beams[s];
+      beam.clear();
       beam.reserve(beam_size);
       for (int64_t r = sources[s]; r < static_cast<int64_t>(sources[s + 1]); ++r) {
         const T pre_score = pre_scores[r];
@@ -128,6 +174,18 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
         const T* row = scores + r * width;
         const int64_t* row_ids = ids ? ids + r * width : nullptr;
         for (int64_t d = 0; d < width; ++d) {
+          if (beam.size() == beam_size) {
+            // Rows come in order, so a candidate not below the last kept one is exactly one whose score is not
+            // below its score: skip ahead over the others without computing their scores.
+            const T last = beam.back().score;
+            if (is_accumulated) {
+              d = NextCandidate(row, d, width, [last](T x) { return !(x < last); });
+            } else {
+              const T bound = ProbabilityBound(last, pre_score);
+              d = NextCandidate(row, d, width, [bound](T p) { return !(p >= T(0) && p < bound); });
+            }
+            if (d == width) break;
+          }
           const T score = is_accumulated ? row[d] : pre_score + std::log(row[d]);
           Insert(beam, Candidate<T>{r, row_ids ? row_ids[d] : d, score}, beam_size);
         }
@@ -142,8 +200,8 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
 
   // Lay the kept candidates out prefix by prefix: a stable counting sort by row within each source.
   std::vector<size_t> prefix_offsets(rows + 1, 0);
-  for (const auto& beam : beams)
-    for (const Candidate<T>& c : beam) ++prefix_offsets[c.row + 1];
+  for (int64_t s = 0; s < num_sources; ++s)
+    for (const Candidate<T>& c : beams[s]) ++prefix_offsets[c.row + 1];
   for (int64_t r = 0; r < rows; ++r) prefix_offsets[r + 1] += prefix_offsets[r];
   const int64_t kept = static_cast<int64_t>(prefix_offsets[rows]);
   Tensor* ids_out = ctx.Output("selected_ids");
@@ -152,7 +210,8 @@ const auto kBeamSearch = [](const ExecutionContext& ctx, auto tag) {
   int64_t* out_ids = ids_out->mutable_data<int64_t>(DDim{kept, 1}, ctx.place());
   T* out_scores = scores_out->mutable_data<T>(DDim{kept, 1}, ctx.place());
   int32_t* parents = parent_out ? parent_out->mutable_data<int32_t>(DDim{kept}, ctx.place()) : nullptr;
-  std::vector<size_t> next(prefix_offsets.begin(), prefix_offsets.end() - 1);
+  std::vector<size_t>& next = state.next_row;
+  next.assign(prefix_offsets.begin(), prefix_offsets.end() - 1);
   int64_t pruned = 0;
   for (int64_t s = 0; s < num_sources; ++s) {
     pruned += beams[s].empty() && sources[s + 1] > sources[s];

@@ -42,15 +42,14 @@ LoD RankedLoD(const LoDRankTable& table) {
   return lod;
 }
 
-// Copies the row ranges `src` of `from` to consecutive rows of `to` starting at row `at`; a null `from` writes
-// zeros (a gradient step the loss never reached).
-void CopyRows(const Tensor* from, const std::vector<RowRange>& src, Tensor* to, size_t at, size_t row_bytes) {
-  char* dst = static_cast<char*>(to->raw_mutable()) + at * row_bytes;
-  const char* base = from ? static_cast<const char*>(from->raw_data()) : nullptr;
+// Copies the row ranges `src` of `from` to consecutive rows of `to`.
+void CopyRows(const Tensor& from, const std::vector<RowRange>& src, Tensor* to, size_t row_bytes) {
+  if (!to->nbytes()) return;
+  char* dst = static_cast<char*>(to->raw_mutable());
+  const char* base = static_cast<const char*>(from.raw_data());
   for (const RowRange& r : src) {
     const size_t bytes = (r.end - r.begin) * row_bytes;
-    if (base) std::memcpy(dst, base + r.begin * row_bytes, bytes);
-    else std::memset(dst, 0, bytes);
+    std::memcpy(dst, base + r.begin * row_bytes, bytes);
     dst += bytes;
   }
 }
@@ -73,6 +72,7 @@ void InferLoDTensorToArray(InferShapeContext& ctx) {
 }
 
 void RunLoDTensorToArray(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const Tensor& x = ctx.Input("X");
   const LoDRankTable& table = InputRankTable(ctx);
   const size_t level = table.coarse_lod.size();
@@ -97,6 +97,7 @@ void RunLoDTensorToArray(const ExecutionContext& ctx) {
   for (size_t t = 0; t < steps; ++t) {
     LoD entry_lod;
     size_t rows = 0;
+    ranges[t].reserve(active[t]);
     for (size_t k = 0; k < active[t]; ++k) {
       const size_t step = lod[level][table.items[k].index] + t;
       SubLoD sub = SubLoDOf(lod, step, step + 1, level + 1);
@@ -111,7 +112,7 @@ void RunLoDTensorToArray(const ExecutionContext& ctx) {
     out[t].set_lod(entry_lod);
   }
   const size_t total = x.rank() ? static_cast<size_t>(x.dims()[0]) * row_bytes : 0;
-  ParallelCopies(steps, total, [&](size_t t) { CopyRows(&x, ranges[t], &out[t], 0, row_bytes); });
+  ParallelCopies(steps, total, [&](size_t t) { CopyRows(x, ranges[t], &out[t], row_bytes); });
   OutputArray(ctx, "Out") = std::move(out);
 }
 
@@ -125,6 +126,7 @@ void InferArrayToLoDTensor(InferShapeContext& ctx) {
 }
 
 void RunArrayToLoDTensor(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const TensorList& x = InputArray(ctx, "X");
   const LoDRankTable& table = InputRankTable(ctx);
   const std::vector<size_t> active = ActiveCounts(table);
@@ -170,24 +172,28 @@ void RunArrayToLoDTensor(const ExecutionContext& ctx) {
   std::vector<size_t> rank_of(table.items.size());
   for (size_t r = 0; r < table.items.size(); ++r) rank_of[table.items[r].index] = r;
   LoD lod = RankedLoD(table);
-  LoD fine;                                                                // the entries' levels, below level L
-  std::vector<std::vector<std::vector<RowRange>>> ranges(rank_of.size());  // [sequence][step] -> rows
-  std::vector<size_t> first_row(rank_of.size() + 1, 0);
+  LoD fine;  // the entries' levels, below level L
+  // Out's rows in order, as pieces: sequence j's steps t, each rows of entry t (pieces[first_piece[j]...]).
+  struct Piece {
+    size_t step;
+    RowRange rows;
+  };
+  std::vector<Piece> pieces;
+  std::vector<size_t> first_piece(rank_of.size() + 1, 0), first_row(rank_of.size() + 1, 0);
   for (size_t j = 0; j < rank_of.size(); ++j) {
     const size_t r = rank_of[j];
-    ranges[j].resize(table.items[r].length);
     size_t rows = 0;
     for (size_t t = 0; t < table.items[r].length; ++t) {
-      if (!entries[t]) {
-        ranges[j][t].push_back({r, r + 1});
-        ++rows;
-        continue;
+      RowRange range{r, r + 1};  // a row; a step never written (a gradient) gives a row of zeros
+      if (entries[t] && !entries[t]->lod().empty()) {
+        SubLoD sub = SubLoDOf(entries[t]->lod(), r, r + 1, 0);
+        AppendLoDLengths(&fine, sub.lengths);
+        range = {sub.row_begin, sub.row_end};
       }
-      SubLoD sub = SubLoDOf(entries[t]->lod(), r, r + 1, 0);
-      AppendLoDLengths(&fine, sub.lengths);
-      ranges[j][t].push_back({sub.row_begin, sub.row_end});
-      rows += sub.row_end - sub.row_begin;
+      pieces.push_back({t, range});
+      rows += range.end - range.begin;
     }
+    first_piece[j + 1] = pieces.size();
     first_row[j + 1] = first_row[j] + rows;
   }
   lod.insert(lod.end(), fine.begin(), fine.end());
@@ -195,14 +201,18 @@ void RunArrayToLoDTensor(const ExecutionContext& ctx) {
   DDim dims = proto->dims();
   dims[0] = static_cast<int64_t>(first_row.back());
   out->Resize(dims);
-  out->mutable_data(ctx.place(), proto->dtype());
+  char* dst = static_cast<char*>(out->mutable_data(ctx.place(), proto->dtype()));
   out->set_lod(lod);
   const size_t row_bytes = RowBytes(*out);
   ParallelCopies(rank_of.size(), out->nbytes(), [&](size_t j) {
-    size_t at = first_row[j];
-    for (size_t t = 0; t < ranges[j].size(); ++t) {
-      CopyRows(entries[t], ranges[j][t], out, at, row_bytes);
-      for (const RowRange& rr : ranges[j][t]) at += rr.end - rr.begin;
+    char* d = dst + first_row[j] * row_bytes;
+    for (size_t k = first_piece[j]; k < first_piece[j + 1]; ++k) {
+      const Piece& p = pieces[k];
+      const size_t bytes = (p.rows.end - p.rows.begin) * row_bytes;
+      if (const Tensor* e = entries[p.step])
+        std::memcpy(d, static_cast<const char*>(e->raw_data()) + p.rows.begin * row_bytes, bytes);
+      else std::memset(d, 0, bytes);
+      d += bytes;
     }
   });
 }

@@ -6,6 +6,7 @@
 
 #include "helpers/lod.h"
 #include "helpers/rank_table.h"
+#include "helpers/tensor_array.h"
 #include "op_context.h"
 
 namespace fl {
@@ -58,6 +59,7 @@ void CopySequences(const Tensor& src, Tensor* dst, const std::vector<SubLoD>& se
 }
 
 void RunReorder(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const Tensor& x = ctx.Input("X");
   const LoDRankTable& table = InputRankTable(ctx);
   const std::vector<SubLoD> seqs = SequencesOf(ctx, "X", x);
@@ -82,6 +84,7 @@ void RunReorder(const ExecutionContext& ctx) {
 void RunReorderGrad(const ExecutionContext& ctx) {
   Tensor* dx = ctx.OutputOrNull("X@GRAD");
   if (!dx) return;
+  CheckCPUPlace(ctx);
   const Tensor& x = ctx.Input("X");
   const Tensor& dout = ctx.Input("Out@GRAD");
   const LoDRankTable& table = InputRankTable(ctx);

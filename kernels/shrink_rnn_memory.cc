@@ -60,6 +60,7 @@ void RunShrinkRNNMemory(const ExecutionContext& ctx) {
 void RunShrinkRNNMemoryGrad(const ExecutionContext& ctx) {
   Tensor* dx = ctx.OutputOrNull("X@GRAD");
   if (!dx) return;
+  CheckCPUPlace(ctx);
   const Tensor& x = ctx.Input("X");
   const Tensor* dout = ctx.HasInput("Out@GRAD") ? ctx.InputOrNull("Out@GRAD") : nullptr;
   dx->Resize(x.dims());

@@ -68,6 +68,7 @@ void RunReadFromArray(const ExecutionContext& ctx) {
 void RunWriteToArrayGrad(const ExecutionContext& ctx) {
   Tensor* dx = ctx.OutputOrNull("X@GRAD");
   if (!dx) return;
+  CheckCPUPlace(ctx);
   const Tensor* x = ctx.InputOrNull("X");
   if (!x) return;  // the forward op wrote an empty entry: no gradient flows to an unset X
   const int64_t i = ArrayIndexInput(ctx);

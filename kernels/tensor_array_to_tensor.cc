@@ -75,6 +75,7 @@ Join CheckJoin(const ExecutionContext& ctx, const TensorList& x) {
 }
 
 void RunTensorArrayToTensor(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const TensorList& x = InputArray(ctx, "X");
   const Join j = CheckJoin(ctx, x);
   const bool stack = ctx.Attr<bool>("use_stack");
@@ -95,6 +96,7 @@ void RunTensorArrayToTensor(const ExecutionContext& ctx) {
 void RunTensorArrayToTensorGrad(const ExecutionContext& ctx) {
   Variable* dx_var = ctx.HasOutput("X@GRAD") ? ctx.OutputVar("X@GRAD") : nullptr;
   if (!dx_var) return;
+  CheckCPUPlace(ctx);
   const TensorList& x = InputArray(ctx, "X");
   const Join j = CheckJoin(ctx, x);
   const Tensor& dout = ctx.Input("Out@GRAD");

@@ -33,6 +33,11 @@ namespace {
 
 constexpr const char* kGradScopeVar = "@WHILE_GRAD_SCOPE@";  // in a step scope: [its grad scope]
 
+// Where an iteration keeps the value an outer variable had when the iteration began (in its step scope). The
+// body's grad ops read it under this name (MakeWhileGrad renames their reads), from the grad scope and from any
+// scope nested in the step scope (a branch's, an inner loop's), while the forward ops keep reading the variable.
+std::string SnapshotName(const std::string& name) { return name + "@SNAPSHOT"; }
+
 const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   const ProgramDesc* program = ctx.desc().program();
   FL_ENFORCE(program != nullptr, ctx.Type(), ": the op is not part of a program");
@@ -45,7 +50,7 @@ const BlockDesc& SubBlock(const ExecutionContext& ctx) {
 // "\"iteration\":k", interned (profiler args are process-lifetime strings).
 const char* IterationArgs(int64_t k) { return Intern("\"iteration\":" + std::to_string(k)); }
 
-// The grad scope of a step scope: made on first use, kept with it.
+// The grad scope of a step scope: made on first use, kept with it (in the step scope's kGradScopeVar).
 Scope* GradScope(Scope* step) {
   StepScopes* holder = step->Var(kGradScopeVar)->GetMutableStepScopes();
   if (holder->empty() || !Scope::IsAlive((*holder)[0]) || (*holder)[0]->parent() != step) {
@@ -54,6 +59,28 @@ Scope* GradScope(Scope* step) {
   }
   return (*holder)[0];
 }
+
+// GradScope per slot without the locked lookup: a step scope whose uid and generation (bumped when it loses
+// variables or kids) are those seen last time still has the same grad scope.
+class GradScopes {
+ public:
+  Scope* Get(size_t slot, Scope* step) {
+    if (slot >= grads_.size()) grads_.resize(slot + 1);
+    Entry& e = grads_[slot];
+    if (e.grad && e.step_uid == step->uid() && e.step_generation == step->generation()) return e.grad;
+    e.grad = GradScope(step);
+    e.step_uid = step->uid();
+    e.step_generation = step->generation();
+    return e.grad;
+  }
+
+ private:
+  struct Entry {
+    Scope* grad = nullptr;
+    uint64_t step_uid = 0, step_generation = 0;
+  };
+  std::vector<Entry> grads_;
+};
 
 // The body's facts, read once from the block: which outer tensors to snapshot, which arrays are local.
 struct BodyFacts {
@@ -82,18 +109,31 @@ struct BodyFacts {
 struct WhileState {
   std::unique_ptr<BodyFacts> facts;
   PreparedBlocks body;
-  std::vector<Scope*> scopes;  // step scope per slot, kept across runs
+  GradScopes grads;
+  // Step scope per slot, kept across runs; checked against the running scope only when it lost kids since.
+  std::vector<Scope*> scopes;
+  const Scope* parent = nullptr;
+  uint64_t parent_uid = 0, parent_generation = 0;
   std::vector<uint64_t> uids;
   std::vector<uint64_t> reset_uids;  // the scope uid each slot's `arrays` were resolved for
   std::vector<std::vector<TensorList*>> arrays;
 
-  Scope* StepScope(size_t slot, Scope& parent) {
+  void ValidateScopes(Scope& running) {
+    if (parent == &running && parent_uid == running.uid() && parent_generation == running.generation()) return;
+    for (Scope*& s : scopes)
+      if (s && (parent != &running || !running.HasKid(s, uids[&s - scopes.data()]))) s = nullptr;
+    parent = &running;
+    parent_uid = running.uid();
+    parent_generation = running.generation();
+  }
+
+  Scope* StepScope(size_t slot, Scope& running) {
     if (scopes.size() <= slot) {
       scopes.resize(slot + 1, nullptr);
       uids.resize(slot + 1, 0);
     }
-    if (!scopes[slot] || !parent.HasKid(scopes[slot], uids[slot])) {
-      scopes[slot] = &parent.NewScope();
+    if (!scopes[slot]) {
+      scopes[slot] = &running.NewScope();
       uids[slot] = scopes[slot]->uid();
     }
     return scopes[slot];
@@ -117,11 +157,12 @@ struct WhileState {
   }
 };
 
-const Tensor& Condition(const ExecutionContext& ctx) {
-  const Tensor& c = ctx.Input("Condition");
-  FL_ENFORCE(c.dtype() == DType::BOOL && c.numel() == 1, "while: Condition '", ctx.InputName("Condition"),
-             "' must be a bool tensor with one element, got ", DTypeName(c.dtype()), " ", c.dims());
-  return c;
+bool ConditionHolds(const ExecutionContext& ctx, const Variable* cond) {
+  const Tensor* c = cond->GetTensor();
+  FL_ENFORCE(c && c->IsInitialized() && c->dtype() == DType::BOOL && c->numel() == 1, "while: Condition '",
+             ctx.InputName("Condition"), "' must be a bool tensor with one element, got ",
+             c && c->IsInitialized() ? DTypeName(c->dtype()) : "nothing", " ", c ? c->dims() : DDim{});
+  return c->data<bool>()[0];
 }
 
 void RunWhile(const ExecutionContext& ctx) {
@@ -138,26 +179,25 @@ void RunWhile(const ExecutionContext& ctx) {
   if (!is_test)
     for (auto& name : st.facts->snapshots)
       if (Variable* v = parent.FindVar(name)) snapshots.emplace_back(&name, v);
+  st.ValidateScopes(parent);
+  const Variable* cond = ctx.InputVar("Condition");
   FL_VLOG(3) << "while: enter the loop of block " << block.idx() << (is_test ? " (is_test)" : "");
   int64_t k = 0;
-  while (Condition(ctx).data<bool>()[0]) {
+  while (ConditionHolds(ctx, cond)) {
     RecordEvent ev("while::step", "While");
     if (ev.active()) ev.SetArgs(IterationArgs(k));
     const size_t slot = is_test ? 0 : static_cast<size_t>(k);
     Scope* s = st.StepScope(slot, parent);
     auto& ops = st.body.Get(slot, s, block, "while::prepare_step");
     st.ResetLocalArrays(slot, s);
-    if (!snapshots.empty()) {
-      Scope* g = GradScope(s);
-      for (auto& [name, var] : snapshots) {
-        const Tensor* t = var->GetTensor();
-        Tensor* copy = g->Var(*name)->GetMutableTensor();
-        if (t && t->IsInitialized()) {
-          TensorCopy(*t, place, copy);
-          copy->set_lod(t->lod());
-        } else {
-          copy->Clear();
-        }
+    for (auto& [name, var] : snapshots) {
+      const Tensor* t = var->GetTensor();
+      Tensor* copy = s->Var(SnapshotName(*name))->GetMutableTensor();
+      if (t && t->IsInitialized()) {
+        TensorCopy(*t, place, copy);
+        copy->set_lod(t->lod());
+      } else {
+        copy->Clear();
       }
     }
     if (!is_test) used.push_back(s);
@@ -196,6 +236,7 @@ void ShareVariable(const Variable& src, Variable* dst) {
 
 struct WhileGradState {
   PreparedBlocks grad;
+  GradScopes grads;
   std::unique_ptr<std::unordered_set<std::string>> written;  // what the grad block's ops write
 };
 
@@ -221,24 +262,31 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   const auto& x_grads = ctx.desc().HasOutput("X@GRAD") ? ctx.desc().Output("X@GRAD") : kNone;
   FL_ENFORCE(x_grads.empty() || x_grads.size() == xs.size(), "while_grad: ", x_grads.size(), " gradients (X@GRAD) for ",
              xs.size(), " inputs (X)");
-  const std::unordered_set<std::string> carried_names(outside_og.begin(), outside_og.end());
+  // A loop-carried value: an input whose gradient is also supplied as an output gradient (by its forward name:
+  // the supplied one may be named x@GRAD, x@GRAD@OG or x@GRAD@RENAME@k). carried[i] is that og's index or -1.
+  std::vector<int> carried(x_grads.size(), -1);
+  for (size_t i = 0; i < x_grads.size(); ++i)
+    for (size_t j = 0; j < outside_og.size() && x_grads[i] != kEmptyVarName; ++j)
+      if (StripGradSuffix(outside_og[j]) == xs[i]) carried[i] = static_cast<int>(j);
   const std::unordered_set<std::string> inside_og_set(inside_og.begin(), inside_og.end());
+  // What each output gradient is for the iteration being run: the supplied one for the last iteration, then the
+  // loop-carried gradient the iteration after it computed (or zeros, where that iteration overwrote the value
+  // without reading it).
+  std::vector<const Variable*> og(outside_og.size(), nullptr);
+  std::vector<Variable> zeros(outside_og.size());
+  for (size_t j = 0; j < outside_og.size(); ++j) og[j] = parent.FindVar(outside_og[j]);
   std::vector<std::vector<const Variable*>> parts(x_grads.size());
   const int64_t n = static_cast<int64_t>(scopes.size());
   FL_VLOG(3) << "while_grad: " << n << " iterations of block " << block.idx() << " in reverse";
   for (int64_t k = n - 1; k >= 0; --k) {
     RecordEvent ev("while_grad::step", "While");
     if (ev.active()) ev.SetArgs(IterationArgs(k));
-    Scope* g = GradScope(scopes[static_cast<size_t>(k)]);
-    // The gradients flowing into this iteration's outputs: from after the loop (the last iteration) or from
-    // the iteration after this one (loop-carried values).
+    Scope* g = st.grads.Get(static_cast<size_t>(k), scopes[static_cast<size_t>(k)]);
     for (size_t j = 0; j < outside_og.size(); ++j) {
-      Variable* outer = parent.FindVar(outside_og[j]);
-      if (!outer) continue;
-      Variable* inner = g->Var(inside_og[j]);
-      if (!outer->IsTensorList() && !(outer->GetTensor() && outer->GetTensor()->IsInitialized()) && k == n - 1)
-        ZeroLikeForward(*g, outside_og[j], place, outer->GetMutableTensor());
-      ShareVariable(*outer, inner);
+      if (!og[j]) continue;
+      if (k == n - 1 && !og[j]->IsTensorList() && !(og[j]->GetTensor() && og[j]->GetTensor()->IsInitialized()))
+        ZeroLikeForward(*g, outside_og[j], place, parent.FindVar(outside_og[j])->GetMutableTensor());
+      ShareVariable(*og[j], g->Var(inside_og[j]));
     }
     // Each input's gradient is this iteration's own: a variable of the grad scope, emptied of the last run's.
     for (size_t i = 0; i < x_grads.size(); ++i) {
@@ -254,31 +302,45 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       if (x_grads[i] == kEmptyVarName) continue;
       const std::string name = GradName(xs[i]);
       Variable* inner = g->FindLocalVar(name);
-      if (!carried_names.count(x_grads[i])) {
+      if (carried[i] < 0) {
         parts[i].push_back(inner);
         continue;
       }
-      // A loop-carried value: its gradient before this iteration goes to the iteration before it.
-      Variable* outer = parent.FindVar(x_grads[i]);
-      FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+      // A loop-carried value: its gradient before this iteration is the output gradient of the one before.
+      const size_t j = static_cast<size_t>(carried[i]);
       if (inner && (inner->IsTensorList() || st.written->count(name))) {
-        ShareVariable(*inner, outer);
-      } else if (!outer->IsTensorList()) {  // the body overwrites it without reading it: no gradient passes
-        Tensor* t = outer->ResetToTensor();
-        Tensor like = t->IsInitialized() ? *t : Tensor();
-        t->Clear();
-        if (like.IsInitialized()) FillZerosLike(like, place, t);
-        else ZeroLikeForward(*g, x_grads[i], place, t);
+        og[j] = inner;
+      } else if (og[j] && !og[j]->IsTensorList()) {  // overwritten without being read: no gradient passes
+        const Tensor* like = og[j]->GetTensor();
+        Tensor* z = zeros[j].GetMutableTensor();
+        if (like && like->IsInitialized()) FillZerosLike(*like, place, z);
+        og[j] = &zeros[j];
       }
     }
   }
-  // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
   for (size_t i = 0; i < x_grads.size(); ++i) {
-    if (x_grads[i] == kEmptyVarName || carried_names.count(x_grads[i])) continue;
+    if (x_grads[i] == kEmptyVarName) continue;
     Variable* outer = parent.FindVar(x_grads[i]);
     FL_ENFORCE(outer != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+    if (carried[i] >= 0) {  // the gradient of the value the loop started from
+      const Variable* src = og[static_cast<size_t>(carried[i])];
+      if (src && src != outer) ShareVariable(*src, outer);
+      continue;
+    }
+    // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
     const Variable* x = parent.FindVar(xs[i]);
     SumGradients(parts[i], x ? x->GetTensor() : nullptr, "while_grad: gradient '" + x_grads[i] + "'", place, outer);
+  }
+}
+
+void RenameReadsToSnapshots(const ProgramDesc& program, int block_idx, const std::vector<std::string>& names) {
+  const BlockDesc& block = *program.Block(static_cast<size_t>(block_idx));
+  for (auto& op : block.AllOps()) {
+    if (op->HasAttr("sub_block")) {
+      RenameReadsToSnapshots(program, op->Attr<BlockRef>("sub_block").idx, names);
+      continue;
+    }
+    for (auto& name : names) op->RenameInput(name, SnapshotName(name));
   }
 }
 
@@ -308,12 +370,26 @@ void MakeWhileGrad(GradOpMaker& g) {
       written.insert(n);
     }
   }
-  const std::unordered_set<std::string> og_set(output_grads.begin(), output_grads.end());
+  std::unordered_set<std::string> carried;  // forward names of the supplied gradients
+  for (auto& n : output_grads) carried.insert(StripGradSuffix(n));
   std::vector<std::string> x_grads = g.InputGrad("X");
   const auto& xs = g.Input("X");
   for (size_t i = 0; i < xs.size(); ++i)
-    if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !og_set.count(x_grads[i]))
+    if (x_grads[i] != kEmptyVarName && !written.count(GradName(xs[i])) && !carried.count(xs[i]))
       x_grads[i] = kEmptyVarName;  // the body computes no gradient for it
+  // The grad ops read the snapshots of the outer tensors the body overwrites, in the grad block and in the grad
+  // blocks nested in it (a branch's, an inner loop's); ops with a sub-block keep their slots' names.
+  const BodyFacts facts(body);
+  if (!facts.snapshots.empty()) {
+    BlockDesc* mutable_body = program->Block(static_cast<size_t>(body.idx()));
+    for (auto& name : facts.snapshots) {
+      const VarDesc* v = body.FindVarRecursive(name);
+      VarDesc* snap = mutable_body->Var(SnapshotName(name));
+      snap->set_dtype(v->dtype());
+      snap->set_shape(v->shape());
+    }
+    RenameReadsToSnapshots(*program, g.GradBlocks()[0], facts.snapshots);
+  }
   OpDesc& op = g.NewOp("while_grad");
   op.SetInput("X", g.Input("X"));
   op.SetInput("Out", g.Output("Out"));

@@ -329,13 +329,19 @@ def test_gradient_takes_the_input_lod(name):
 # Ops that compute new LoD themselves: tested in their own files (tests/ops/test_<kernel file>.py).
 REBUILDS_PREFIXES = ("sequence_",)
 REBUILDS = {"lod_reset", "im2sequence", "row_conv", "lstm", "lstmp", "gru", "gru_unit", "linear_chain_crf",
-            "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper", "beam_search"}
+            "crf_decoding", "chunk_eval", "feed", "fetch", "recurrent", "rnn_memory_helper", "beam_search",
+            "beam_search_decode"}
 # Tensor arrays and rank tables: their own LoD rules, tested in tests/ops/test_tensor_array_read_write.py,
 # test_lod_rank_table.py, test_lod_tensor_to_array.py, test_shrink_rnn_memory.py, test_reorder_lod_tensor_by_rank.py
 # and test_tensor_array_to_tensor.py.
 REBUILDS |= {"write_to_array", "read_from_array", "lod_array_length", "lod_rank_table", "max_sequence_len",
              "lod_tensor_to_array", "array_to_lod_tensor", "shrink_rnn_memory", "reorder_lod_tensor_by_rank",
              "tensor_array_to_tensor"}
+# Branches ([6/10]): the LoD of what the block writes, of the selected input, of the split or merged items
+# (tests/ops/test_conditional_block.py, test_select_input_output.py, test_split_merge_lod_tensor.py).
+REBUILDS |= {"conditional_block", "select_input", "select_output", "split_lod_tensor", "merge_lod_tensor"}
+# Loops ([6/10]): the body's own ops write the LoD of what it writes (tests/ops/test_while.py, test_dynamic_rnn.py).
+REBUILDS |= {"while"}
 # Ops with no tensor input that could carry sequences (or only parameters/optimizer state): nothing to pass on.
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",

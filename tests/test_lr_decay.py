@@ -141,6 +141,10 @@ def test_piecewise_decay():
     _exact(got, [1.0, 1.0, 0.5, 0.5, 0.1, 0.1, 0.1, 0.1])
     var = main.global_block().var("learning_rate")  # Fluid's persistable result variable
     assert var.persistable and var.shape == (1,)
+    # Fluid's Switch: a case per boundary and the default, each a conditional block assigning its value
+    assert _op_types(main).count("conditional_block") == 3
+    blocks = [main.block(op.attr("sub_block")) for op in main.global_block().ops if op.type == "conditional_block"]
+    assert [[o.type for o in b.ops] for b in blocks] == [["assign"]] * 3
 
 
 def test_piecewise_decay_values_are_exact_float32():
@@ -185,6 +189,7 @@ def test_polynomial_decay(lr, steps, end, power, cycle):
                                                            power=power, cycle=cycle), steps=60)
     _exact(got, _poly_ref(lr, steps, end, power, cycle, 60))
     assert ("ceil" in _op_types(main)) == cycle
+    assert _op_types(main).count("conditional_block") == (1 if cycle else 0)  # Fluid's Switch for step 0
 
 
 def test_polynomial_decay_formula():
@@ -254,6 +259,7 @@ def test_linear_lr_warmup_float():
     _exact(got, warm + [0.1] * 13)
     var = main.global_block().var("learning_rate_warmup")
     assert var.persistable and var.shape == (1,)
+    assert _op_types(main).count("conditional_block") == 2  # Fluid's Switch: the warm-up case and the default
 
 
 def test_linear_lr_warmup_wraps_another_schedule():

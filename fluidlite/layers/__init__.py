@@ -24,6 +24,8 @@ __all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor
            + metric_op.__all__ + loss.__all__
            + sequence_lod.__all__ + sequence_rnn.__all__
            + tensor_array.__all__ + _rnn_all)
+from .branches import *  # noqa: F401,F403,E402  (issue [6/10]: cond, case, switch_case, Switch, IfElse)
+__all__ += branches.__all__  # noqa: F405
 from . import beam_search as _beam_search_layers  # noqa: E402 (its layer beam_search then shadows the module name)
 from .beam_search import *  # noqa: E402,F401,F403
 __all__ += _beam_search_layers.__all__

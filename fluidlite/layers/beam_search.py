@@ -6,7 +6,7 @@ from ..framework import Variable
 from ..layer_helper import LayerHelper
 from .checks import check_dtype
 
-__all__ = ["beam_search", "gather_tree"]
+__all__ = ["beam_search", "beam_search_decode", "gather_tree"]
 
 
 def beam_search(pre_ids, pre_scores, ids, scores, beam_size, end_id, level=0, is_accumulated=True, name=None,
@@ -42,6 +42,23 @@ def beam_search(pre_ids, pre_scores, ids, scores, beam_size, end_id, level=0, is
     if return_parent_idx:
         return selected_ids, selected_scores, parent_idx
     return selected_ids, selected_scores
+
+
+def beam_search_decode(ids, scores, beam_size, end_id, name=None):
+    """The full hypotheses of a beam search, traced back through ``ids`` and ``scores``: LoDTensorArrays whose entry t
+    holds step t's selected ids (int64) and scores (float32 or float64), as beam_search returns them (entry 0: the
+    start ids and scores). Returns (sentence_ids, sentence_scores), flat [tokens] LoDTensors with the 2-level LoD
+    {beam_size hypotheses per source, best first; the tokens of each}; a hypothesis that ended carries end_id once at
+    its end."""
+    check_dtype("beam_search_decode", "ids", ids, ("int64",))
+    check_dtype("beam_search_decode", "scores", scores, ("float32", "float64"))
+    helper = LayerHelper("beam_search_decode", name=name)
+    sentence_ids = helper.create_variable_for_type_inference(dtype=ids.dtype)
+    sentence_scores = helper.create_variable_for_type_inference(dtype=scores.dtype)
+    helper.append_op(type="beam_search_decode", inputs={"Ids": [ids], "Scores": [scores]},
+                     outputs={"SentenceIds": [sentence_ids], "SentenceScores": [sentence_scores]},
+                     attrs={"beam_size": beam_size, "end_id": end_id})
+    return sentence_ids, sentence_scores
 
 
 def gather_tree(ids, parents):

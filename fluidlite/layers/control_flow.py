@@ -340,3 +340,218 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
                 assign(new, old)
         assign(now_cond, pre_cond)
     return loop_vars
+
+
+# ---------------------------------------------------------------------------------------------- DynamicRNN
+__all__ += ["DynamicRNN"]
+
+
+class DynamicRNN:
+    """An RNN over LoD sequences of different lengths, built from While and tensor arrays as Fluid 1.x builds it:
+    the sequences are sorted by length (lod_rank_table) and split into time steps (lod_tensor_to_array), so step t
+    holds only the sequences longer than t and the batch shrinks as they end (shrink_memory); the outputs are put
+    back into the input's order and LoD (array_to_lod_tensor).
+
+        drnn = fluid.layers.DynamicRNN()
+        with drnn.block():
+            word = drnn.step_input(embedding)         # [batch_t, D]
+            prev = drnn.memory(shape=[200])           # zeros, or memory(init=boot, need_reorder=True)
+            hidden = fluid.layers.fc(input=[word, prev], size=200, act="relu")
+            drnn.update_memory(prev, hidden)
+            drnn.output(hidden)
+        last = fluid.layers.sequence_last_step(drnn())
+    """
+    BEFORE_RNN, IN_RNN, AFTER_RNN = 0, 1, 2
+
+    def __init__(self, name=None):
+        self.helper = LayerHelper("dynamic_rnn", name=name)
+        self.status = DynamicRNN.BEFORE_RNN
+        self.lod_rank_table = None
+        self.max_seq_len = None
+        self.step_idx = None
+        self.zero_idx = None
+        self.mem_dict = {}
+        self.output_array = []
+        self.outputs = []
+        self.cond = self.helper.create_variable_for_type_inference(dtype="bool")
+        self.cond.stop_gradient = False
+        self.while_op = While(self.cond)
+        self.input_array = []
+        self.mem_link = []
+
+    def _new_var(self, block, key, dtype, type=None):
+        kwargs = {"name": unique_name.generate(key), "dtype": dtype}
+        if type is not None:
+            kwargs["type"] = type
+        return block.create_var(**kwargs)
+
+    def step_input(self, x, level=0):
+        """The current time step of the LoD sequence `x` (sequences at `level` split into steps)."""
+        self._assert_in_rnn_block_("step_input")
+        from .checks import check_variable
+        check_variable("DynamicRNN.step_input", "x", x)
+        parent = self._parent_block_()
+        if self.lod_rank_table is None:
+            self.lod_rank_table = self._new_var(parent, "lod_rank_table", x.dtype, VarType.LOD_RANK_TABLE)
+            self.lod_rank_table.stop_gradient = True
+            parent.append_op(type="lod_rank_table", inputs={"X": [x]}, outputs={"Out": [self.lod_rank_table]},
+                             attrs={"level": level})
+            self.max_seq_len = self._new_var(parent, "dynamic_rnn_max_seq_len", "int64")
+            self.max_seq_len.stop_gradient = False
+            parent.append_op(type="max_sequence_len", inputs={"RankTable": [self.lod_rank_table]},
+                             outputs={"Out": [self.max_seq_len]})
+            self.cond.stop_gradient = True
+            parent.append_op(type="less_than", inputs={"X": [self.step_idx], "Y": [self.max_seq_len]},
+                             outputs={"Out": [self.cond]}, attrs={"force_cpu": True})
+        input_array = self._new_var(parent, "dynamic_rnn_input_array", x.dtype, VarType.LOD_TENSOR_ARRAY)
+        input_array.desc.set_shape(list(x.shape))
+        self.input_array.append((input_array, x.dtype))
+        parent.append_op(type="lod_tensor_to_array", inputs={"X": [x], "RankTable": [self.lod_rank_table]},
+                         outputs={"Out": [input_array]})
+        return self._read(input_array, self.step_idx)
+
+    def _read(self, array, i):
+        out = self.helper.create_variable_for_type_inference(dtype=array.dtype)
+        self.helper.append_op(type="read_from_array", inputs={"X": [array], "I": [i]}, outputs={"Out": [out]})
+        return out
+
+    def _shrink(self, x):
+        out = self.helper.create_variable_for_type_inference(dtype=x.dtype)
+        self.helper.append_op(type="shrink_rnn_memory",
+                              inputs={"X": [x], "I": [self.step_idx], "RankTable": [self.lod_rank_table]},
+                              outputs={"Out": [out]})
+        return out
+
+    def static_input(self, x):
+        """`x` as every step sees it: reordered like the sorted sequences, and shrunk with the batch."""
+        self._assert_in_rnn_block_("static_input")
+        from .checks import check_variable
+        check_variable("DynamicRNN.static_input", "x", x)
+        if self.lod_rank_table is None:
+            raise RuntimeError("static_input() must be called after step_input().")
+        parent = self._parent_block_()
+        x_reordered = self._new_var(parent, "dynamic_rnn_static_input_reordered", x.dtype)
+        x_reordered.desc.set_shape(list(x.shape))
+        parent.append_op(type="reorder_lod_tensor_by_rank", inputs={"X": [x], "RankTable": [self.lod_rank_table]},
+                         outputs={"Out": [x_reordered]})
+        return self._shrink(x_reordered)
+
+    @contextlib.contextmanager
+    def block(self):
+        """The step block: what is built inside runs once per time step."""
+        if self.status != DynamicRNN.BEFORE_RNN:
+            raise ValueError("rnn.block() can only be invoke once")
+        from .tensor import fill_constant
+        self.step_idx = fill_constant(shape=[1], dtype="int64", value=0, force_cpu=True)
+        self.step_idx.stop_gradient = False
+        self.status = DynamicRNN.IN_RNN
+        with self.while_op.block():
+            yield
+            if self.lod_rank_table is None:
+                raise ValueError("DynamicRNN: the block has no step_input; call drnn.step_input(x) in it")
+            self.helper.append_op(type="increment", inputs={"X": [self.step_idx]}, outputs={"Out": [self.step_idx]},
+                                  attrs={"step": 1.0})
+            for new_mem, mem_array in self.mem_link:
+                self.helper.append_op(type="write_to_array", inputs={"X": [new_mem], "I": [self.step_idx]},
+                                      outputs={"Out": [mem_array]})
+            self.helper.append_op(type="less_than", inputs={"X": [self.step_idx], "Y": [self.max_seq_len]},
+                                  outputs={"Out": [self.cond]}, attrs={"force_cpu": True})
+        self.status = DynamicRNN.AFTER_RNN
+        for each_array in self.output_array:
+            out = self.helper.create_variable_for_type_inference(dtype=each_array.dtype)
+            self.helper.append_op(type="array_to_lod_tensor",
+                                  inputs={"X": [each_array], "RankTable": [self.lod_rank_table]},
+                                  outputs={"Out": [out]})
+            self.outputs.append(out)
+
+    def __call__(self, *args, **kwargs):
+        if self.status != DynamicRNN.AFTER_RNN:
+            raise ValueError("Output of the dynamic RNN can only be visited outside the rnn block.")
+        return self.outputs[0] if len(self.outputs) == 1 else self.outputs
+
+    def memory(self, init=None, shape=None, value=0.0, need_reorder=False, dtype="float32"):
+        """A value carried across steps: `init` (reordered like the sorted sequences when need_reorder), or a
+        constant `value` of `shape` (without the batch dim) and `dtype`. Shrinks with the batch."""
+        self._assert_in_rnn_block_("memory")
+        self._init_zero_idx_()
+        parent = self._parent_block_()
+        if init is not None:
+            from .checks import check_variable
+            check_variable("DynamicRNN.memory", "init", init)
+            init_tensor = init
+            if need_reorder:
+                if self.lod_rank_table is None:
+                    raise ValueError("If set need_reorder to True, make sure step_input be invoked before "
+                                     "memory(init=init, need_reordered=True, ...).")
+                init_reordered = self._new_var(parent, "dynamic_rnn_mem_init_reordered", init.dtype)
+                init_reordered.desc.set_shape(list(init.shape))
+                parent.append_op(type="reorder_lod_tensor_by_rank",
+                                 inputs={"X": [init_tensor], "RankTable": [self.lod_rank_table]},
+                                 outputs={"Out": [init_reordered]})
+                init_tensor = init_reordered
+            mem_array = self._new_var(parent, "dynamic_rnn_mem_array", init.dtype, VarType.LOD_TENSOR_ARRAY)
+            mem_array.desc.set_shape(list(init.shape))
+            parent.append_op(type="write_to_array", inputs={"X": [init_tensor], "I": [self.zero_idx]},
+                             outputs={"Out": [mem_array]})
+            retv = self._shrink(self._read(mem_array, self.step_idx))
+            self.mem_dict[retv.name] = mem_array
+            return retv
+        if len(self.input_array) == 0:
+            raise ValueError("step_input should be invoked before memory(shape=..., value=...)")
+        if shape is None:
+            raise ValueError("DynamicRNN.memory: without init, shape is required")
+        init = self._new_var(parent, "mem_init", dtype)
+        arr, in_dtype = self.input_array[0]
+        in0 = self._new_var(parent, "in0", in_dtype)
+        in0.desc.set_shape(list(arr.shape))
+        parent.append_op(type="read_from_array", inputs={"X": [arr], "I": [self.zero_idx]}, outputs={"Out": [in0]})
+        parent.append_op(type="fill_constant_batch_size_like", inputs={"Input": [in0]}, outputs={"Out": [init]},
+                         attrs={"shape": [-1] + [int(s) for s in shape], "value": float(value),
+                                "dtype": int(init.dtype)})
+        init.stop_gradient = True
+        return self.memory(init=init)
+
+    def update_memory(self, ex_mem, new_mem):
+        """At the next step, `ex_mem` holds this step's `new_mem` (same shape and dtype)."""
+        self._assert_in_rnn_block_("update_memory")
+        if not isinstance(ex_mem, Variable):
+            raise TypeError("The input arg `ex_mem` of update_memory() must be a Variable")
+        if not isinstance(new_mem, Variable):
+            raise TypeError("The input arg `new_mem` of update_memory() must be a Variable")
+        mem_array = self.mem_dict.get(ex_mem.name)
+        if mem_array is None:
+            raise ValueError("Please invoke memory before update_memory")
+        if self.lod_rank_table is None:
+            raise ValueError("Please invoke step_input before update_memory")
+        self.mem_link.append((new_mem, mem_array))
+
+    def output(self, *outputs):
+        """Collect each of `outputs` at every step; drnn() returns them as LoD sequences in the input's order."""
+        self._assert_in_rnn_block_("output")
+        parent = self._parent_block_()
+        for each in outputs:
+            arr = self._new_var(parent, "_".join([self.helper.name, "output_array", each.name]), each.dtype,
+                                VarType.LOD_TENSOR_ARRAY)
+            arr.desc.set_shape(list(each.shape))
+            self.helper.append_op(type="write_to_array", inputs={"X": [each], "I": [self.step_idx]},
+                                  outputs={"Out": [arr]})
+            self.output_array.append(arr)
+
+    def _init_zero_idx_(self):
+        if self.zero_idx is None:
+            parent = self._parent_block_()
+            self.zero_idx = self._new_var(parent, "zero_idx", "int64")
+            parent.append_op(type="fill_constant", outputs={"Out": [self.zero_idx]},
+                             attrs={"shape": [1], "dtype": int(self.zero_idx.dtype), "value": 0.0,
+                                    "force_cpu": True})
+            self.zero_idx.stop_gradient = True
+
+    def _parent_block_(self):
+        program = self.helper.main_program
+        parent_idx = program.current_block().parent_idx
+        assert parent_idx >= 0
+        return program.block(parent_idx)
+
+    def _assert_in_rnn_block_(self, method):
+        if self.status != DynamicRNN.IN_RNN:
+            raise ValueError("{0} can only be invoked inside rnn block.".format(method))

@@ -5,8 +5,8 @@ noam_decay's 1), so the schedule costs a handful of tiny ops per step and needs 
 Each schedule is written with Variable arithmetic as Fluid 1.8 writes it, so it emits Fluid's op sequence
 (``step / n`` a scale op by 1/n, ``rate ** x`` an elementwise_pow, ``lr * x`` a scale op) and its float32
 values are those of Fluid's kernels, bit for bit (tests/test_lr_decay.py replays each sequence in numpy
-float32). Where Fluid uses a ``Switch`` (conditional blocks, which fluidlite does not have), the same value
-is selected arithmetically; each such place says how, and why the value is identical."""
+float32). Where Fluid uses a ``Switch`` (piecewise_decay, linear_lr_warmup, polynomial_decay with cycle), so does
+this module (layers/branches.py: one conditional block per case, only the first true one runs)."""
 import math
 
 from .. import unique_name
@@ -14,6 +14,7 @@ from ..framework import Variable, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
 from . import nn, ops, tensor
+from .branches import Switch
 
 __all__ = ["autoincreased_step_counter", "exponential_decay", "natural_exp_decay", "inverse_time_decay",
            "piecewise_decay", "polynomial_decay", "cosine_decay", "noam_decay", "linear_lr_warmup"]
@@ -54,12 +55,6 @@ def _staircase(div_res, staircase):
     return ops.floor(div_res) if staircase else div_res
 
 
-def _select(mask, when_true, when_false):
-    """mask * when_true + (1 - mask) * when_false for a 0/1 float mask: exactly one of the two values (x * 1 and
-    x + 0 are exact), the arithmetic form of a Switch with two branches (finite values only: 0 * inf is nan)."""
-    return nn.elementwise_add(nn.elementwise_mul(mask, when_true), nn.elementwise_mul(1.0 - mask, when_false))
-
-
 def exponential_decay(learning_rate, decay_steps, decay_rate, staircase=False):
     """learning_rate * decay_rate ^ (step / decay_steps) (the exponent floored when staircase): an
     elementwise_pow, as Fluid computes it (not exp(x * ln(rate)), which rounds differently)."""
@@ -84,17 +79,17 @@ def inverse_time_decay(learning_rate, decay_steps, decay_rate, staircase=False):
 
 def polynomial_decay(learning_rate, decay_steps, end_learning_rate=0.0001, power=1.0, cycle=False):
     """(learning_rate - end_learning_rate) * (1 - step / decay_steps) ^ power + end_learning_rate, with step
-    capped at decay_steps; with cycle, decay_steps is instead multiplied by ceil(step / decay_steps) (1 at
-    step 0), so the decay restarts every decay_steps steps.
-
-    Fluid sets the multiplier to 1 at step 0 with a Switch; here it is max(ceil(step / decay_steps), 1), the
-    same value (ceil is 0 only at step 0)."""
+    capped at decay_steps; with cycle, decay_steps is instead multiplied by ceil(step / decay_steps), set to 1 at
+    step 0 by a Switch as in Fluid, so the decay restarts every decay_steps steps."""
     with default_main_program()._lr_schedule_guard():
         global_step = _decay_step_counter()
         if cycle:
             div_res = ops.ceil(global_step / decay_steps)
+            zero_var = tensor.fill_constant(shape=[1], dtype="float32", value=0.0)
             one_var = tensor.fill_constant(shape=[1], dtype="float32", value=1.0)
-            div_res = nn.elementwise_max(div_res, one_var)
+            with Switch() as switch:
+                with switch.case(nn.equal(global_step, zero_var)):
+                    tensor.assign(input=one_var, output=div_res)
             decay_steps = decay_steps * div_res
         else:
             decay_steps_var = tensor.fill_constant(shape=[1], dtype="float32", value=float(decay_steps))
@@ -106,34 +101,26 @@ def piecewise_decay(boundaries, values):
     """values[i] while boundaries[i-1] <= step < boundaries[i] (values[0] before boundaries[0], values[-1] from
     boundaries[-1] on).
 
-    The result is the persistable [1] variable ``learning_rate``, as in Fluid, which fills it from a Switch;
-    here each value is multiplied by the 0/1 indicator of its interval and the products summed into it:
-    exactly one indicator is 1, so the result is the float32 value itself (a running sum of differences
-    would not be)."""
+    The result is the persistable [1] variable ``learning_rate``, as in Fluid, assigned by a Switch: one case
+    ``step < boundaries[i]`` per boundary (the first true one runs), the last value by default."""
     if len(values) - len(boundaries) != 1:
         raise ValueError("piecewise_decay: len(values) - len(boundaries) should be 1, got len(values) %d and "
                          "len(boundaries) %d" % (len(values), len(boundaries)))
     if any(b >= c for b, c in zip(boundaries[:-1], boundaries[1:])):
         raise ValueError("piecewise_decay: boundaries must be increasing, got %s" % (list(boundaries),))
     with default_main_program()._lr_schedule_guard():
-        step = _decay_step_counter()
-        reached = [tensor.cast(nn.greater_equal(step, tensor.fill_constant(shape=[1], dtype="float32",
-                                                                           value=float(b))), "float32")
-                   for b in boundaries]
-        # indicator of interval i: (step >= boundaries[i-1]) - (step >= boundaries[i]), from 1 and to 0 at the ends
-        lower = [None] + reached
-        upper = reached + [None]
-        terms = []
-        for v, lo, hi in zip(values, lower, upper):
-            if lo is None:
-                ind = 1.0 - hi
-            elif hi is None:
-                ind = lo
-            else:
-                ind = nn.elementwise_sub(lo, hi)
-            terms.append(nn.scale(ind, scale=float(v)))
+        global_step = _decay_step_counter()
         lr = _result_var("learning_rate", "float32")
-        return tensor.sums(terms, out=lr)
+        with Switch() as switch:
+            for boundary, value in zip(boundaries, values):
+                boundary_val = tensor.fill_constant(shape=[1], dtype="float32", value=float(boundary), force_cpu=True)
+                value_var = tensor.fill_constant(shape=[1], dtype="float32", value=float(value))
+                with switch.case(nn.less_than(global_step, boundary_val)):
+                    tensor.assign(value_var, lr)
+            last_value_var = tensor.fill_constant(shape=[1], dtype="float32", value=float(values[-1]))
+            with switch.default():
+                tensor.assign(last_value_var, lr)
+        return lr
 
 
 def cosine_decay(learning_rate, step_each_epoch, epochs):
@@ -159,21 +146,26 @@ def noam_decay(d_model, warmup_steps, learning_rate=1.0):
 def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr):
     """start_lr + (end_lr - start_lr) * step / warmup_steps while step < warmup_steps, then learning_rate (a
     float, or a Variable such as another schedule's output). The result is the persistable [1] variable
-    ``learning_rate_warmup``, of learning_rate's dtype (float32 for a float).
+    ``learning_rate_warmup``, of learning_rate's dtype (float32 for a float), assigned by a Switch as in Fluid:
+    the warm-up value in the case ``step < warmup_steps``, learning_rate by default.
 
-    Fluid assigns one of the two values to it from a Switch; here the 0/1 mask step < warmup_steps selects it
-    (mask * warm + (1 - mask) * learning_rate: exactly the selected value while both are finite)."""
+    Deviation: with a float64 learning_rate the warm-up value (float32, from the step counter) is cast to float64
+    before it is assigned; Fluid assigns the float32 value, so its float64 variable holds float32 data during the
+    warm-up."""
     dtype = learning_rate.dtype if isinstance(learning_rate, Variable) else "float32"
     linear_step = float(end_lr) - float(start_lr)
     with default_main_program()._lr_schedule_guard():
         lr = _result_var("learning_rate_warmup", dtype)
         global_step = _decay_step_counter()
-        warm = start_lr + linear_step * (global_step / float(warmup_steps))
-        if not isinstance(learning_rate, Variable):
-            learning_rate = tensor.fill_constant(shape=[1], dtype=dtype, value=float(learning_rate))
         limit = tensor.fill_constant(shape=[1], dtype="float32", value=float(warmup_steps))
-        mask = tensor.cast(nn.less_than(global_step, limit), "float32")
-        if learning_rate.dtype != mask.dtype:  # a float64 learning_rate: the warm-up part is cast to it
-            warm, mask = tensor.cast(warm, learning_rate.dtype), tensor.cast(mask, learning_rate.dtype)
-        tensor.assign(_select(mask, warm, learning_rate), lr)
+        with Switch() as switch:
+            with switch.case(nn.less_than(global_step, limit)):
+                decayed_lr = start_lr + linear_step * (global_step / float(warmup_steps))
+                if decayed_lr.dtype != lr.dtype:
+                    decayed_lr = tensor.cast(decayed_lr, lr.dtype)
+                tensor.assign(decayed_lr, lr)
+            with switch.default():
+                if not isinstance(learning_rate, Variable):
+                    learning_rate = tensor.fill_constant(shape=[1], dtype=dtype, value=float(learning_rate))
+                tensor.assign(learning_rate, lr)
     return lr

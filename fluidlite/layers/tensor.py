@@ -58,7 +58,10 @@ def assign(input, output=None):
     """Copy a Variable (assign op) or a numpy array (assign_value op) into `output`."""
     helper = LayerHelper("assign")
     if isinstance(input, Variable):
-        if output is None:
+        if output is None and input.type == VarType.LOD_TENSOR_ARRAY:  # Fluid's assign InferVarType
+            output = helper.create_variable(name=unique_name.generate_with_ignorable_key("assign.tmp"),
+                                            type=input.type, dtype=input.dtype)
+        elif output is None:
             output = helper.create_variable_for_type_inference(dtype=input.dtype)
         helper.append_op(type="assign", inputs={"X": [input]}, outputs={"Out": [output]})
         return output

@@ -47,6 +47,13 @@ inline void CheckArrayIndexInput(InferShapeContext& ctx, const char* slot = "I")
     FL_ENFORCE(d.numel() == 1, ctx.Type(), ": index ", ctx.Describe(slot), " must hold exactly one element");
 }
 
+// The array and rank-table ops that move rows with memcpy/memset work on CPU memory: on a CUDA place (a CUDA build;
+// they have no CUDA kernels yet) they raise naming the op instead of writing device memory from the host.
+inline void CheckCPUPlace(const ExecutionContext& ctx) {
+  FL_ENFORCE(ctx.place().is_cpu(), ctx.Type(), " runs on CPUPlace only (fluidlite has no CUDA version of it yet), got ",
+             ctx.place().ToString());
+}
+
 // Build time: input `slot` is declared a LOD_TENSOR_ARRAY.
 inline void CheckArrayInput(InferShapeContext& ctx, const char* slot, int i = 0) {
   const VarKind k = ctx.InputKind(slot, i);

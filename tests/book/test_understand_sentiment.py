@@ -3,8 +3,9 @@ with only the import changed: word ids fed as a LoD batch through DataFeeder (fl
 fluid.embedding on LoD ids, the convolution net (two nets.sequence_conv_pool with sqrt pooling) and the stacked
 bidirectional LSTM net (fc + dynamic_lstm, alternating is_reverse, sequence_pool max), softmax, cross_entropy,
 accuracy, Adagrad, the test clone and test loop, save_inference_model and infer() with create_lod_tensor and
-return_numpy=False, on generated IMDB files, scaled down to a few small batches. The dynamic-RNN variant
-(train_dyn_rnn.py) needs DynamicRNN, issue [6/10]."""
+return_numpy=False, on generated IMDB files, scaled down to a few small batches. The dynamic-RNN variant is the
+chapter's train_dyn_rnn.py from before it moved to dynamic_lstm (book commit fd28d16, Fluid 1.5): an LSTM written
+out of fc layers inside layers.DynamicRNN, on fluid.layers.data inputs."""
 import math
 
 import numpy as np
@@ -54,8 +55,51 @@ def stacked_lstm_net(data, input_dim, class_dim, emb_dim, hid_dim, stacked_num):
     return prediction
 
 
+# ---- train_dyn_rnn.py (book commit fd28d16)
+LSTM_SIZE = 128
+
+
+def dynamic_rnn_lstm(data, input_dim, class_dim, emb_dim, lstm_size):
+    emb = fluid.layers.embedding(
+        input=data, size=[input_dim, emb_dim], is_sparse=True)
+    sentence = fluid.layers.fc(input=emb, size=lstm_size, act='tanh')
+
+    rnn = fluid.layers.DynamicRNN()
+    with rnn.block():
+        word = rnn.step_input(sentence)
+        prev_hidden = rnn.memory(value=0.0, shape=[lstm_size])
+        prev_cell = rnn.memory(value=0.0, shape=[lstm_size])
+
+        def gate_common(ipt, hidden, size):
+            gate0 = fluid.layers.fc(input=ipt, size=size, bias_attr=True)
+            gate1 = fluid.layers.fc(input=hidden, size=size, bias_attr=False)
+            return gate0 + gate1
+
+        forget_gate = fluid.layers.sigmoid(x=gate_common(word, prev_hidden,
+                                                         lstm_size))
+        input_gate = fluid.layers.sigmoid(x=gate_common(word, prev_hidden,
+                                                        lstm_size))
+        output_gate = fluid.layers.sigmoid(x=gate_common(word, prev_hidden,
+                                                         lstm_size))
+        cell_gate = fluid.layers.sigmoid(x=gate_common(word, prev_hidden,
+                                                       lstm_size))
+
+        cell = forget_gate * prev_cell + input_gate * cell_gate
+        hidden = output_gate * fluid.layers.tanh(x=cell)
+        rnn.update_memory(prev_cell, cell)
+        rnn.update_memory(prev_hidden, hidden)
+        rnn.output(hidden)
+
+    last = fluid.layers.sequence_last_step(rnn())
+    prediction = fluid.layers.fc(input=last, size=class_dim, act="softmax")
+    return prediction
+
+
 def inference_program(word_dict, net):
     dict_dim = len(word_dict)
+    if net == "dyn_rnn":  # the fd28d16 chapter's inputs
+        data = fluid.layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+        return dynamic_rnn_lstm(data, dict_dim, CLASS_DIM, EMB_DIM, LSTM_SIZE)
     data = fluid.data(name="words", shape=[None], dtype="int64", lod_level=1)
     if net == "conv":
         return convolution_net(data, dict_dim, CLASS_DIM, EMB_DIM, HID_DIM)
@@ -158,7 +202,7 @@ def imdb_data(book_data, monkeypatch):
     return book_data
 
 
-@pytest.mark.parametrize("net", ["conv", "stacked_lstm"])
+@pytest.mark.parametrize("net", ["conv", "stacked_lstm", "dyn_rnn"])
 def test_understand_sentiment_trains_saves_and_infers(chapter, imdb_data, net):
     word_dict, losses, tests = train("understand_sentiment_%s.inference.model" % net, net)
     assert {"good", "bad", "<unk>"} <= set(word_dict)

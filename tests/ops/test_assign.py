@@ -1,4 +1,4 @@
-"""assign (any dtype, gradient) and assign_value (the layer, NumpyArrayInitializer, errors)."""
+"""assign (any dtype, gradient, tensor arrays) and assign_value (the layer, NumpyArrayInitializer, errors)."""
 import numpy as np
 import pytest
 
@@ -125,3 +125,28 @@ def test_assign_value_unsupported_dtype_and_negative_shape():
         _assign_value_op({"shape": [1], "dtype": vt("int16"), "int32_values": [1]})
     with pytest.raises(core.EnforceNotMet, match=r"assign_value: attribute shape \[-1, 2\] has a negative dim"):
         _assign_value_op({"shape": [-1, 2], "dtype": vt("float32"), "fp32_values": [1.0, 2.0]})
+
+
+def test_assign_copies_a_tensor_array_entry_by_entry():
+    L = fluid.layers
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()), fluid.unique_name.guard():
+        x = L.data("x", shape=[2], dtype="float32", lod_level=1)
+
+        def index(i):
+            return L.fill_constant(shape=[1], dtype="int64", value=i)
+
+        arr = L.array_write(x, index(2))
+        copy = L.assign(arr)  # a new array, as Fluid's assign InferVarType makes it
+        target = L.create_array("float32")
+        L.assign(arr, target)
+        L.array_write(L.scale(x, scale=2.0), index(0), array=arr)  # after the copies: they do not see it
+    assert copy.type == core.VarDesc.VarType.LOD_TENSOR_ARRAY and copy.dtype == arr.dtype
+    xv = fluid.create_lod_tensor(np.arange(6, dtype="float32").reshape(3, 2), [[1, 2]], fluid.CPUPlace())
+    got_copy, got_target, got_arr = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": xv}, fetch_list=[copy, target, arr], return_numpy=False)
+    for got in (got_copy, got_target):
+        assert len(got) == 3 and not got[0]._is_initialized() and not got[1]._is_initialized()
+        np.testing.assert_array_equal(np.array(got[2]), np.array(xv))
+        assert got[2].recursive_sequence_lengths() == [[1, 2]]
+    assert got_arr[0]._is_initialized()

@@ -2,6 +2,7 @@
 brute-force Python beam search that enumerates every candidate of each source and sorts them (no insertion into a
 bounded beam, no batching), step by step over a tiny vocabulary; the tie-breaking rules on hand-made cases; and the
 errors."""
+import re
 import zlib
 
 import numpy as np
@@ -93,8 +94,8 @@ def brute_force_step(pre_ids, pre_scores, ids, scores, lod, level, beam_size, en
     return ([c[2] for c in flat], [c[0] for c in flat], out_lod, [c[1] for c in flat])
 
 
-def random_case(rng, lod, width, dtype, ended_fraction, with_ids, is_accumulated, vocab=50, end_id=0):
-    rows = sum(lod[-1])
+def random_case(rng, lod, width, dtype, ended_fraction, with_ids, is_accumulated, end_id=0):
+    rows, vocab = sum(lod[-1]), max(50, width)
     pre_ids = rng.randint(1, vocab, rows)
     pre_ids[rng.rand(rows) < ended_fraction] = end_id
     pre_scores = rng.randn(rows).astype(dtype)
@@ -107,7 +108,7 @@ def random_case(rng, lod, width, dtype, ended_fraction, with_ids, is_accumulated
 
 
 # (lod, level, width, beam_size): ragged sources and prefixes, a source of one prefix, an empty prefix group, an
-# empty source, a single source, one candidate per prefix, level 1 of a 2-level LoD, a 3-level LoD.
+# empty source, a single source, one candidate per prefix, level 1 of a 2-level LoD, a 3-level LoD, wide rows.
 SHAPES = [
     ([[3, 1, 2], [1, 1, 1, 1, 1, 1]], 0, 4, 3),
     ([[2, 3], [1, 0, 2, 1, 1]], 0, 3, 2),
@@ -117,6 +118,7 @@ SHAPES = [
     ([[2, 2], [1, 1, 1, 1]], 0, 3, 8),
     ([[2, 1], [2, 1, 3]], 1, 3, 2),
     ([[2, 1], [1, 2, 1], [1, 1, 1, 1]], 0, 3, 3),
+    ([[2, 3], [1, 1, 1, 1, 1]], 0, 200, 3),  # wide rows: most candidates are skipped once the beam is full
 ]
 
 
@@ -186,6 +188,50 @@ def test_ties_within_a_full_beam_go_to_the_last_candidate():
     # A better candidate after the ties still goes first.
     got = run_step([5], [0], np.array([[1, 1, 1, 2]]), [[1], [1]], 2)
     assert got == ([3, 0], [2, 1], [[1], [2]], [0, 0])
+
+
+@pytest.mark.parametrize("is_accumulated", [True, False])
+def test_equal_candidates_in_a_long_row(is_accumulated):
+    # 64 equal candidates, beam 3: each one after the first three replaces the last kept, so the last one stays.
+    scores = np.full((1, 64), 0.25 if not is_accumulated else -1.5)
+    got = run_step([5], [0.5], scores, [[1], [1]], 3, is_accumulated=is_accumulated)
+    want = -1.5 if is_accumulated else np.float32(0.5) + np.log(np.float32(0.25))
+    assert got == ([0, 1, 63], [pytest.approx(want)] * 3, [[1], [3]], [0, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_skipping_near_the_threshold_keeps_the_exact_selection(dtype):
+    # 2000 distinct probabilities within 0.4% of each other, shuffled: the beam of 4 fills early and then most are
+    # skipped without their log being taken. The kept four must be the first four of a beam that never skips (one as
+    # wide as the row), whose scores are computed with the same arithmetic.
+    rng = np.random.RandomState(7)
+    p = (0.5 + rng.permutation(2000) * (2.0 ** -20)).astype(dtype)[None, :]
+    lod = [[1], [1]]
+    ids = np.arange(2000)[None, :]
+
+    def select(beam_size):
+        main = fluid.Program()
+        with fluid.program_guard(main, fluid.Program()):
+            outs = fluid.layers.beam_search(fluid.data("pi", [-1, 1], "int64", lod_level=2),
+                                            fluid.data("ps", [-1, 1], dtype, lod_level=2),
+                                            fluid.data("ids", [-1, 2000], "int64", lod_level=2),
+                                            fluid.data("sc", [-1, 2000], dtype, lod_level=2), beam_size, 0,
+                                            is_accumulated=False)
+        got = fluid.Executor(fluid.CPUPlace()).run(
+            main, feed={"pi": (col([3], "int64"), lod), "ps": (col([0.3], dtype), lod), "sc": (p, lod),
+                        "ids": (ids.astype("int64"), lod)}, fetch_list=list(outs), return_numpy=False)
+        return np.array(got[0]).ravel(), np.array(got[1]).ravel()
+
+    few, full = select(4), select(2000)
+    np.testing.assert_array_equal(few[0], full[0][:4])
+    np.testing.assert_array_equal(few[1], full[1][:4])
+    np.testing.assert_array_equal(few[0], np.argsort(-p[0])[:4])
+
+
+def test_zero_probabilities_enter_last():
+    scores = np.array([[0, 0.5, 0, 0.25, 0]])
+    got = run_step([5], [0], scores, [[1], [1]], 3, is_accumulated=False)
+    assert got[0] == [1, 3, 4] and got[1][2] == -np.inf  # log(0) = -inf: the last zero wins the tie for the third
 
 
 def test_an_ended_prefix_ties_like_any_candidate():
@@ -425,3 +471,12 @@ def test_run_time_errors():
     main2, outs2 = build(with_ids=False)
     got = run_errors(main2, outs2, {k: v for k, v in feed([[2, 2], [1, 1, 1, 1]]).items() if k != "ids"})
     assert np.array(got[0]).max() < 3  # without ids, a candidate's id is its index
+
+
+def test_glog_line(capfd):
+    capfd.readouterr()
+    with fluid.log.vlog_guard(vmodule="beam_search=3"):
+        run_step([0, 0, 5], [1, 2, 0], np.array([[0, 0], [0, 0], [3, 4]]), [[2, 1], [1, 1, 1]], 2)
+    err = capfd.readouterr().err
+    assert re.search(r"beam_search\.cc:\d+\] beam_search: 2 sources, 3 prefixes -> 2 candidates kept, "
+                     r"1 sources pruned\n", err), err

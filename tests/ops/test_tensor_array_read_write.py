@@ -501,3 +501,4 @@ def test_ops_appear_in_the_profile():
     assert {"write_to_array", "read_from_array", "lod_array_length"} <= set(ops)
     assert ops["write_to_array"]["args"] == '"inputs":"X[3, 2], I[1]","outputs":""'
     assert ops["read_from_array"]["args"] == '"inputs":"I[1]","outputs":"Out[3, 2]"'
+
