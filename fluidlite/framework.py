@@ -305,9 +305,19 @@ class Variable:
     def __rtruediv__(self, o): return self._binary(o, "elementwise_div", True)
     def __pow__(self, o): return self._binary(o, "elementwise_pow")
     def __rpow__(self, o): return self._binary(o, "elementwise_pow", True)
+    def __floordiv__(self, o): return self._binary(o, "elementwise_floordiv")
+    def __rfloordiv__(self, o): return self._binary(o, "elementwise_floordiv", True)
+    def __mod__(self, o): return self._binary(o, "elementwise_mod")
+    def __rmod__(self, o): return self._binary(o, "elementwise_mod", True)
     def __neg__(self):
         from .layers import scale
         return scale(self, scale=-1.0)
+
+    def __getitem__(self, item):
+        from .layers import nn
+        return nn.getitem(self, item)
+
+    __iter__ = None  # indexing does not make a Variable iterable: its length is not known when the program is built
 
     __hash__ = object.__hash__
 

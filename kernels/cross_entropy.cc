@@ -11,12 +11,25 @@ namespace fl {
 namespace {
 
 // Checks Label against the class-scores input `x_slot` for classes on `axis` (already normalised) and
-// returns the loss shape: X's dims with the class axis set to 1.
-DDim CheckLabelShape(const InferShapeContext& ctx, const char* x_slot, int axis, bool soft_label) {
+// returns the loss shape: X's dims with the class axis set to 1. With `may_drop_class_axis` (cross_entropy, as in
+// Fluid 1.8), hard labels may also be X's dims without the last (class) axis, e.g. [batch, time] ids for
+// [batch, time, classes] scores; the loss then takes the labels' shape.
+DDim CheckLabelShape(const InferShapeContext& ctx, const char* x_slot, int axis, bool soft_label,
+                     bool may_drop_class_axis = false) {
   const DDim x = ctx.InputDim(x_slot);
   const DDim label = ctx.InputDim("Label");
+  if (may_drop_class_axis && !soft_label && axis == x.size() - 1 && label.size() == x.size() - 1) {
+    for (int i = 0; i < label.size(); ++i)
+      FL_ENFORCE(x[i] < 0 || label[i] < 0 || label[i] == x[i], ctx.Type(), ": ", ctx.Describe("Label"),
+                 " does not match ", ctx.Describe(x_slot), " at dim ", i, ": expected ", x[i],
+                 " (hard labels without the class axis have X's other dims)");
+    if (ctx.IsRuntime())
+      FL_ENFORCE(ctx.InputDType("Label") == DType::INT64, ctx.Type(), ": hard Label '", ctx.InputName("Label"),
+                 "' must be int64, got ", DTypeName(ctx.InputDType("Label")));
+    return label;
+  }
   FL_ENFORCE(label.size() == x.size(), ctx.Type(), ": ", ctx.Describe("Label"), " must have the same rank as ",
-             ctx.Describe(x_slot));
+             ctx.Describe(x_slot), may_drop_class_axis ? " (or, for hard labels, one dim less)" : "");
   for (int i = 0; i < x.size(); ++i) {
     const int64_t want = (i == axis && !soft_label) ? 1 : x[i];
     if (want < 0 || label[i] < 0) continue;  // unknown at compile time
@@ -70,15 +83,16 @@ int ClassAxis(const InferShapeContext& ctx) { return NormalizeAxis(ctx, "Logits"
 FL_REGISTER_OP(cross_entropy, op) {
   op.Doc("Y = -log(X[Label]) (hard labels) or -sum(Label * log(X)) (soft labels) over the last axis.")
       .Input("X", "probabilities [.., D]")
-      .Input("Label", "int64 class ids [.., 1], or soft labels [.., D] of X's dtype")
-      .Output("Y", "the loss [.., 1]")
+      .Input("Label", "int64 class ids [.., 1] (or [..]), or soft labels [.., D] of X's dtype")
+      .Output("Y", "the loss [.., 1] (or [..], the shape of ids given without the class axis)")
       .NonDifferentiable({"Label"})
       .Attr<bool>("soft_label", false, "Label holds a distribution per row instead of a class id")
       .Attr<int32_t>("ignore_index", -100, "hard label value whose loss (and gradient) is 0")
       .SetInferShape([](InferShapeContext& ctx) {
         const int rank = ctx.InputDim("X").size();
         FL_ENFORCE(rank >= 1, "cross_entropy: ", ctx.Describe("X"), " must have at least one dim");
-        ctx.SetOutput("Y", CheckLabelShape(ctx, "X", rank - 1, ctx.Attr<bool>("soft_label")), ctx.InputDType("X"));
+        ctx.SetOutput("Y", CheckLabelShape(ctx, "X", rank - 1, ctx.Attr<bool>("soft_label"), true),
+                      ctx.InputDType("X"));
         ctx.ShareLoD("X", "Y");
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {

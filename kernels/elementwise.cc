@@ -1,8 +1,8 @@
-// elementwise_{add,sub,mul,div,max,min,pow}: Out = X op Y with Fluid's axis broadcasting (helpers/broadcast.h).
-// Each op is a functor. add, sub and mul, on every model's hot path, have a dedicated grad kernel (the two
-// per-element partials, summed over broadcast dims in one pass); div, max and min compose their gradient
-// from those ops, so every gradient here is differentiable again. pow (LR decay's rate ** (step / steps))
-// has a grad kernel and no second derivative.
+// elementwise_{add,sub,mul,div,max,min,pow,floordiv,mod}: Out = X op Y with Fluid's axis broadcasting
+// (helpers/broadcast.h). Each op is a functor. add, sub and mul, on every model's hot path, have a dedicated grad
+// kernel (the two per-element partials, summed over broadcast dims in one pass); div, max and min compose their
+// gradient from those ops, so every gradient here is differentiable again. pow (LR decay's rate ** (step / steps)) has
+// a grad kernel and no second derivative.
 #include <cmath>
 #include <type_traits>
 
@@ -69,6 +69,35 @@ struct PowOp {
   }
   template <typename T> static T Dx(T x, T y, T g) { return g * y * std::pow(x, y - T(1)); }
   template <typename T> static T Dy(T x, T y, T g) { return g * std::log(x) * std::pow(x, y); }
+};
+
+// Fluid's floordiv truncates toward zero (std::trunc(a / b)), as C's integer division does; mod takes the sign
+// of the divisor (Python's %, Fluid's ModFunctor). No gradient: both are piecewise constant in practice
+// (beam search's beam and token indices).
+struct FloorDivOp {
+  static constexpr const char* kFormula = "trunc(X / Y) (Fluid's floordiv truncates toward zero)";
+  static constexpr bool kDivides = true;
+  template <typename T> static T Fwd(T x, T y) {
+    if constexpr (std::is_integral_v<T>) {
+      return Divide(x, y);
+    } else {
+      return std::trunc(x / y);
+    }
+  }
+};
+struct ModOp {
+  static constexpr const char* kFormula = "X mod Y, with the sign of Y (Python's %)";
+  static constexpr bool kDivides = true;
+  template <typename T> static T Fwd(T x, T y) {
+    if constexpr (std::is_integral_v<T>) {
+      if (y == -1) return 0;  // INT_MIN % -1 traps
+      T r = x % y;
+      return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+    } else {
+      T r = std::fmod(x, y);
+      return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+    }
+  }
 };
 
 template <typename Op, typename = void>
@@ -220,6 +249,8 @@ FL_REGISTER_OP(elementwise_mul, op) { RegisterWithGradKernel<MulOp>(op).Grad(Bil
 FL_REGISTER_OP(elementwise_div, op) { RegisterForward<DivOp>(op).Grad(DivGrad); }
 FL_REGISTER_OP(elementwise_max, op) { RegisterForward<MaxOp>(op).Grad(SelectGrad<true>); }
 FL_REGISTER_OP(elementwise_min, op) { RegisterForward<MinOp>(op).Grad(SelectGrad<false>); }
+FL_REGISTER_OP(elementwise_floordiv, op) { RegisterForward<FloorDivOp>(op).NoGradient(); }
+FL_REGISTER_OP(elementwise_mod, op) { RegisterForward<ModOp>(op).NoGradient(); }
 // The gradient is defined for float types only (dY = dOut * ln(X) * Out needs X > 0 where Y's gradient counts).
 FL_REGISTER_OP(elementwise_pow, op) {
   RegisterForward<PowOp>(op)

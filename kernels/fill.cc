@@ -118,7 +118,7 @@ FL_REGISTER_OP(fill_constant_batch_size_like, op) {
         ctx.SetOutput("Out", BatchSizeLikeDims(ctx), static_cast<DType>(ctx.Attr<int32_t>("dtype")));
       })
       .SetKernelDType(DTypeAttr)
-      .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
+      .CPUKernel<float, double, int32_t, int64_t, bool>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         FillOut<T>(ctx, static_cast<T>(ctx.Attr<float>("value")));
       });

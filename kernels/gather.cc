@@ -104,7 +104,7 @@ FL_REGISTER_OP(gather_nd, op) {
         if (out.size() == 0) out.push_back(1);  // one full-rank tuple: a 1-element Out
         ctx.SetOutput("Out", out, ctx.InputDType("X"));
       })
-      .CPUKernel<float, double, int32_t, int64_t>(kGatherNd);
+      .CPUKernel<float, double, int32_t, int64_t, uint8_t, bool>(kGatherNd);
   op.GradOp({"X", "Index", "Out@GRAD"})
       .Doc("Gradient of gather_nd: X@GRAD = zeros, then X@GRAD[Index[i]] += Out@GRAD[i].")
       .CPUKernel<float, double>(kGatherNdGrad);

@@ -1,6 +1,8 @@
 // slice: Out = Input[starts:ends] along `axes`, with Fluid's clamping (negative bounds count from the end,
 // then both are clamped to [0, dim]); decrease_axis drops those (size-1) axes. The grad writes Out@GRAD
-// back into a zeroed Input@GRAD.
+// back into a zeroed Input@GRAD. As in Fluid 1.8, starts (ends) may instead come at run time from the 1-D int
+// tensor StartsTensor (EndsTensor) or from StartsTensorList (EndsTensorList), one 1-element tensor per axis, in
+// that order of precedence; infer_flags marks with -1 the axes whose size is then unknown at build time.
 #include <cstring>
 
 #include "grad_op_maker.h"
@@ -17,9 +19,10 @@ struct SlicePlan {
   bool slices_rows = false;    // dim 0 is among the axes (Out then has other rows than Input)
 };
 
+// `unknown` (when not null) marks the axes whose bounds are known only at run time: their size is -1.
 SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vector<int32_t>& starts,
                const std::vector<int32_t>& ends, const std::vector<int32_t>& decrease, const std::string& op,
-               const std::string& indesc) {
+               const std::string& indesc, const std::vector<bool>* unknown = nullptr) {
   const auto list = [](const std::vector<int32_t>& v) { return DDim(std::vector<int64_t>(v.begin(), v.end())); };
   FL_ENFORCE(starts.size() == axes.size() && ends.size() == axes.size(), op, ": axes ", list(axes), ", starts ",
              list(starts), " and ends ", list(ends), " must have the same length");
@@ -33,7 +36,7 @@ SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vect
     seen[a] = true;
     p.slices_rows |= a == 0;
     const int64_t dim = in[a];
-    if (dim < 0) {
+    if (dim < 0 || (unknown && (*unknown)[i])) {
       p.box[a] = -1;  // unknown until run time
       continue;
     }
@@ -59,11 +62,66 @@ SlicePlan Plan(const DDim& in, const std::vector<int32_t>& axes, const std::vect
   return p;
 }
 
-template <typename Ctx>
-SlicePlan Plan(const Ctx& ctx, const DDim& in, const std::string& indesc) {
-  return Plan(in, ctx.template Attr<std::vector<int32_t>>("axes"), ctx.template Attr<std::vector<int32_t>>("starts"),
-              ctx.template Attr<std::vector<int32_t>>("ends"), ctx.template Attr<std::vector<int32_t>>("decrease_axis"),
-              ctx.Type(), indesc);
+bool BoundsFromTensors(const InferShapeContext& ctx) {
+  return ctx.HasInput("StartsTensor") || ctx.HasInput("EndsTensor") || ctx.HasInput("StartsTensorList") ||
+         ctx.HasInput("EndsTensorList");
+}
+
+// Build time: the plan from the attributes, with the axes whose bounds come from tensors of unknown size.
+SlicePlan InferPlan(const InferShapeContext& ctx) {
+  const auto& axes = ctx.Attr<std::vector<int32_t>>("axes");
+  const auto& flags = ctx.Attr<std::vector<int32_t>>("infer_flags");
+  FL_ENFORCE(flags.empty() || flags.size() == axes.size(), ctx.Type(), ": infer_flags has ", flags.size(),
+             " values for ", axes.size(), " axes");
+  const bool whole = ctx.HasInput("StartsTensor") || ctx.HasInput("EndsTensor");
+  std::vector<bool> unknown(axes.size());
+  for (size_t i = 0; i < axes.size(); ++i)
+    unknown[i] = whole || (flags.empty() ? BoundsFromTensors(ctx) : flags[i] == -1);
+  std::vector<int32_t> starts = ctx.Attr<std::vector<int32_t>>("starts"), ends = ctx.Attr<std::vector<int32_t>>("ends");
+  // a whole-tensor bound leaves the attribute unused (any length); a list's known entries are in the attribute
+  if (ctx.HasInput("StartsTensor")) starts.assign(axes.size(), 0);
+  if (ctx.HasInput("EndsTensor")) ends.assign(axes.size(), 1);
+  if (ctx.HasInput("StartsTensorList"))
+    FL_ENFORCE(ctx.InputSize("StartsTensorList") == static_cast<int>(axes.size()), ctx.Type(),
+               ": StartsTensorList has ", ctx.InputSize("StartsTensorList"), " tensors for ", axes.size(), " axes");
+  if (ctx.HasInput("EndsTensorList"))
+    FL_ENFORCE(ctx.InputSize("EndsTensorList") == static_cast<int>(axes.size()), ctx.Type(), ": EndsTensorList has ",
+               ctx.InputSize("EndsTensorList"), " tensors for ", axes.size(), " axes");
+  return Plan(ctx.InputDim("Input"), axes, starts, ends, ctx.Attr<std::vector<int32_t>>("decrease_axis"), ctx.Type(),
+              ctx.Describe("Input"), &unknown);
+}
+
+// Run time: this run's starts (or ends): the values of `tensor`, else of the 1-element tensors of `list`, else the
+// attribute.
+std::vector<int32_t> RunBounds(const ExecutionContext& ctx, const char* attr, const char* tensor, const char* list) {
+  std::vector<int32_t> v;
+  const auto read = [&](const Tensor& t, const char* slot, int i) {
+    FL_ENFORCE(t.dtype() == DType::INT32 || t.dtype() == DType::INT64, ctx.Type(), ": ", slot, " '",
+               ctx.InputName(slot, i), "' must be int32 or int64, got ", DTypeName(t.dtype()));
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      const int64_t x = t.dtype() == DType::INT32 ? t.data<int32_t>()[k] : t.data<int64_t>()[k];
+      v.push_back(static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(x, INT32_MIN), INT32_MAX)));
+    }
+  };
+  if (ctx.HasInput(tensor)) {
+    read(ctx.Input(tensor), tensor, 0);
+  } else if (ctx.HasInput(list)) {
+    for (int i = 0; i < ctx.InputSize(list); ++i) {
+      const Tensor& t = ctx.Input(list, i);
+      FL_ENFORCE(t.numel() == 1, ctx.Type(), ": ", list, " '", ctx.InputName(list, i), "' must have 1 element, got ",
+                 t.dims());
+      read(t, list, i);
+    }
+  } else {
+    v = ctx.Attr<std::vector<int32_t>>(attr);
+  }
+  return v;
+}
+
+SlicePlan KernelPlan(const ExecutionContext& ctx, const DDim& in) {
+  return Plan(in, ctx.Attr<std::vector<int32_t>>("axes"), RunBounds(ctx, "starts", "StartsTensor", "StartsTensorList"),
+              RunBounds(ctx, "ends", "EndsTensor", "EndsTensorList"), ctx.Attr<std::vector<int32_t>>("decrease_axis"),
+              ctx.Type(), Str("Input '", ctx.InputName("Input"), "' ", in));
 }
 
 // Copies the box [start, start + box) of a dense tensor of dims `full` to a dense box-shaped buffer
@@ -104,7 +162,7 @@ void BoxCopy(const DDim& full, const std::vector<int64_t>& start, const DDim& bo
 const auto kSlice = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
   const Tensor& in = ctx.Input("Input");
-  const SlicePlan p = Plan(ctx, in.dims(), "Input");
+  const SlicePlan p = KernelPlan(ctx, in.dims());
   Tensor* out = ctx.Output("Out");
   out->Resize(p.out);
   BoxCopy<true>(in.dims(), p.start, p.box, sizeof(T), reinterpret_cast<const char*>(in.data<T>()),
@@ -117,7 +175,7 @@ const auto kSliceGrad = [](const ExecutionContext& ctx, auto tag) {
   if (!din) return;
   const Tensor& in = ctx.Input("Input");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  const SlicePlan p = Plan(ctx, in.dims(), "Input");
+  const SlicePlan p = KernelPlan(ctx, in.dims());
   FL_ENFORCE(dout.dims() == p.out, "slice_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
              " does not match the slice ", p.out);
   din->Resize(in.dims());
@@ -133,21 +191,31 @@ FL_REGISTER_OP(slice, op) {
         "Out = Input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end and are clamped "
         "to [0, dim]. decrease_axis drops those size-1 axes.")
       .Input("Input", "the tensor to slice")
+      .DispensableInput("StartsTensor", "1-D int32/int64 tensor of the starts, read at run time (overrides the rest)")
+      .DispensableInput("EndsTensor", "1-D int32/int64 tensor of the ends, read at run time (overrides the rest)")
+      .OptionalDuplicableInput("StartsTensorList", "one 1-element int32/int64 tensor per axis: the starts at run time")
+      .OptionalDuplicableInput("EndsTensorList", "one 1-element int32/int64 tensor per axis: the ends at run time")
       .Output("Out", "the slice")
       .Attr<std::vector<int32_t>>("axes", {}, "the axes to slice")
       .Axis()
       .Attr<std::vector<int32_t>>("starts", {}, "start of each slice (inclusive; negative counts from the end)")
       .Attr<std::vector<int32_t>>("ends", {}, "end of each slice (exclusive; negative counts from the end)")
+      .Attr<std::vector<int32_t>>("infer_flags", {},
+                                  "per axis: 1 its size is known at build time, -1 its bounds come from tensors")
       .Attr<std::vector<int32_t>>("decrease_axis", {}, "axes (each of size 1 after slicing) to drop from Out")
       .Axis()
+      .NonDifferentiable({"StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"})
+      .KernelDTypeFrom("Input")
       .SetInferShape([](InferShapeContext& ctx) {
-        const SlicePlan p = Plan(ctx, ctx.InputDim("Input"), ctx.Describe("Input"));
+        if (ctx.IsRuntime() && BoundsFromTensors(ctx)) return;  // the kernel reads the bounds and sizes Out
+        const SlicePlan p = InferPlan(ctx);
         ctx.SetOutput("Out", p.out, ctx.InputDType("Input"));
         // Fluid passes the LoD on when axes[0] != 0; here when no axis is dim 0 (also for unsorted axes).
         if (!p.slices_rows) ctx.ShareLoD("Input", "Out");
       })
       .CPUKernelAnyDType(kSlice);
-  op.GradOp({"Input", "Out@GRAD"})
+  op.GradOp({"Input", "StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList", "Out@GRAD"})
+      .Optional({"StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"})
       .Doc("Gradient of slice: Input@GRAD = zeros with Out@GRAD written into the sliced region.")
       .Grad(LinearGradGrad)
       .CPUKernel<float, double, int32_t, int64_t>(kSliceGrad);

@@ -102,6 +102,8 @@ for _t in ["logical_and", "logical_or", "logical_xor"]:
                                              "x")},
                    grad=False, x_dtype="bool", extra={"y": (np.ones((6, 4), bool), None)})
 ROWS["logical_not"] = Row(unary("logical_not"), grad=False, x_dtype="bool")
+for _t in ["elementwise_floordiv", "elementwise_mod"]:  # Fluid's elementwise InferShape; no gradient
+    ROWS[_t] = Row(_elementwise(_t), grad=False, extra={"y": (np.full(4, 1.5, "float32"), None)})
 
 ROWS.update({
     # Fluid: ShareLoD("X", "Out") (or the slot named): the row-preserving ops
@@ -190,6 +192,8 @@ ROWS.update({
                        x_shape=(6, 2, 3), x_dtype="int64", grad=False,
                        extra={"parents": (np.zeros((6, 2, 3), "int64"), None)}),
     "gather_nd": Row(lambda x: {"Out": (L.gather_nd(x, const([[0], [2]], "int64")), None)}),
+    "reverse": Row(lambda x: {"Out": (L.reverse(x, 0), None)}, note="reversed rows are not the sequences reversed"),
+    "sampling_id": Row(lambda x: {"Out": (L.sampling_id(L.softmax(x)), None)}, grad=False),
     "scatter": Row(lambda x: {"Out": (L.scatter(x, const([0], "int64"), const(np.ones((1, 4)), "float32")), None)}),
     "scatter_nd_add": Row(lambda x: {"Out": (L.scatter_nd_add(x, const([[0]], "int64"),
                                                               const(np.ones((1, 4)), "float32")), None)}),

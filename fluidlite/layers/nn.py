@@ -1,4 +1,5 @@
 """Neural-network layers: fc, matmul, elementwise, reductions, softmax and losses, shape ops."""
+import builtins
 import functools
 import operator
 
@@ -74,6 +75,9 @@ elementwise_max = generate_layer_fn("elementwise_max", inputs=("x", "y"), act=Tr
 elementwise_min = generate_layer_fn("elementwise_min", inputs=("x", "y"), act=True)
 elementwise_pow = generate_layer_fn("elementwise_pow", inputs=("x", "y"), act=True)
 __all__ += ["elementwise_pow"]
+elementwise_floordiv = generate_layer_fn("elementwise_floordiv", inputs=("x", "y"), act=True)
+elementwise_mod = generate_layer_fn("elementwise_mod", inputs=("x", "y"), act=True)
+__all__ += ["elementwise_floordiv", "elementwise_mod"]
 
 
 def _reduce_dims(args):
@@ -266,10 +270,80 @@ def _one_hot(op_type, caller, input, depth, allow_out_of_range):
 
 
 def slice(input, axes, starts, ends):
-    """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp."""
+    """input[starts[i]:ends[i]] along each axes[i]; negative bounds count from the end, then clamp. `starts` and
+    `ends` are lists of ints, lists that hold 1-element int Variables too, or 1-D int Variables (read at run time;
+    the size of such an axis is then unknown at build time)."""
     check_variable("slice", "input", input)
-    return _simple("slice", {"Input": [input]}, {"axes": [int(a) for a in axes], "starts": [int(s) for s in starts],
-                                                  "ends": [int(e) for e in ends]})
+    return _slice_op(input, axes, starts, ends)
+
+
+def _slice_op(input, axes, starts, ends, decrease_axis=()):
+    axes = [int(a) for a in axes]
+    inputs, attrs = {"Input": [input]}, {"axes": axes, "decrease_axis": [int(a) for a in decrease_axis]}
+    infer_flags = [1] * len(axes)
+    for arg, bounds in (("starts", starts), ("ends", ends)):
+        slot = "Starts" if arg == "starts" else "Ends"
+        if isinstance(bounds, Variable):
+            bounds.stop_gradient = True
+            inputs[slot + "Tensor"] = [bounds]
+            attrs[arg] = [-1] * len(axes)
+            infer_flags = [-1] * len(axes)
+        elif isinstance(bounds, (list, tuple)):
+            if any(isinstance(b, Variable) for b in bounds):
+                from .tensor import fill_constant
+                tensors = []
+                for i, b in enumerate(bounds):
+                    if isinstance(b, Variable):
+                        b.stop_gradient = True
+                        tensors.append(b)
+                        infer_flags[i] = -1
+                    else:
+                        tensors.append(fill_constant([1], "int32", int(b), force_cpu=True))
+                inputs[slot + "TensorList"] = tensors
+            attrs[arg] = [-1 if isinstance(b, Variable) else int(b) for b in bounds]
+        else:
+            raise TypeError("slice: '%s' must be a list or tuple (of ints or Variables) or a Variable, got %s"
+                            % (arg, type(bounds).__name__))
+    attrs["infer_flags"] = infer_flags
+    return _simple("slice", inputs, attrs)
+
+
+def getitem(x, item):
+    """``x[item]`` (Fluid 1.8's Variable.__getitem__): `item` is an int or an int Variable (that dim is dropped), a
+    slice with step 1 (or ``::-1``: the dim reversed), or a tuple of them, one per leading dim. A ``slice`` op (plus
+    a ``reverse`` op for ``::-1``) reads it; Fluid's strided_slice for other steps is not supported."""
+    items = item if isinstance(item, tuple) else (item,)
+    axes, starts, ends, decrease, flipped = [], [], [], [], []
+    for dim, it in enumerate(items):
+        if isinstance(it, builtins.slice):  # (this module's `slice` is the layer)
+            if it.start is None and it.stop is None and it.step in (None, 1):
+                continue
+            if it.start is None and it.stop is None and it.step == -1:
+                flipped.append(dim)
+                continue
+            if it.step not in (None, 1):
+                raise TypeError("Variable %s[%s]: a slice step other than 1 (or ::-1 alone) is not supported"
+                                % (x.name, it))
+            axes.append(dim)
+            starts.append(0 if it.start is None else it.start)
+            ends.append(10000000 if it.stop is None else it.stop)
+        elif isinstance(it, Variable) or (isinstance(it, int) and not isinstance(it, bool)):
+            axes.append(dim)
+            decrease.append(dim)
+            starts.append(it)
+            if isinstance(it, Variable):
+                from .tensor import fill_constant
+                ends.append(elementwise_add(it, fill_constant([1], it.dtype, 1, force_cpu=True)))
+            else:
+                ends.append(it + 1 if it != -1 else 10000000)
+        else:
+            raise TypeError("Variable %s: an index must be an int, an int Variable or a slice, got %s"
+                            % (x.name, type(it).__name__))
+    out = _slice_op(x, axes, starts, ends, decrease) if axes else x
+    if flipped:
+        from .tensor import reverse
+        out = reverse(out, flipped)
+    return out
 
 
 def gather(input, index, overwrite=True):
@@ -567,6 +641,22 @@ def expand_as(x, target_tensor, name=None):
     check_variable("expand_as", "x", x)
     check_variable("expand_as", "target_tensor", target_tensor)
     return _index_layer("expand_as", "expand_as", {"X": [x], "target_tensor": [target_tensor]}, x.dtype, name=name)
+
+
+__all__ += ["sampling_id"]
+
+
+def sampling_id(x, min=0.0, max=1.0, seed=0, dtype="float32"):
+    """One id per row of ``x`` ([batch, classes] probabilities) drawn from that row: an int64 [batch] Variable.
+    `seed` != 0 gives the same draws on every run. `dtype` is accepted as in Fluid 1.8, whose kernel writes int64
+    whatever it says; the Variable is int64 here."""
+    from .checks import check_dtype
+    check_dtype("sampling_id", "x", x, ("float32", "float64"))
+    helper = LayerHelper("sampling_id")
+    out = helper.create_variable_for_type_inference(dtype=VarType.INT64, stop_gradient=True)
+    helper.append_op(type="sampling_id", inputs={"X": [x]}, outputs={"Out": [out]},
+                     attrs={"min": float(min), "max": float(max), "seed": int(seed)})
+    return out
 
 
 def shape(input):

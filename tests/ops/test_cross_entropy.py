@@ -57,6 +57,19 @@ def test_cross_entropy_soft(shape, dtype):
     OpTest("cross_entropy", {"X": x, "Label": label}, {"Y": y.astype(dtype)}, {"soft_label": True}).check_output()
 
 
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 4)])
+def test_cross_entropy_hard_labels_without_the_class_axis(shape):
+    """Fluid 1.8: ids shaped like X without its class axis ([batch, time] for [batch, time, classes]); the loss takes
+    the ids' shape."""
+    rng = np.random.RandomState(8)
+    x = np_softmax(rng.uniform(-2, 2, shape))
+    label = rng.randint(0, shape[-1], shape[:-1]).astype("int64")
+    y = -np.log(np.take_along_axis(x, label[..., None], axis=-1))[..., 0]
+    t = OpTest("cross_entropy", {"X": x, "Label": label}, {"Y": y})
+    t.check_output()
+    t.check_grad(["X"], "Y")
+
+
 def test_cross_entropy_grad_hard_with_ignore():
     rng = np.random.RandomState(6)
     x = rng.uniform(0.1, 1.0, (5, 4))
@@ -76,7 +89,11 @@ def test_cross_entropy_grad_soft():
 @pytest.mark.parametrize("lshape,soft,msg", [
     ([4, 2], False, r"Label 'lbl' \[4, 2\] does not match X 'px' \[4, 5\] at dim 1: expected 1"),
     ([3, 1], False, r"Label 'lbl' \[3, 1\] does not match X 'px' \[4, 5\] at dim 0: expected 4"),
-    ([4], False, r"Label 'lbl' \[4\] must have the same rank as X 'px' \[4, 5\]"),
+    ([4, 1, 1], False, r"Label 'lbl' \[4, 1, 1\] must have the same rank as X 'px' \[4, 5\] \(or, for hard "
+                       r"labels, one dim less\)"),
+    ([3], False, r"Label 'lbl' \[3\] does not match X 'px' \[4, 5\] at dim 0: expected 4 \(hard labels without "
+                 r"the class axis have X's other dims\)"),
+    ([4], True, r"Label 'lbl' \[4\] must have the same rank as X 'px' \[4, 5\]"),
     ([4, 1], True, r"Label 'lbl' \[4, 1\] does not match X 'px' \[4, 5\] at dim 1: expected 5"),
 ])
 def test_cross_entropy_label_shape_mismatch(lshape, soft, msg):

@@ -1,4 +1,4 @@
-"""elementwise_{add,sub,mul,div,max,min,pow}: forward on many broadcast layouts and dtypes, gradients by
+"""elementwise_{add,sub,mul,div,max,min,pow,floordiv,mod}: forward on many broadcast layouts and dtypes, gradients by
 central differences, Fluid's tie rule for max/min, and build/run-time errors."""
 import numpy as np
 import pytest
@@ -316,3 +316,48 @@ def test_large_broadcast_mul_and_grads(ys, axis):
     dy = d_out * x
     sum_axes = tuple(i for i in range(x.ndim) if i < start or i >= start + y.ndim)
     np.testing.assert_allclose(got[4], dy.sum(axis=sum_axes).reshape(y.shape), rtol=1e-9, atol=1e-10)
+
+
+# ------------------------------------------------------------------ floordiv and mod (no gradient, as in Fluid)
+
+@pytest.mark.parametrize("case", CASES[:7], ids=CASE_IDS[:7])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float32", "float64"])
+def test_floordiv_and_mod(case, dtype):
+    """Fluid's floordiv truncates toward zero; mod has the sign of the divisor (Python's %)."""
+    xs, ys, axis, xv, yv = case
+    if np.dtype(dtype).kind == "i":
+        x = rng.randint(-20, 20, size=xs).astype(dtype)
+        y = rng.randint(-6, 7, size=ys).astype(dtype)
+        y[y == 0] = 4
+    else:
+        x = rng.uniform(-5, 5, size=xs).astype(dtype)
+        y = (rng.uniform(0.5, 2, size=ys) * rng.choice([-1, 1], size=ys)).astype(dtype)
+    xb = x if xv is None else x.reshape(xv)
+    yb = y if yv is None else y.reshape(yv)
+    OpTest("elementwise_floordiv", {"X": x, "Y": y}, {"Out": np.trunc(xb / yb).astype(dtype)},
+           {"axis": axis}).check_output()
+    OpTest("elementwise_mod", {"X": x, "Y": y}, {"Out": np.mod(xb, yb).astype(dtype)}, {"axis": axis}).check_output()
+
+
+def test_floordiv_mod_edge_values_and_operators():
+    x = np.array([7, -7, 7, -7, 0, np.iinfo(np.int64).min], dtype=np.int64)
+    y = np.array([2, 2, -2, -2, 5, -1], dtype=np.int64)
+    OpTest("elementwise_floordiv", {"X": x, "Y": y},
+           {"Out": np.array([3, -3, -3, 3, 0, np.iinfo(np.int64).min], np.int64)}).check_output()
+    OpTest("elementwise_mod", {"X": x, "Y": y}, {"Out": np.array([1, 1, -1, -1, 0, 0], np.int64)}).check_output()
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a, b = _data("a", [3], "int64"), _data("b", [3], "int64")
+        outs = [a // b, a % b, a // 4, 9 % a, fluid.layers.elementwise_mod(a, b)]
+        zero_div = fluid.layers.elementwise_floordiv(a, b)
+    assert [op.type for op in main.global_block().ops if op.type.startswith("elementwise")] == [
+        "elementwise_floordiv", "elementwise_mod", "elementwise_floordiv", "elementwise_mod", "elementwise_mod",
+        "elementwise_floordiv"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    av, bv = np.array([9, -9, 10], "int64"), np.array([4, 4, -3], "int64")
+    got = exe.run(main, feed={"a": av, "b": bv}, fetch_list=outs)
+    for g, want in zip(got, [np.trunc(av / bv), np.mod(av, bv), np.trunc(av / 4), np.mod(9, av), np.mod(av, bv)]):
+        np.testing.assert_array_equal(g, want.astype("int64"))
+    with pytest.raises(fluid.core.EnforceNotMet, match="elementwise_floordiv: Y 'b' has a zero at flat index 2"):
+        exe.run(main, feed={"a": av, "b": np.array([1, 2, 0], "int64")}, fetch_list=[zero_div])
+    assert [fluid.core.op_proto(t)["grad"] for t in ("elementwise_floordiv", "elementwise_mod")] == ["no_gradient"] * 2

@@ -201,10 +201,12 @@ def test_index_errors_at_build_time(attrs, match):
         _program(**attrs)
 
 
-def test_bool_dtype_has_no_kernel():
-    main, out = _program("bool", shape=[-1, 2], value=1.0)
-    with pytest.raises(core.EnforceNotMet, match="fill_constant_batch_size_like.*kernel.*bool"):
-        fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.zeros((2, 3))}, fetch_list=[out])
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_bool_dtype(value):
+    """Fluid 1.8 has a bool kernel: BeamSearchDecoder and GreedyEmbeddingHelper make their finished flags so."""
+    main, out = _program("bool", shape=[-1, 2], value=value)
+    (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": np.zeros((3, 3))}, fetch_list=[out])
+    np.testing.assert_array_equal(got, np.full((3, 2), bool(value)))
 
 
 # ------------------------------------------------------------------ layers: fill_constant_batch_size_like, *_like

@@ -89,9 +89,9 @@ GATHER_ND_CASES = [((4, 3), [[1, 2], [3, 0], [1, 2]]), ((4, 3, 2), [[0], [3], [3
 
 @pytest.mark.parametrize("shape,index", GATHER_ND_CASES)
 @pytest.mark.parametrize("index_dtype", ["int32", "int64"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "bool"])
 def test_gather_nd_forward(shape, index, index_dtype, dtype):
-    x = (rand(*shape) * 10).astype(dtype)
+    x = (rand(*shape) * 10).astype(dtype) if dtype != "bool" else rand(*shape) > 0  # bool: beam search's flags
     idx = np.array(index, dtype=index_dtype)
     OpTest("gather_nd", {"X": x, "Index": idx}, {"Out": np_gather_nd(x, idx)}).check_output()
 

@@ -84,3 +84,87 @@ def test_slice_errors():
     for attrs, msg in cases:
         with pytest.raises(fluid.core.EnforceNotMet, match=msg):
             block.append_op(type="slice", inputs={"Input": [x]}, outputs={"Out": [out]}, attrs=attrs)
+
+
+# ------------------------------------------------------------------ bounds read at run time (Fluid 1.8's tensor inputs)
+
+TENSOR_CASES = [  # (shape, axes, starts, ends, decrease_axis)
+    ((3, 4, 5), [0, 2], [1, -3], [3, 100], []),
+    ((3, 4, 5), [1], [2], [3], [1]),
+    ((6, 2), [0], [-1], [10000000], [0]),
+]
+
+
+@pytest.mark.parametrize("shape,axes,starts,ends,decrease", TENSOR_CASES)
+@pytest.mark.parametrize("how", ["tensor", "list"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+def test_slice_bounds_from_tensors(shape, axes, starts, ends, decrease, how, index_dtype):
+    x = rand(*shape)
+    if how == "tensor":
+        inputs = {"Input": x, "StartsTensor": np.array(starts, index_dtype), "EndsTensor": np.array(ends, index_dtype)}
+    else:  # starts from one tensor per axis, ends from the attribute
+        inputs = {"Input": x,
+                  "StartsTensorList": [("s%d" % i, np.array([v], index_dtype)) for i, v in enumerate(starts)]}
+    attrs = {"axes": axes, "starts": [-1] * len(axes), "ends": ends if how == "list" else [-1] * len(axes),
+             "infer_flags": [-1] * len(axes), "decrease_axis": decrease}
+    t = OpTest("slice", inputs, {"Out": slice_ref(x, axes, starts, ends, decrease)}, attrs)
+    t.check_output()
+    t.check_grad(["Input"], "Out")
+
+
+def test_slice_layer_with_variable_bounds():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", shape=[4, 6], dtype="float32")
+        i = fluid.data("i", shape=[1], dtype="int64")
+        se = fluid.data("se", shape=[2], dtype="int32")
+        rows = fluid.layers.slice(x, axes=[0, 1], starts=[i, 1], ends=[i + 2, 4])
+        both = fluid.layers.slice(x, axes=[0, 1], starts=se, ends=[4, 6])
+        assert rows.shape == (-1, 3)  # axis 0's bounds come at run time, axis 1's are known
+        assert both.shape == (-1, -1)
+        op = main.global_block().ops[-1]
+        assert op.attr("infer_flags") == [-1, -1] and op.input("StartsTensor") == ["se"]
+    xv = rand(4, 6, dtype="float32")
+    got_rows, got_both = run(main, {"x": xv, "i": np.array([1], "int64"), "se": np.array([2, 3], "int32")},
+                             [rows, both])
+    np.testing.assert_array_equal(got_rows, xv[1:3, 1:4])
+    np.testing.assert_array_equal(got_both, xv[2:4, 3:6])
+
+
+def test_slice_tensor_bound_errors():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", shape=[4, 6], dtype="float32")
+        two = fluid.data("two", shape=[2], dtype="int64")
+        out = fluid.layers.slice(x, axes=[0], starts=[two], ends=[3])
+        with pytest.raises(fluid.core.EnforceNotMet, match=r"slice: StartsTensorList has 1 tensors for 2 axes"):
+            fluid.layers.slice(x, axes=[0, 1], starts=[two], ends=[3, 4])
+        with pytest.raises(TypeError, match=r"slice: 'ends' must be a list or tuple \(of ints or Variables\) or a "
+                                            r"Variable, got int"):
+            fluid.layers.slice(x, axes=[0], starts=[0], ends=3)
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"slice: StartsTensorList 'two' must have 1 element, got \[2\]"):
+        run(main, {"x": rand(4, 6, dtype="float32"), "two": np.array([0, 1], "int64")}, [out])
+
+
+def test_variable_getitem():
+    """Fluid 1.8's Variable.__getitem__: ints (dim dropped), negative ints, int Variables, slices, ::-1, tuples."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", shape=[None, 4, 5], dtype="float32")
+        t = fluid.data("t", shape=[1], dtype="int64")
+        shape = fluid.layers.shape(x)
+        views = [x[1], x[-1], x[:, 2], x[0, 1:3, -2:], x[:, ::-1], x[t], x[1:, t], shape[0], shape[-1], x[:]]
+        assert x[:] is x
+        assert x[1].shape == (4, 5) and x[:, 2].shape == (-1, 5) and x[0, 1:3, -2:].shape == (2, 2)
+        assert x[t].shape == (4, 5) and x[1:, t].shape == (-1, 5) and shape[0].shape == (1,)
+        with pytest.raises(TypeError, match=r"a slice step other than 1 \(or ::-1 alone\) is not supported"):
+            x[::2]
+        with pytest.raises(TypeError, match=r"an index must be an int, an int Variable or a slice, got str"):
+            x["a"]
+        with pytest.raises(TypeError, match="not iterable"):
+            iter(x)
+    xv = rand(3, 4, 5, dtype="float32")
+    got = run(main, {"x": xv, "t": np.array([2], "int64")}, views[:-1])
+    want = [xv[1], xv[-1], xv[:, 2], xv[0, 1:3, -2:], xv[:, ::-1], xv[2], xv[1:, 2], np.array([3]), np.array([5])]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
