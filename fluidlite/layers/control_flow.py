@@ -559,7 +559,9 @@ class DynamicRNN:
 
 # Fluid 1.8 defines the branches and the tensor-array layers in control_flow.py too: programs that name them
 # through fluid.layers.control_flow (ConditionalBlock, array_write, ...) find them here.
-from .branches import ConditionalBlock, IfElse, Switch, case, cond, switch_case  # noqa: E402,F401
-from .tensor_array import (array_length, array_read, array_to_lod_tensor, array_write, create_array,  # noqa: E402,F401
-                           lod_rank_table, lod_tensor_to_array, max_sequence_len, reorder_lod_tensor_by_rank,
-                           shrink_memory, tensor_array_to_tensor)
+from . import branches as _branches, tensor_array as _tensor_array  # noqa: E402
+
+for _module, _names in ((_branches, _branches.__all__ + ["ConditionalBlock"]), (_tensor_array, _tensor_array.__all__)):
+    for _name in _names:
+        globals().setdefault(_name, getattr(_module, _name))
+del _module, _names, _name
