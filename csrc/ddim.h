@@ -74,4 +74,15 @@ class DDim {
 
 inline std::ostream& operator<<(std::ostream& os, const DDim& d) { return os << d.ToString(); }
 
+// d with a new dim of size v at position axis (0 <= axis <= rank): stack's and tensor_array_to_tensor's output.
+inline DDim InsertDim(const DDim& d, int axis, int64_t v) {
+  DDim out;
+  for (int i = 0; i < d.size(); ++i) {
+    if (i == axis) out.push_back(v);
+    out.push_back(d[i]);
+  }
+  if (axis == d.size()) out.push_back(v);
+  return out;
+}
+
 }  // namespace fl

@@ -8,16 +8,6 @@ namespace fl {
 
 namespace {
 
-DDim InsertDim(const DDim& d, int axis, int64_t v) {
-  DDim out;
-  for (int i = 0; i < d.size(); ++i) {
-    if (i == axis) out.push_back(v);
-    out.push_back(d[i]);
-  }
-  if (axis == d.size()) out.push_back(v);
-  return out;
-}
-
 DDim RemoveDim(const DDim& d, int axis) {
   DDim out;
   for (int i = 0; i < d.size(); ++i)

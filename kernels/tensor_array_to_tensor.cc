@@ -10,16 +10,6 @@ namespace fl {
 
 namespace {
 
-DDim WithAxis(const DDim& d, int axis, int64_t v) {  // d with v inserted at axis
-  DDim out;
-  for (int i = 0; i < d.size(); ++i) {
-    if (i == axis) out.push_back(v);
-    out.push_back(d[i]);
-  }
-  if (axis == d.size()) out.push_back(v);
-  return out;
-}
-
 void InferTensorArrayToTensor(InferShapeContext& ctx) {
   CheckArrayInput(ctx, "X");
   ctx.SetOutput("OutIndex", DDim{-1}, DType::INT32);
@@ -31,7 +21,7 @@ void InferTensorArrayToTensor(InferShapeContext& ctx) {
   const bool stack = ctx.Attr<bool>("use_stack");
   const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), d.size() + (stack ? 1 : 0), "tensor_array_to_tensor",
                                  Str("the entries of X '", ctx.InputName("X"), "' ", d));
-  if (stack) d = WithAxis(d, axis, -1);
+  if (stack) d = InsertDim(d, axis, -1);
   else d[axis] = -1;
   ctx.SetOutput("Out", d, ctx.InputDType("X"));
 }
@@ -66,7 +56,7 @@ Join CheckJoin(const ExecutionContext& ctx, const TensorList& x) {
     total += j.sizes.back();
   }
   if (stack) {
-    j.out_dims = WithAxis(d0, j.axis, static_cast<int64_t>(x.size()));
+    j.out_dims = InsertDim(d0, j.axis, static_cast<int64_t>(x.size()));
   } else {
     j.out_dims = d0;
     j.out_dims[j.axis] = total;

@@ -38,6 +38,7 @@ from ..framework import Variable, VarType, dtype_to_str
 from ..layer_helper import LayerHelper
 from . import nn, tensor
 from .checks import check_dtype, check_variable
+from .utils import assert_same_structure, map_structure
 
 __all__ = ["cond", "case", "switch_case", "Switch", "IfElse"]
 
@@ -53,56 +54,6 @@ def _check_type(value, arg, types, layer):
 def _error_message(what, arg_name, op_name, right_value, error_value):
     return "{what} of '{arg_name}' in {op_name} must be {right_value}, but received: {error_value}.".format(
         what=what, arg_name=arg_name, op_name=op_name, right_value=right_value, error_value=error_value)
-
-
-# ------------------------------------------------------------------ nested structures (Fluid's layers/utils.py)
-
-def _is_sequence(s):
-    return isinstance(s, (list, tuple, dict))
-
-
-def _children(node):
-    return [node[k] for k in sorted(node)] if isinstance(node, dict) else list(node)
-
-
-def _flatten(nest):
-    if not _is_sequence(nest):
-        return [nest]
-    return [leaf for child in _children(nest) for leaf in _flatten(child)]
-
-
-def _pack(structure, leaves):
-    """`structure` rebuilt (same container types) around the leaves taken in order from the iterator `leaves`."""
-    if not _is_sequence(structure):
-        return next(leaves)
-    children = [_pack(c, leaves) for c in _children(structure)]
-    if isinstance(structure, dict):
-        by_key = dict(zip(sorted(structure), children))
-        return type(structure)((k, by_key[k]) for k in structure)
-    if isinstance(structure, tuple) and hasattr(structure, "_fields"):  # a namedtuple
-        return type(structure)(*children)
-    return type(structure)(children)
-
-
-def _assert_same_structure(nest1, nest2):
-    """ValueError (Fluid's words) unless both have the same nesting and number of leaves (container types are not
-    compared: cond calls Fluid's assert_same_structure with check_types=False)."""
-    n1, n2 = len(_flatten(nest1)), len(_flatten(nest2))
-    if n1 != n2:
-        raise ValueError("The two structures don't have the same number of elements. First structure (%d "
-                         "elements): %s, second structure (%d elements): %s" % (n1, nest1, n2, nest2))
-    if _is_sequence(nest1) != _is_sequence(nest2):
-        raise ValueError("The two structures don't have the same nested structure.\n\nFirst structure: %s\n\n"
-                         "Second structure: %s." % (nest1, nest2))
-    if _is_sequence(nest1):
-        for a, b in zip(_children(nest1), _children(nest2)):
-            _assert_same_structure(a, b)
-
-
-def _map_structure(fn, *structures):
-    """fn over the leaves of structures of the same nesting, packed as the first one."""
-    leaves = [fn(*xs) for xs in zip(*[_flatten(s) for s in structures])]
-    return _pack(structures[0], iter(leaves))
 
 
 # ------------------------------------------------------------------ ConditionalBlock
@@ -241,14 +192,14 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         with ConditionalBlock([pred], is_scalar_condition=True).block():
             origin_true_output = true_fn()
             if origin_true_output is not None:
-                true_output = _map_structure(copy_to_parent, origin_true_output)
+                true_output = map_structure(copy_to_parent, origin_true_output)
     if false_fn is not None:
         if not callable(false_fn):
             raise TypeError("The false_fn in cond must be callable, but received {}".format(type(false_fn).__name__))
         with ConditionalBlock([nn.logical_not(pred)], is_scalar_condition=True).block():
             origin_false_output = false_fn()
             if origin_false_output is not None:
-                false_output = _map_structure(copy_to_parent, origin_false_output)
+                false_output = map_structure(copy_to_parent, origin_false_output)
 
     if true_output is None and false_output is None:
         return None
@@ -259,7 +210,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         raise ValueError("Incompatible return values of true_fn and false_fn in cond: "
                          "true_fn returns non-None while false_fn returns None")
     try:
-        _assert_same_structure(true_output, false_output)
+        assert_same_structure(true_output, false_output, check_types=False)
     except ValueError as e:
         raise ValueError("Incompatible return values of true_fn and false_fn in cond: {}".format(e)) from None
 
@@ -274,7 +225,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
                                                          else ("true_fn", "false_fn")))
         return select_input([false_var, true_var], mask)
 
-    return _map_structure(merge, false_output, true_output)
+    return map_structure(merge, false_output, true_output, check_types=False)
 
 
 def case(pred_fn_pairs, default=None, name=None):

@@ -39,6 +39,15 @@ def _numeric_grad(exe, main, feed, name, loss, scope, delta=1e-6):
     return grad
 
 
+def _check_loss_and_gradients(main, startup, feed, loss, grads, names, reference):
+    """The loss against reference(**feed), and each gradient against central differences."""
+    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
+    np.testing.assert_allclose(outs[0], reference(**feed), rtol=1e-12)
+    for name, analytic in zip(names, outs[1:]):
+        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
+                                   err_msg="gradient of " + name)
+
+
 def _tanh_loop(steps_from_data=False, is_test=False):
     """h <- tanh(h @ w + b) for n iterations; loss = mean(h * h)."""
     main, startup = fluid.Program(), fluid.Program()
@@ -166,10 +175,7 @@ def test_nested_while_matches_python():
                 h = np.tanh(h @ w) + x
         return np.sum(h * h)
 
-    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
-    np.testing.assert_allclose(outs[0], reference(feed["x"], feed["w"]), rtol=1e-12)
-    for name, analytic in zip(["x", "w"], outs[1:]):
-        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9)
+    _check_loss_and_gradients(main, startup, feed, loss, grads, ["x", "w"], reference)
 
 
 def test_while_loop_functional_form():
@@ -309,11 +315,7 @@ def test_loop_over_tensor_arrays_matches_python_with_gradients():
             total += np.sum(h * h)
         return total
 
-    outs_, exe, scope = _run(main, startup, feed, [loss] + grads)
-    np.testing.assert_allclose(outs_[0], reference(**feed), rtol=1e-12)
-    for name, analytic in zip(["x", "w", "u"], outs_[1:]):
-        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
-                                   err_msg="gradient of " + name)
+    _check_loss_and_gradients(main, startup, feed, loss, grads, ["x", "w", "u"], reference)
 
 
 def test_branch_inside_a_loop_matches_python_with_gradients():
@@ -347,11 +349,7 @@ def test_branch_inside_a_loop_matches_python_with_gradients():
             h = np.tanh(h @ w) if t % 2 == 0 else h * 0.5 + x
         return np.sum(h * h)
 
-    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
-    np.testing.assert_allclose(outs[0], reference(**feed), rtol=1e-12)
-    for name, analytic in zip(["x", "w"], outs[1:]):
-        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
-                                   err_msg="gradient of " + name)
+    _check_loss_and_gradients(main, startup, feed, loss, grads, ["x", "w"], reference)
 
 
 def test_inner_loop_reads_the_outer_iterations_value():
@@ -394,8 +392,4 @@ def test_inner_loop_reads_the_outer_iterations_value():
             h = 0.5 * s + x
         return np.sum(h * h)
 
-    outs, exe, scope = _run(main, startup, feed, [loss] + grads)
-    np.testing.assert_allclose(outs[0], reference(**feed), rtol=1e-12)
-    for name, analytic in zip(["x", "w"], outs[1:]):
-        np.testing.assert_allclose(analytic, _numeric_grad(exe, main, feed, name, loss, scope), rtol=1e-6, atol=1e-9,
-                                   err_msg="gradient of " + name)
+    _check_loss_and_gradients(main, startup, feed, loss, grads, ["x", "w"], reference)
