@@ -1,8 +1,11 @@
 #include "step_block_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "executor.h"
 #include "logging.h"
@@ -59,60 +62,47 @@ const Tensor& Required(const Tensor* t, const char* what, const std::string& nam
   return *t;
 }
 
-// Adds each step scope's local gradient of `param` into `out`, in one pass (one "sum" event).
-void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::string& grad_name, const Tensor& param,
-                        const Place& place, Tensor* out) {
-  RecordEvent ev("sum", "Operator");
-  std::vector<const Tensor*> parts;
-  std::vector<const SelectedRows*> sparse;  // a sparse lookup's gradient inside the step block
-  for (int64_t t = 0; t < seq_len; ++t) {
-    Variable* v = scopes[t]->FindLocalVar(grad_name);
-    if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr) {
-      if (sr->value.IsInitialized()) sparse.push_back(sr);
-      continue;
-    }
-    const Tensor* g = v ? v->GetTensor() : nullptr;
-    if (g && g->IsInitialized() && g->numel() > 0) {
-      FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
-                 g->dims(), ", the parameter has ", param.dims());
-      parts.push_back(g);
-    }
-  }
-  out->Resize(param.dims());
-  if (parts.empty()) {
-    FillZerosLike(param, place, out);
-  } else if (parts.size() == 1) {
-    void* dst = out->mutable_data(place, parts[0]->dtype());
-    MemCopy(place, dst, parts[0]->place(), parts[0]->raw_data(), parts[0]->nbytes());
-  } else {
-    void* dst = out->mutable_data(place, parts[0]->dtype());
-    VisitDType(parts[0]->dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_floating_point_v<T>) {
-        std::vector<const T*> ptrs;
-        for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
-        SumInto<T>(ptrs, static_cast<T*>(dst), param.numel());
-      } else {
-        FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(parts[0]->dtype()));
-      }
-    });
-  }
-  // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
-  for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, out, "recurrent_grad: gradient '" + grad_name + "'");
-}
-
-// Fluid mode: adds step t's gradient `g` into the outer gradient (a copy at the first step walked, the last).
-void AddStepParamGrad(const Tensor& g, bool first, const Place& place, Tensor* outer) {
-  RecordEvent sum_ev("sum", "Operator");
-  if (first) {
-    TensorCopy(g, place, outer);
+// Adds step `t`'s gradient of a parameter (`v`, the step scope's variable `grad_name`, possibly null) into the outer
+// gradient `outer`; `*started` says whether an earlier step did already. The first dense contribution becomes the
+// outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or copied. A sparse lookup's
+// SelectedRows gradient is added row by row into zeros.
+void AddStepParamGrad(Variable* v, const std::string& grad_name, int64_t t, const Tensor& param, bool take,
+                      const Place& place, Tensor* outer, bool* started) {
+  if (!v) return;
+  if (const SelectedRows* sr = v->GetSelectedRows()) {
+    if (!sr->value.IsInitialized()) return;
+    RecordEvent ev("sum", "Operator");
+    if (!*started) FillZerosLike(param, place, outer);
+    *started = true;
+    AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + grad_name + "'");
     return;
   }
-  VisitDType(g.dtype(), [&](auto tag) {
+  Tensor* g = v->GetMutableTensor();
+  if (!g->IsInitialized() || g->numel() == 0) return;
+  FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
+             g->dims(), ", the parameter has ", param.dims());
+  RecordEvent ev("sum", "Operator");
+  if (!*started) {
+    *started = true;
+    if (take && g->holder().use_count() == 1) {
+      outer->ShareDataWith(*g);
+      g->Clear();  // the step's next write must not land in the outer gradient
+    } else {
+      outer->Clear();  // never write into a buffer this tensor shared with someone else
+      TensorCopy(*g, place, outer);
+    }
+    outer->Resize(param.dims());
+    return;
+  }
+  VisitDType(g->dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
-      std::vector<const T*> ptrs{outer->data<T>(), g.data<T>()};
-      SumInto<T>(ptrs, outer->mutable_data<T>(place), g.numel());
+      FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
+                 DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
+      std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
+      SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
+    } else {
+      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
     }
   });
 }
@@ -132,7 +122,10 @@ std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* s
                                                               const char* event) {
   if (scope_uids_.size() <= i) {
     scope_uids_.resize(i + 1, 0);
+    scopes_.resize(i + 1, nullptr);
     ops_.resize(i + 1);
+    releases_.resize(i + 1);
+    releases_resolved_.resize(i + 1, false);
   }
   if (scope_uids_[i] != scope->uid()) {
     RecordEvent ev(event, "Recurrent");
@@ -143,8 +136,81 @@ std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* s
       ops_[i].back()->Bind(*scope);
     }
     scope_uids_[i] = scope->uid();
+    scopes_[i] = scope;
+    releases_resolved_[i] = false;
   }
   return ops_[i];
+}
+
+const std::vector<std::vector<Variable*>>* PreparedBlocks::Releases(size_t i, const ReleaseNames& names) {
+  FL_ENFORCE(i < scopes_.size() && scopes_[i] != nullptr, "PreparedBlocks: slot ", i, " was never prepared");
+  if (!releases_resolved_[i]) {
+    auto& lists = releases_[i];
+    lists.assign(names.size(), {});
+    for (size_t k = 0; k < names.size(); ++k)
+      for (const std::string& n : names[k])
+        if (Variable* v = scopes_[i]->FindLocalVar(n)) lists[k].push_back(v);
+    releases_resolved_[i] = true;
+  }
+  return &releases_[i];
+}
+
+// The step-scope names of the gradients (see StepBlockIO), and eager deletion inside the grad block, as the
+// executor plans it for a block: a variable the grad block declares (a non-persistable LoDTensor of the step
+// scope) is released after its last use in the grad block. Kept: the forward step block's variables (another
+// gradient of the same forward op, a second fluid.gradients call, reads them again), what the runner reads after
+// the step or a later step reads (the memories' gradients, the step inputs' and parameters' gradients, which the
+// runner releases itself once it used them), and every name another block mentions (a nested sub-block reads step
+// variables that its op does not list).
+const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO& io) {
+  if (grad_planned_) return grad_plan_;
+  const BlockDesc& grad = *io.block;
+  auto inner = [&grad](const StepBlockIO::Names* args, const StepBlockIO::Names& vars) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const std::string* arg = args && i < args->size() ? &(*args)[i] : nullptr;
+      names.push_back(arg && *arg != kEmptyVarName && grad.FindVar(*arg) ? *arg : GradName(vars[i]));
+    }
+    return names;
+  };
+  GradPlan plan;
+  plan.output_grads = inner(io.output_grad_args, *io.output_names);
+  plan.input_grads = inner(io.input_grad_args, *io.input_names);
+  plan.parameter_grads = inner(io.parameter_grad_args, *io.parameter_names);
+  const auto& ops = grad.AllOps();
+  plan.releases.assign(ops.size(), {});
+  if (EagerDeletion()) {
+    const ProgramDesc* program = grad.program();
+    const int fwd = grad.forward_block_idx();
+    const BlockDesc* forward = program && fwd >= 0 ? program->Block(static_cast<size_t>(fwd)) : nullptr;
+    std::unordered_set<std::string> keep(plan.input_grads.begin(), plan.input_grads.end());
+    keep.insert(plan.parameter_grads.begin(), plan.parameter_grads.end());
+    for (const std::string& n : *io.ex_states) keep.insert(GradName(n));
+    for (size_t b = 0; program && b < program->Size(); ++b) {
+      const BlockDesc* other = program->Block(b);
+      if (other == &grad || other == forward) continue;
+      for (auto& op : other->AllOps()) {
+        for (auto& n : op->InputArgumentNames()) keep.insert(n);
+        for (auto& n : op->OutputArgumentNames()) keep.insert(n);
+      }
+    }
+    std::unordered_map<std::string, size_t> last_use;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
+      for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;
+    }
+    for (auto& [name, i] : last_use) {
+      if (keep.count(name)) continue;
+      const VarDesc* v = grad.FindVar(name);
+      if (!v || v->persistable() || v->kind() != VarKind::LOD_TENSOR) continue;  // not the grad block's
+      if (forward && forward->FindVar(name)) continue;                           // a forward value
+      plan.releases[i].push_back(name);
+    }
+    for (auto& names : plan.releases) std::sort(names.begin(), names.end());  // a stable order for the logs
+  }
+  grad_plan_ = std::move(plan);
+  grad_planned_ = true;
+  return grad_plan_;
 }
 
 void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* scopes_out, const Place& place) {
@@ -200,6 +266,11 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
   const bool fluid_mode = RecurrentFluidMode();
   FL_ENFORCE(static_cast<int64_t>(scopes.size()) >= seq_len, "recurrent_grad: the forward recurrent op ran ",
              scopes.size(), " steps, the inputs have ", seq_len, " (run the forward op first)");
+  const GradPlan& plan = PlanBackward(io);
+  // Fluid mode keeps every step's variables, as Fluid 1.x did.
+  const ReleaseNames* releases = fluid_mode ? nullptr : &plan.releases;
+  const bool eager = !fluid_mode && EagerDeletion();
+  std::vector<char> started(param_names.size(), 0);  // the parameter's outer gradient holds a contribution
 
   for (int64_t t = seq_len - 1; t >= 0; --t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
@@ -209,7 +280,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
     // Gradients flowing in from outside: this step's slice of each output's gradient...
     for (size_t k = 0; k < out_names.size(); ++k) {
-      Variable* v = s.FindLocalVar(GradName(out_names[k]));
+      Variable* v = s.FindLocalVar(plan.output_grads[k]);
       if (!v) continue;  // nothing in the step reads it
       const Tensor* outer = k < io.output_grads.size() ? io.output_grads[k] : nullptr;
       if (outer) ShareStep(*outer, off, v->GetMutableTensor());
@@ -219,29 +290,24 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     for (size_t j = 0; j < states.size(); ++j) {
       Variable* v = s.FindLocalVar(GradName(states[j]));
       if (!v) continue;
-      const Tensor* next = nullptr;
-      if (t + 1 < seq_len) {
-        Variable* nv = scopes[t + 1]->FindLocalVar(GradName(ex_states[j]));
-        next = nv ? nv->GetTensor() : nullptr;
-      }
+      Variable* nv = t + 1 < seq_len ? scopes[t + 1]->FindLocalVar(GradName(ex_states[j])) : nullptr;
+      const Tensor* next = nv ? nv->GetTensor() : nullptr;
       if (next && next->IsInitialized()) v->GetMutableTensor()->ShareDataWith(*next);
       else v->GetMutableTensor()->Clear();
+      if (nv && eager) ReleaseTensor(nv);  // shared now: the step after this one is done with it
     }
-    RunPreparedOps(ops, place);
-    if (fluid_mode) {  // Fluid: one sum op per parameter per step into the outer gradient
-      for (size_t p = 0; p < param_names.size(); ++p) {
-        Tensor* outer = io.parameter_grads[p];
-        Variable* v = s.FindLocalVar(GradName(param_names[p]));
-        if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr; sr && outer) {  // a sparse lookup's
-          RecordEvent sum_ev("sum", "Operator");
-          if (t == seq_len - 1) FillZerosLike(Required(io.parameters[p], "parameter", param_names[p]), place, outer);
-          AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + GradName(param_names[p]) + "'");
-          continue;
-        }
-        const Tensor* g = v ? v->GetTensor() : nullptr;
-        if (!outer || !g || !g->IsInitialized()) continue;
-        AddStepParamGrad(*g, t == seq_len - 1, place, outer);
-      }
+    RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
+    // Parameter gradients: added into the outer gradient while the step's is still in cache.
+    for (size_t p = 0; p < param_names.size(); ++p) {
+      Tensor* outer = io.parameter_grads[p];
+      if (!outer) continue;
+      const std::string& grad_name = plan.parameter_grads[p];
+      Variable* v = s.FindLocalVar(grad_name);
+      bool done = started[p];
+      AddStepParamGrad(v, grad_name, t, Required(io.parameters[p], "parameter", param_names[p]), !fluid_mode, place,
+                       outer, &done);
+      started[p] = done;
+      if (v && eager) ReleaseTensor(v);
     }
     // Step-input gradients go to their slice of the outer gradient.
     for (size_t i = 0; i < in_names.size(); ++i) {
@@ -252,7 +318,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
         outer->Resize(x.dims());
         outer->mutable_data(place, x.dtype());
       }
-      Variable* v = s.FindLocalVar(GradName(in_names[i]));
+      Variable* v = s.FindLocalVar(plan.input_grads[i]);
       const Tensor* g = v ? v->GetTensor() : nullptr;
       if (g && g->IsInitialized()) {
         Tensor slice = outer->Slice(off, off + 1);
@@ -262,23 +328,24 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
       } else {
         ZeroStep(off, outer);
       }
+      if (v && eager) ReleaseTensor(v);
     }
   }
   // Initial-state gradients: what the first step's memories received.
   for (size_t j = 0; j < ex_states.size(); ++j) {
     Tensor* outer = io.initial_state_grads[j];
-    if (!outer) continue;
     Variable* v = scopes[0]->FindLocalVar(GradName(ex_states[j]));
-    const Tensor* g = v ? v->GetTensor() : nullptr;
-    if (g && g->IsInitialized()) TensorCopy(*g, place, outer);
-    else FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+    if (outer) {
+      const Tensor* g = v ? v->GetTensor() : nullptr;
+      if (g && g->IsInitialized()) TensorCopy(*g, place, outer);
+      else FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+    }
+    if (v && eager) ReleaseTensor(v);
   }
-  // Parameter gradients: one n-ary sum over the steps per parameter.
-  for (size_t p = 0; p < param_names.size() && !fluid_mode; ++p) {
+  // A parameter no step contributed to has a zero gradient.
+  for (size_t p = 0; p < param_names.size(); ++p) {
     Tensor* outer = io.parameter_grads[p];
-    if (!outer) continue;
-    const Tensor& param = Required(io.parameters[p], "parameter", param_names[p]);
-    AggregateParamGrad(scopes, seq_len, GradName(param_names[p]), param, place, outer);
+    if (outer && !started[p]) FillZerosLike(Required(io.parameters[p], "parameter", param_names[p]), place, outer);
   }
 }
 
