@@ -155,13 +155,62 @@ const std::vector<std::vector<Variable*>>* PreparedBlocks::Releases(size_t i, co
   return &releases_[i];
 }
 
-// The step-scope names of the gradients (see StepBlockIO), and eager deletion inside the grad block, as the
-// executor plans it for a block: a variable the grad block declares (a non-persistable LoDTensor of the step
-// scope) is released after its last use in the grad block. Kept: the forward step block's variables (another
-// gradient of the same forward op, a second fluid.gradients call, reads them again), what the runner reads after
-// the step or a later step reads (the memories' gradients, the step inputs' and parameters' gradients, which the
-// runner releases itself once it used them), and every name another block mentions (a nested sub-block reads step
-// variables that its op does not list).
+namespace {
+
+// Eager deletion inside a step block, as the executor plans it for a block: per op of `block`, the variables the
+// block declares (non-persistable LoDTensors of the step scope) whose last use in the block is that op. Kept: `keep`
+// (what the runner links or reads after the step) and every name another block mentions: the gradient of the
+// step block reads its forward values, a second gradient of the same op reads them again, and a nested sub-block
+// reads step variables that its op does not list.
+ReleaseNames PlanStepReleases(const BlockDesc& block, const std::unordered_set<std::string>& keep) {
+  const auto& ops = block.AllOps();
+  ReleaseNames releases(ops.size());
+  const ProgramDesc* program = block.program();
+  std::unordered_set<std::string> elsewhere;
+  for (size_t b = 0; program && b < program->Size(); ++b) {
+    const BlockDesc* other = program->Block(b);
+    if (other == &block) continue;
+    for (auto& op : other->AllOps()) {
+      for (auto& n : op->InputArgumentNames()) elsewhere.insert(n);
+      for (auto& n : op->OutputArgumentNames()) elsewhere.insert(n);
+    }
+  }
+  std::unordered_map<std::string, size_t> last_use;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
+    for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;
+  }
+  for (auto& [name, i] : last_use) {
+    if (keep.count(name) || elsewhere.count(name)) continue;
+    const VarDesc* v = block.FindVar(name);
+    if (!v || v->persistable() || v->kind() != VarKind::LOD_TENSOR) continue;  // not a variable of the step
+    releases[i].push_back(name);
+  }
+  for (auto& names : releases) std::sort(names.begin(), names.end());  // a stable order for the logs
+  return releases;
+}
+
+}  // namespace
+
+// The step block's eager-deletion plan for the forward run: the memories and their next values (the runner links
+// them across steps), the step inputs and outputs (the runner shares and copies them) are kept.
+const ReleaseNames& StepBlockRunner::PlanForward(const StepBlockIO& io) {
+  if (forward_planned_) return forward_releases_;
+  if (EagerDeletion()) {
+    std::unordered_set<std::string> keep;
+    for (const auto* names : {io.input_names, io.ex_states, io.states, io.output_names})
+      keep.insert(names->begin(), names->end());
+    forward_releases_ = PlanStepReleases(*io.block, keep);
+  } else {
+    forward_releases_.assign(io.block->AllOps().size(), {});
+  }
+  forward_planned_ = true;
+  return forward_releases_;
+}
+
+// The step-scope names of the gradients (see StepBlockIO), and the grad block's eager-deletion plan: the memories'
+// gradients (the step before reads them; step 0's are the initial states' gradients) and the step inputs' and
+// parameters' gradients (the runner releases those itself once it used them) are kept.
 const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO& io) {
   if (grad_planned_) return grad_plan_;
   const BlockDesc& grad = *io.block;
@@ -177,36 +226,13 @@ const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO
   plan.output_grads = inner(io.output_grad_args, *io.output_names);
   plan.input_grads = inner(io.input_grad_args, *io.input_names);
   plan.parameter_grads = inner(io.parameter_grad_args, *io.parameter_names);
-  const auto& ops = grad.AllOps();
-  plan.releases.assign(ops.size(), {});
   if (EagerDeletion()) {
-    const ProgramDesc* program = grad.program();
-    const int fwd = grad.forward_block_idx();
-    const BlockDesc* forward = program && fwd >= 0 ? program->Block(static_cast<size_t>(fwd)) : nullptr;
     std::unordered_set<std::string> keep(plan.input_grads.begin(), plan.input_grads.end());
     keep.insert(plan.parameter_grads.begin(), plan.parameter_grads.end());
     for (const std::string& n : *io.ex_states) keep.insert(GradName(n));
-    for (size_t b = 0; program && b < program->Size(); ++b) {
-      const BlockDesc* other = program->Block(b);
-      if (other == &grad || other == forward) continue;
-      for (auto& op : other->AllOps()) {
-        for (auto& n : op->InputArgumentNames()) keep.insert(n);
-        for (auto& n : op->OutputArgumentNames()) keep.insert(n);
-      }
-    }
-    std::unordered_map<std::string, size_t> last_use;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
-      for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;
-    }
-    for (auto& [name, i] : last_use) {
-      if (keep.count(name)) continue;
-      const VarDesc* v = grad.FindVar(name);
-      if (!v || v->persistable() || v->kind() != VarKind::LOD_TENSOR) continue;  // not the grad block's
-      if (forward && forward->FindVar(name)) continue;                           // a forward value
-      plan.releases[i].push_back(name);
-    }
-    for (auto& names : plan.releases) std::sort(names.begin(), names.end());  // a stable order for the logs
+    plan.releases = PlanStepReleases(grad, keep);
+  } else {
+    plan.releases.assign(grad.AllOps().size(), {});
   }
   grad_plan_ = std::move(plan);
   grad_planned_ = true;
@@ -226,6 +252,8 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
     scopes.clear();
   }
   while (static_cast<int64_t>(scopes.size()) < seq_len) scopes.push_back(&parent.NewScope());
+  // Fluid mode keeps every step's variables, as Fluid 1.x did.
+  const ReleaseNames* releases = fluid_mode ? nullptr : &PlanForward(io);
 
   for (int64_t t = 0; t < seq_len; ++t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
@@ -247,7 +275,7 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
         else ex->ShareDataWith(*prev);
       }
     }
-    RunPreparedOps(ops, place);
+    RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
     for (size_t k = 0; k < out_names.size(); ++k) {
       const Tensor* inner = Local(s, out_names[k], "step output")->GetTensor();
       FL_ENFORCE(inner && inner->IsInitialized(), "recurrent: step output '", out_names[k], "' was not computed");

@@ -10,10 +10,11 @@
 // - step inputs are zero-copy slices of the outer input, memories are linked by sharing the previous
 //   step's buffer (rnn_memory_helper shares, it does not copy), outputs are copied once into the outer
 //   [seq_len, ...] tensor;
-// - backward runs each step's grad block with eager deletion, as the executor runs a block: a variable of the
-//   step scope is released after its last use in the grad block (forward values included), and each
-//   parameter's gradient is added into the outer gradient right after its step, then released, so the
-//   steps reuse one set of gradient buffers (cache-hot) instead of each step scope keeping its own.
+// - both run each step with eager deletion, as the executor runs a block: a variable the step's block
+//   declares is released after its last use in it unless another block reads it (the forward values the
+//   gradient needs stay), and each parameter's gradient is added into the outer gradient right after its
+//   step, then released, so the steps reuse one set of temporaries (cache-hot) instead of each step scope
+//   keeping its own.
 // Profiler events: "recurrent::step" / "recurrent_grad::step" per step, "recurrent::prepare_step" when a
 // step scope's block is (re)prepared, "sum" per parameter-gradient addition (per parameter per step).
 #pragma once
@@ -98,7 +99,8 @@ class PreparedBlocks {
 class StepBlockRunner {
  public:
   // Makes `scopes` hold seq_len step scopes (kids of `parent`, reused from earlier runs; in Fluid mode
-  // new ones) and runs the block once per step, linking inputs, memories and outputs as `io` says.
+  // new ones) and runs the block once per step, linking inputs, memories and outputs as `io` says. With eager
+  // deletion on (and not in Fluid mode) what no other block reads is released after its last use in the step.
   void Forward(const StepBlockIO& io, Scope& parent, StepScopes* scopes, const Place& place);
   // Runs the grad block over the forward op's step scopes from the last step to the first: each step
   // gets its slice of the output gradients and the memory gradients of the step after it; input,
@@ -107,7 +109,9 @@ class StepBlockRunner {
   void Backward(const StepBlockIO& io, const StepScopes& scopes, const Place& place);
 
  private:
-  // Backward's names and eager-deletion plan, made on the first run (the op's desc does not change under it).
+  // Forward's eager-deletion plan, made on the first run (the op's desc does not change under it).
+  const ReleaseNames& PlanForward(const StepBlockIO& io);
+  // Backward's names and eager-deletion plan, made on the first run.
   struct GradPlan {
     std::vector<std::string> output_grads, input_grads, parameter_grads;  // their names in the step scopes
     ReleaseNames releases;  // per grad-block op, what to release after it (empty lists: eager deletion off)
@@ -115,6 +119,8 @@ class StepBlockRunner {
   const GradPlan& PlanBackward(const StepBlockIO& io);
 
   PreparedBlocks prepared_;
+  bool forward_planned_ = false;
+  ReleaseNames forward_releases_;
   bool grad_planned_ = false;
   GradPlan grad_plan_;
 };

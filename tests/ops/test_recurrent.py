@@ -216,9 +216,10 @@ def test_a_second_gradients_call_gets_its_own_step_gradients():
     assert np.abs(both[0][0] - both[1][0]).max() > 1e-3  # two different gradients
 
 
-def _backward_memory(monkeypatch, eager, steps=8, batch=64, hidden=256):
-    """(peak tensor bytes of a steady-state training run, its results) of a StaticRNN tanh cell whose step tensors
-    are [batch, hidden] float64, with eager deletion on or off (FLAGS_eager_delete_tensor_gb=-1)."""
+def _step_memory(monkeypatch, eager, train=True, steps=8, batch=64, hidden=256):
+    """(peak tensor bytes of a steady-state run, its results) of a StaticRNN tanh cell whose step tensors are
+    [batch, hidden] float64, training or forward only, with eager deletion on or off
+    (FLAGS_eager_delete_tensor_gb=-1)."""
     if eager:
         monkeypatch.delenv("FLAGS_eager_delete_tensor_gb", raising=False)
     else:
@@ -235,7 +236,7 @@ def _backward_memory(monkeypatch, eager, steps=8, batch=64, hidden=256):
             rnn.update_memory(h_prev, h)
             rnn.step_output(h)
         loss = fluid.layers.mean(rnn())
-        params_grads = fluid.backward.append_backward(loss)
+        params_grads = fluid.backward.append_backward(loss) if train else []
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
@@ -251,12 +252,22 @@ def test_backward_releases_each_steps_gradients(monkeypatch):
     # With eager deletion (the default) the grad block's variables are released after their last use in each step,
     # so the steps reuse one step's gradient buffers; FLAGS_eager_delete_tensor_gb=-1 keeps every step's. Same results.
     steps, step_tensor = 8, 64 * 256 * 8
-    on, on_results = _backward_memory(monkeypatch, True, steps)
-    off, off_results = _backward_memory(monkeypatch, False, steps)
+    on, on_results = _step_memory(monkeypatch, True, steps=steps)
+    off, off_results = _step_memory(monkeypatch, False, steps=steps)
     for a, b in zip(on_results, off_results):
         np.testing.assert_array_equal(a, b)
     # each step's grad block makes at least 4 [64, 256] gradients (tanh's, the sum of the fc's two products, the
     # two products' and the memory's): kept by all 8 steps without eager deletion, by one or two steps with it
+    assert off - on >= (steps - 2) * 4 * step_tensor, (on, off)
+
+
+def test_forward_releases_what_no_gradient_reads(monkeypatch):
+    # Forward only: the fc's two products, their sum and the biased sum are released after their last use in each
+    # step (nothing reads them later); the new memory (tanh) is kept, the next step reads it.
+    steps, step_tensor = 8, 64 * 256 * 8
+    on, on_results = _step_memory(monkeypatch, True, train=False, steps=steps)
+    off, off_results = _step_memory(monkeypatch, False, train=False, steps=steps)
+    np.testing.assert_array_equal(on_results[0], off_results[0])
     assert off - on >= (steps - 2) * 4 * step_tensor, (on, off)
 
 
