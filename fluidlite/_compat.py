@@ -82,7 +82,7 @@ PLANNED = {
                         "reorder_lod_tensor_by_rank cond case switch_case Switch IfElse DynamicRNN "
                         "RNNCell LSTMCell GRUCell rnn Decoder BeamSearchDecoder dynamic_decode beam_search "
                         "beam_search_decode gather_tree increment less_than less_equal greater_than greater_equal "
-                        "equal not_equal",
+                        "equal not_equal reverse",
     },
     "[9/10]": {
         "fluid": "DistributeTranspiler DistributeTranspilerConfig",

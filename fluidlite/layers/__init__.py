@@ -13,9 +13,12 @@ from .metric_op import *  # noqa: F401,F403
 from .sequence_rnn import *  # noqa: F401,F403
 from .sequence_lod import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403  (layers.rnn is then the rnn function, not the submodule, as in Fluid)
+from .rnn import __all__ as _rnn_all
 
 __all__ = (control_flow.__all__ + io.__all__ + nn.__all__ + ops.__all__ + tensor.__all__
            + learning_rate_scheduler.__all__ + conv.__all__
            + norm.__all__
            + metric_op.__all__ + loss.__all__
-           + sequence_lod.__all__ + sequence_rnn.__all__)
+           + sequence_lod.__all__ + sequence_rnn.__all__
+           + _rnn_all)

@@ -5,7 +5,7 @@ from .. import unique_name
 from ..framework import Variable, VarType, convert_np_dtype_to_dtype_, default_main_program
 from ..initializer import Constant
 from ..layer_helper import LayerHelper
-from .checks import check_variable
+from .checks import check_dtype, check_variable
 
 __all__ = ["fill_constant", "assign", "cast", "concat", "sums", "increment", "zeros", "ones", "create_tensor",
            "create_global_var", "create_parameter", "fill_zeros_like", "uniform_random", "gaussian_random",
@@ -273,6 +273,23 @@ def fill_constant_batch_size_like(input, shape, dtype, value, input_dim_idx=0, o
                             "input_dim_idx": int(input_dim_idx), "output_dim_idx": int(output_dim_idx),
                             "force_cpu": bool(force_cpu)})
     out.stop_gradient = True
+    return out
+
+
+__all__ += ["reverse"]
+
+
+def reverse(x, axis):
+    """``x`` with the order of its elements reversed along ``axis`` (an int, or a list/tuple of ints in
+    [-rank, rank)); same shape and dtype (float32, float64, int32, int64, uint8 or bool)."""
+    check_dtype("reverse", "x", x, ("float32", "float64", "int32", "int64", "uint8", "bool"))
+    if isinstance(axis, int):
+        axis = [axis]
+    if not isinstance(axis, (list, tuple)) or not all(isinstance(a, int) for a in axis):
+        raise TypeError("reverse: 'axis' must be an int or a list/tuple of ints, got %r" % (axis,))
+    helper = LayerHelper("reverse")
+    out = helper.create_variable_for_type_inference(dtype=x.dtype)
+    helper.append_op(type="reverse", inputs={"X": [x]}, outputs={"Out": [out]}, attrs={"axis": list(axis)})
     return out
 
 
