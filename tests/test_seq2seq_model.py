@@ -56,9 +56,9 @@ def _cell(p, prefix, cell, x, h):
         z = _sigmoid(gi[d:2 * d] + gh[d:2 * d])
         n = np.tanh(gi[2 * d:] + r * gh[2 * d:])
         return (1 - z) * n + z * h
-    gates = _sigmoid(np.concatenate([x, h]) @ p[prefix + "_gate_w"] + p[prefix + "_gate_b"])
+    gates = _sigmoid(np.concatenate([x, h]) @ p[prefix + "_w_gate"] + p[prefix + "_b_gate"])
     r, u = np.split(gates, 2)
-    c = np.tanh(np.concatenate([x, r * h]) @ p[prefix + "_cand_w"] + p[prefix + "_cand_b"])
+    c = np.tanh(np.concatenate([x, r * h]) @ p[prefix + "_w_candidate"] + p[prefix + "_b_candidate"])
     return u * h + (1 - u) * c
 
 
@@ -113,8 +113,8 @@ def test_structure_parameters_and_batch():
                          d + "_hh_b": (3 * h,)})
     assert params == expected
     basic = {p.name: tuple(p.shape) for p in mod.build(2, 0, cell="basic").main.global_block().all_parameters()}
-    assert basic["enc_fwd_gate_w"] == (e + h, 2 * h) and basic["enc_bwd_cand_w"] == (e + h, h)
-    assert basic["dec_gate_w"] == (e + 2 * h + h, 2 * h) and basic["dec_cand_b"] == (h,)
+    assert basic["enc_fwd_w_gate"] == (e + h, 2 * h) and basic["enc_bwd_w_candidate"] == (e + h, h)
+    assert basic["dec_w_gate"] == (e + 2 * h + h, 2 * h) and basic["dec_b_candidate"] == (h,)
 
     feed = built.feed()
     s = mod.SEQ_LEN

@@ -1,14 +1,14 @@
 """seq2seq: a GRU encoder-decoder with additive attention, one Adam training step with teacher forcing.
 
-The model of the Fluid book's machine_translation chapter (08.machine_translation/seq2seq.py) at bench sizes:
-batch 32, source and target padded to 30 steps (lengths drawn from [MIN_LEN, 30] with the run's seed), hidden and
-word size 256, vocabularies of 10000.
+The model of the Fluid book's machine_translation chapter (08.machine_translation/seq2seq.py), built the way it
+builds it (layers.rnn over GRU cells for the encoder, layers.rnn over a DecoderCell for the decoder), at bench
+sizes: batch 32, source and target padded to 30 steps (lengths drawn from [MIN_LEN, 30] with the run's seed),
+hidden and word size 256, vocabularies of 10000.
 
-    encoder  embedding 10000 x 256 -> bidirectional GRU 256 (each direction's state frozen past the sequence's end,
-             as Fluid's layers.rnn does with sequence_length; the backward direction runs on the time-flipped
-             sequence)                                        -> enc_out [30, B, 512], final states [B, 256] x 2
+    encoder  embedding 10000 x 256 -> bidirectional GRU 256: layers.rnn(sequence_length=src_len) forward and
+             is_reverse (a state stays put past its sequence's end)     -> enc_out [30, B, 512], final states
     bridge   h0 = tanh(fc(concat(final fwd, final bwd), 256))
-    decoder  per target step t (teacher forcing: the input is the previous gold word, trg[t]):
+    decoder  layers.rnn over DecoderCell; per target step t (teacher forcing: the input is the previous gold word):
              q = fc(h, 256, no bias); energy = tanh(fc(enc_out, 256, no bias) + q)             [30, B, 256]
              scores = fc(energy, 1, no bias) + (src_mask - 1) * 1e9; a = softmax over the source steps
              context = sum_s a[s] * enc_out[s]                                                   [B, 512]
@@ -16,19 +16,19 @@ word size 256, vocabularies of 10000.
     loss     softmax cross-entropy of fc(h, 10000) against label[t], summed over the real target steps
              (the target mask) and divided by their number.
 
-Everything is time-major ([steps, batch, ...]) as StaticRNN steps over dim 0: the feeds are src, trg and label
-[30, B, 1] int64 (padded with EOS) and src_len, trg_len [B] int64; the masks come from sequence_mask in the
-graph, as in the book.
+Everything is time-major ([steps, batch, ...], layers.rnn's time_major=True, so no transposes): the feeds are
+src, trg and label [30, B, 1] int64 (padded with EOS) and src_len, trg_len [B] int64; the masks come from
+sequence_mask in the graph, as in the book.
 
 The GRU cell (``CELL``):
 
-- ``"reset_after"`` (default): PyTorch's nn.GRU / nn.GRUCell (and cuDNN's) cell, written with Fluid layers: the
-  input projection x W_ih + b_ih (of all steps at once where the input is known before the loop: the encoder's
-  embeddings and the decoder's target embeddings), the recurrent one h W_hh + b_hh in one fc per step,
+- ``"reset_after"`` (default): PyTorch's nn.GRU / nn.GRUCell (and cuDNN's) cell, an RNNCell written with Fluid
+  layers: the input projection x W_ih + b_ih (of all steps at once where the input is known before the loop: the
+  encoder's embeddings and the decoder's target embeddings), the recurrent one h W_hh + b_hh in one fc per step,
   r, z = sigmoid(.), n = tanh(x_n + r * h_n), h' = n + z * (h - n). The torch reference is then exactly nn.GRU
   (bidirectional, on a PackedSequence) and a Python loop over nn.GRUCell, and the first-step loss is checked.
-- ``"basic"``: Fluid's BasicGRUUnit (what layers.GRUCell computes): gates = sigmoid(fc(concat(x, h), 2 * 256)),
-  r, u = split(gates); c = tanh(fc(concat(x, r * h), 256)); h' = u * h + (1 - u) * c. The reset gate applies
+- ``"basic"``: Fluid's layers.GRUCell (BasicGRUUnit), as the book uses it: gates = sigmoid(concat(x, h) W_g + b_g),
+  r, u = split(gates); c = tanh(concat(x, r * h) W_c + b_c); h' = u * h + (1 - u) * c. The reset gate applies
   BEFORE the candidate's matrix product, which nn.GRU cannot express, so its torch reference writes the same cell
   from nn.Linear over the concatenations (a Python loop in the encoder too).
 
@@ -63,11 +63,6 @@ def _p(name):
     return fluid.ParamAttr(name=name)
 
 
-def _elementwise_state_update(h_prev, h_new, mask):
-    """h_prev + mask * (h_new - h_prev): the new state where mask [B, 1] is 1, the old one where it is 0."""
-    return L.elementwise_add(h_prev, L.elementwise_mul(L.elementwise_sub(h_new, h_prev), mask, axis=0))
-
-
 def reset_after_cell(x_proj, h_prev, prefix, hidden=HIDDEN):
     """nn.GRU's cell on x_proj = x W_ih + b_ih [B, 3h] (gates r, z, n): h W_hh + b_hh is `prefix`_hh_w/_hh_b."""
     h_proj = L.fc(input=h_prev, size=3 * hidden, param_attr=_p(prefix + "_hh_w"), bias_attr=_p(prefix + "_hh_b"))
@@ -75,45 +70,31 @@ def reset_after_cell(x_proj, h_prev, prefix, hidden=HIDDEN):
     h_rz, h_n = L.split(h_proj, [2 * hidden, hidden], dim=1)
     r, z = L.split(L.sigmoid(L.elementwise_add(x_rz, h_rz)), 2, dim=1)
     n = L.tanh(L.elementwise_add(x_n, L.elementwise_mul(r, h_n)))
-    return L.elementwise_add(n, L.elementwise_mul(z, L.elementwise_sub(h_prev, n)))
+    return L.elementwise_add(n, L.elementwise_mul(z, L.elementwise_sub(h_prev, n)))  # (1 - z) * n + z * h
 
 
-def basic_cell(x, h_prev, prefix, hidden=HIDDEN):
-    """Fluid's BasicGRUUnit on x [B, in]: `prefix`_gate_w [in + h, 2h] / _gate_b, `prefix`_cand_w [in + h, h] /
-    _cand_b."""
-    gates = L.fc(input=L.concat([x, h_prev], axis=1), size=2 * hidden, act="sigmoid",
-                 param_attr=_p(prefix + "_gate_w"), bias_attr=_p(prefix + "_gate_b"))
-    r, u = L.split(gates, 2, dim=1)
-    c = L.fc(input=L.concat([x, L.elementwise_mul(r, h_prev)], axis=1), size=hidden, act="tanh",
-             param_attr=_p(prefix + "_cand_w"), bias_attr=_p(prefix + "_cand_b"))
-    return L.elementwise_add(c, L.elementwise_mul(u, L.elementwise_sub(h_prev, c)))  # u * h + (1 - u) * c
+class ResetAfterGRUCell(L.RNNCell):
+    """nn.GRU's cell as an RNNCell: `inputs` is the input projection x W_ih + b_ih [B, 3h] (made for every step at
+    once before the loop), the recurrent projection is `prefix`_hh_w / _hh_b."""
+
+    def __init__(self, hidden, prefix):
+        self.hidden, self.prefix = hidden, prefix
+
+    def call(self, inputs, states):
+        h = reset_after_cell(inputs, states, self.prefix, self.hidden)
+        return h, h
+
+    @property
+    def state_shape(self):
+        return [self.hidden]
 
 
-def encoder_direction(emb, mask, prefix, cell, hidden=HIDDEN):
-    """One direction of the encoder over emb [S, B, E] with mask [S, B, 1]: the states [S, B, h] (frozen past
-    each sequence's end)."""
-    if cell == "reset_after":  # the input projection of every step in one fc
-        emb = L.fc(input=emb, size=3 * hidden, num_flatten_dims=2, param_attr=_p(prefix + "_ih_w"),
-                   bias_attr=_p(prefix + "_ih_b"))
-    rnn = L.StaticRNN()
-    with rnn.step():
-        x_t = rnn.step_input(emb)
-        m_t = rnn.step_input(mask)
-        h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-        if cell == "reset_after":
-            h_new = reset_after_cell(x_t, h_prev, prefix, hidden)
-        else:
-            h_new = basic_cell(x_t, h_prev, prefix, hidden)
-        h = _elementwise_state_update(h_prev, h_new, m_t)
-        rnn.update_memory(h_prev, h)
-        rnn.step_output(h)
-    return rnn()
-
-
-def last_step(seq, hidden):
-    """seq [S, B, h] -> its last step [B, h]."""
-    steps = seq.shape[0]
-    return L.reshape(L.slice(seq, axes=[0], starts=[steps - 1], ends=[steps]), [-1, hidden])
+def gru_cell(cell, prefix, hidden):
+    """The GRU cell of one RNN: the reset-after cell, or Fluid's layers.GRUCell (BasicGRUUnit; its parameters
+    `prefix`_w_gate, _w_candidate, `prefix`_b_gate, _b_candidate)."""
+    if cell == "reset_after":
+        return ResetAfterGRUCell(hidden, prefix)
+    return L.GRUCell(hidden, param_attr=_p(prefix + "_w"), bias_attr=_p(prefix + "_b"))
 
 
 def time_major_mask(lengths, steps):
@@ -131,6 +112,38 @@ def attention(h_prev, enc_out, enc_proj, pad_bias, hidden=HIDDEN):
     return L.reduce_sum(L.elementwise_mul(enc_out, weights), dim=0)
 
 
+class DecoderCell(L.RNNCell):
+    """The book's DecoderCell: additive attention over the encoder outputs, then the GRU on [word, context]. With
+    the reset-after cell the word's share of the input projection was made before the loop (`step_input` is it),
+    the context's is dec_ctx_w."""
+
+    def __init__(self, cell, hidden):
+        self.cell, self.hidden = cell, hidden
+        self.gru = gru_cell(cell, "dec", hidden)
+
+    def call(self, step_input, states, enc_out, enc_proj, pad_bias):
+        context = attention(states, enc_out, enc_proj, pad_bias, self.hidden)
+        if self.cell == "reset_after":
+            x = L.elementwise_add(step_input, L.fc(input=context, size=3 * self.hidden, bias_attr=False,
+                                                   param_attr=_p("dec_ctx_w")))
+        else:
+            x = L.concat([step_input, context], axis=1)
+        return self.gru(x, states)
+
+    @property
+    def state_shape(self):
+        return [self.hidden]
+
+
+def input_projection(x, cell, prefix, hidden):
+    """The reset-after cell's x W_ih + b_ih ([S, B, 3h], `prefix`_ih_w / _ih_b) of every step at once; x itself
+    for GRUCell, which projects concat(x, h) per step."""
+    if cell != "reset_after":
+        return x
+    return L.fc(input=x, size=3 * hidden, num_flatten_dims=2, param_attr=_p(prefix + "_ih_w"),
+                bias_attr=_p(prefix + "_ih_b"))
+
+
 def network(src, src_len, trg, label, trg_len, cell=CELL, src_vocab=SRC_VOCAB, trg_vocab=TRG_VOCAB,
             emb_dim=EMB_DIM, hidden=HIDDEN):
     """src, trg, label: int64 [S, B, 1] (time-major, padded); src_len, trg_len: int64 [B]. Returns (logits
@@ -139,40 +152,26 @@ def network(src, src_len, trg, label, trg_len, cell=CELL, src_vocab=SRC_VOCAB, t
     Parameters: src_emb_table, trg_emb_table [vocab, emb]; per encoder direction d in (enc_fwd, enc_bwd) and for
     the decoder (dec) the cell's weights (reset_after: d_ih_w [in, 3h], d_ih_b, d_hh_w [h, 3h], d_hh_b; the
     decoder's input projection is dec_ih_w [emb, 3h] + dec_ih_b for the word and dec_ctx_w [2h, 3h] for the
-    context. basic: d_gate_w [in + h, 2h], d_gate_b, d_cand_w [in + h, h], d_cand_b); dec_init_w [2h, h] +
-    dec_init_b; enc_proj_w [2h, h], att_q_w [h, h], att_v_w [h, 1]; output_w [h, trg_vocab] + output_b."""
+    context. basic: GRUCell's d_w_gate [in + h, 2h], d_b_gate, d_w_candidate [in + h, h], d_b_candidate);
+    dec_init_w [2h, h] + dec_init_b; enc_proj_w [2h, h], att_q_w [h, h], att_v_w [h, 1]; output_w [h, trg_vocab]
+    + output_b."""
     if cell not in ("reset_after", "basic"):
         raise ValueError("seq2seq: unknown cell %r (choose 'reset_after' or 'basic')" % (cell,))
-    steps = src.shape[0]
-    src_mask = time_major_mask(src_len, steps)
     src_emb = L.embedding(input=src, size=[src_vocab, emb_dim], param_attr=_p("src_emb_table"))  # [S, B, E]
-    flip = L.assign(np.arange(steps - 1, -1, -1, dtype="int64"))  # the backward direction reads the steps flipped
-    fwd = encoder_direction(src_emb, src_mask, "enc_fwd", cell, hidden)
-    bwd_flipped = encoder_direction(L.gather(src_emb, flip), L.gather(src_mask, flip), "enc_bwd", cell, hidden)
-    enc_out = L.concat([fwd, L.gather(bwd_flipped, flip)], axis=2)  # [S, B, 2h]
-    h0 = L.fc(input=L.concat([last_step(fwd, hidden), last_step(bwd_flipped, hidden)], axis=1), size=hidden,
-              act="tanh", param_attr=_p("dec_init_w"), bias_attr=_p("dec_init_b"))
+    fwd, fwd_state = L.rnn(gru_cell(cell, "enc_fwd", hidden), input_projection(src_emb, cell, "enc_fwd", hidden),
+                           sequence_length=src_len, time_major=True)
+    bwd, bwd_state = L.rnn(gru_cell(cell, "enc_bwd", hidden), input_projection(src_emb, cell, "enc_bwd", hidden),
+                           sequence_length=src_len, time_major=True, is_reverse=True)
+    enc_out = L.concat([fwd, bwd], axis=2)  # [S, B, 2h]
+    h0 = L.fc(input=L.concat([fwd_state, bwd_state], axis=1), size=hidden, act="tanh", param_attr=_p("dec_init_w"),
+              bias_attr=_p("dec_init_b"))
     enc_proj = L.fc(input=enc_out, size=hidden, num_flatten_dims=2, bias_attr=False, param_attr=_p("enc_proj_w"))
-    pad_bias = L.scale(src_mask, scale=PAD_SCORE, bias=-1.0, bias_after_scale=False)  # (mask - 1) * 1e9
+    pad_bias = L.scale(time_major_mask(src_len, src.shape[0]), scale=PAD_SCORE, bias=-1.0,
+                       bias_after_scale=False)  # (mask - 1) * 1e9
 
     trg_emb = L.embedding(input=trg, size=[trg_vocab, emb_dim], param_attr=_p("trg_emb_table"))
-    if cell == "reset_after":  # the word's share of the input projection, every step at once
-        trg_emb = L.fc(input=trg_emb, size=3 * hidden, num_flatten_dims=2, param_attr=_p("dec_ih_w"),
-                       bias_attr=_p("dec_ih_b"))
-    rnn = L.StaticRNN()
-    with rnn.step():
-        x_t = rnn.step_input(trg_emb)
-        h_prev = rnn.memory(init=h0)
-        context = attention(h_prev, enc_out, enc_proj, pad_bias, hidden)
-        if cell == "reset_after":
-            x_proj = L.elementwise_add(x_t, L.fc(input=context, size=3 * hidden, bias_attr=False,
-                                                 param_attr=_p("dec_ctx_w")))
-            h = reset_after_cell(x_proj, h_prev, "dec", hidden)
-        else:
-            h = basic_cell(L.concat([x_t, context], axis=1), h_prev, "dec", hidden)
-        rnn.update_memory(h_prev, h)
-        rnn.step_output(h)
-    dec_out = rnn()  # [S, B, h]
+    dec_out, _ = L.rnn(DecoderCell(cell, hidden), input_projection(trg_emb, cell, "dec", hidden), initial_states=h0,
+                       time_major=True, enc_out=enc_out, enc_proj=enc_proj, pad_bias=pad_bias)  # [S, B, h]
     logits = L.fc(input=dec_out, size=trg_vocab, num_flatten_dims=2, param_attr=_p("output_w"),
                   bias_attr=_p("output_b"))
     trg_mask = time_major_mask(trg_len, trg.shape[0])
@@ -274,8 +273,8 @@ class TorchSeq2Seq:
             self.gru, self.dec = gru, dec
             mods += [gru, dec]
         else:
-            self.basic = {d: (linear(params[d + "_gate_w"], params[d + "_gate_b"]),
-                              linear(params[d + "_cand_w"], params[d + "_cand_b"]))
+            self.basic = {d: (linear(params[d + "_w_gate"], params[d + "_b_gate"]),
+                              linear(params[d + "_w_candidate"], params[d + "_b_candidate"]))
                           for d in ("enc_fwd", "enc_bwd", "dec")}
             mods += [m for pair in self.basic.values() for m in pair]
         self.init = linear(params["dec_init_w"], params["dec_init_b"])
