@@ -144,7 +144,7 @@ def input_projection(x, cell, prefix, hidden):
                 bias_attr=_p(prefix + "_ih_b"))
 
 
-def network(src, src_len, trg, label, trg_len, cell=CELL, src_vocab=SRC_VOCAB, trg_vocab=TRG_VOCAB,
+def network(src, src_len, trg, label, trg_len, cell=None, src_vocab=SRC_VOCAB, trg_vocab=TRG_VOCAB,
             emb_dim=EMB_DIM, hidden=HIDDEN):
     """src, trg, label: int64 [S, B, 1] (time-major, padded); src_len, trg_len: int64 [B]. Returns (logits
     [S, B, trg_vocab], loss).
@@ -155,6 +155,7 @@ def network(src, src_len, trg, label, trg_len, cell=CELL, src_vocab=SRC_VOCAB, t
     context. basic: GRUCell's d_w_gate [in + h, 2h], d_b_gate, d_w_candidate [in + h, h], d_b_candidate);
     dec_init_w [2h, h] + dec_init_b; enc_proj_w [2h, h], att_q_w [h, h], att_v_w [h, 1]; output_w [h, trg_vocab]
     + output_b."""
+    cell = CELL if cell is None else cell
     if cell not in ("reset_after", "basic"):
         raise ValueError("seq2seq: unknown cell %r (choose 'reset_after' or 'basic')" % (cell,))
     src_emb = L.embedding(input=src, size=[src_vocab, emb_dim], param_attr=_p("src_emb_table"))  # [S, B, E]
@@ -200,9 +201,11 @@ def sample_batch(batch_size, seed, steps=SEQ_LEN, min_len=MIN_LEN, src_vocab=SRC
             "trg_len": trg_len}
 
 
-def build(batch_size, seed, cell=CELL, steps=SEQ_LEN, min_len=MIN_LEN, vocab=SRC_VOCAB, emb_dim=EMB_DIM,
+def build(batch_size, seed, cell=None, steps=SEQ_LEN, min_len=MIN_LEN, vocab=SRC_VOCAB, emb_dim=EMB_DIM,
           hidden=HIDDEN, lr=LEARNING_RATE):
-    """One Adam step on the fixed batch (the sizes can be made smaller for tests; both vocabularies are `vocab`)."""
+    """One Adam step on the fixed batch; `cell` None is the module's CELL (read now, so the bench can be switched
+    to the other cell by setting CELL). The sizes can be made smaller for tests; both vocabularies are `vocab`."""
+    cell = CELL if cell is None else cell
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -228,8 +231,9 @@ class TorchSeq2Seq:
     as a Python loop over nn.GRUCell -> nn.Linear -> cross-entropy masked to the real target steps, optim.Adam.
     basic: the same with Fluid's BasicGRUUnit written from nn.Linear (a Python loop in the encoder too)."""
 
-    def __init__(self, params, feed, cell=CELL, lr=LEARNING_RATE):
+    def __init__(self, params, feed, cell=None, lr=LEARNING_RATE):
         import torch
+        cell = CELL if cell is None else cell
         from torch.nn.utils.rnn import pack_padded_sequence
 
         self.torch, self.cell = torch, cell
