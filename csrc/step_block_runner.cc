@@ -226,7 +226,8 @@ const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO
   plan.output_grads = inner(io.output_grad_args, *io.output_names);
   plan.input_grads = inner(io.input_grad_args, *io.input_names);
   plan.parameter_grads = inner(io.parameter_grad_args, *io.parameter_names);
-  if (EagerDeletion()) {
+  plan.eager = EagerDeletion();
+  if (plan.eager) {
     std::unordered_set<std::string> keep(plan.input_grads.begin(), plan.input_grads.end());
     keep.insert(plan.parameter_grads.begin(), plan.parameter_grads.end());
     for (const std::string& n : *io.ex_states) keep.insert(GradName(n));
@@ -297,7 +298,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
   const GradPlan& plan = PlanBackward(io);
   // Fluid mode keeps every step's variables, as Fluid 1.x did.
   const ReleaseNames* releases = fluid_mode ? nullptr : &plan.releases;
-  const bool eager = !fluid_mode && EagerDeletion();
+  const bool eager = !fluid_mode && plan.eager;
   std::vector<char> started(param_names.size(), 0);  // the parameter's outer gradient holds a contribution
 
   for (int64_t t = seq_len - 1; t >= 0; --t) {

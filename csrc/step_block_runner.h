@@ -115,6 +115,7 @@ class StepBlockRunner {
   struct GradPlan {
     std::vector<std::string> output_grads, input_grads, parameter_grads;  // their names in the step scopes
     ReleaseNames releases;  // per grad-block op, what to release after it (empty lists: eager deletion off)
+    bool eager = false;     // eager deletion was on when the plan was made (the runner releases what it used)
   };
   const GradPlan& PlanBackward(const StepBlockIO& io);
 
