@@ -54,9 +54,12 @@ if SANITIZE:  # every error is fatal; frame pointers keep the reports' stacks re
     opt = ["-O1", "-g", "-fno-omit-frame-pointer"] + SANITIZERS
 # -fno-trapping-math (clang's default): nothing here reads FP exception flags, and without it GCC will not
 # if-convert float selects, which keeps loops such as the vectorisable exp in helpers/vec_exp.h scalar.
-extra_compile_args = opt + ["-MMD", "-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math", "-Wall",
-                            "-Wno-unused-function"] \
-    if os.uname().machine == "x86_64" else opt + ["-MMD", "-fvisibility=hidden", "-fno-trapping-math"]
+# -fno-math-errno (clang's default on Linux): nothing reads errno after a math call, and without it GCC keeps
+# every loop that takes a sqrt scalar (std::sqrt must be able to set errno), e.g. Adam's update.
+extra_compile_args = opt + ["-MMD", "-march=x86-64-v3", "-fvisibility=hidden", "-fno-trapping-math",
+                            "-fno-math-errno", "-Wall", "-Wno-unused-function"] \
+    if os.uname().machine == "x86_64" else opt + ["-MMD", "-fvisibility=hidden", "-fno-trapping-math",
+                                                  "-fno-math-errno"]
 define_macros = [("BLAS_SYMBOL_PREFIX", "scipy_")]
 # Only csrc/ is on the include path: kernels include csrc headers by name and their helpers relative to
 # their own file ("helpers/x.h"), and csrc/ cannot include a kernels header (tests/test_layering.py).

@@ -29,11 +29,15 @@ constexpr size_t kEagerReleaseBytes = size_t(64) << 10;
 
 inline void ReleaseAfter(const std::vector<std::vector<Variable*>>* release, size_t i) {
   if (!release) return;
-  for (Variable* v : (*release)[i]) {
-    if (!v->IsTensor()) continue;
-    Tensor* t = v->GetMutableTensor();
-    if (t->holder() && t->holder()->size() >= kEagerReleaseBytes) t->Clear();
-  }
+  for (Variable* v : (*release)[i]) ReleaseTensor(v);
+}
+
+}  // namespace
+
+void ReleaseTensor(Variable* v) {
+  if (!v->IsTensor()) return;
+  Tensor* t = v->GetMutableTensor();
+  if (t->holder() && t->holder()->size() >= kEagerReleaseBytes) t->Clear();
 }
 
 // Fluid's FLAGS_eager_delete_tensor_gb: negative turns eager deletion off (default 0: on).
@@ -41,8 +45,6 @@ bool EagerDeletion() {
   const char* env = std::getenv("FLAGS_eager_delete_tensor_gb");
   return !env || std::atof(env) >= 0;
 }
-
-}  // namespace
 
 // ------------------------------------------------------------------ FLAGS_check_nan_inf
 

@@ -87,6 +87,13 @@ class PreparedProgram {
 void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place,
                     const std::vector<std::vector<Variable*>>* release = nullptr);
 
+// Eager deletion (Fluid's FLAGS_eager_delete_tensor_gb: negative turns it off, the default 0 leaves it on), read from
+// the environment on each call: whether temporaries are released after their last use. ReleaseTensor is the
+// release itself: a tensor holding a buffer of 64 KiB or more drops it (into the allocator's cache); smaller ones
+// keep theirs, and a variable that holds no tensor is left alone.
+bool EagerDeletion();
+void ReleaseTensor(Variable* v);
+
 // Fluid's FLAGS_check_nan_inf (env FLAGS_check_nan_inf=1 or fluid.set_flags): after each op, its float
 // outputs are checked and a NaN/Inf raises naming the op, the output, its creation site and the first
 // bad element. Read once per block run; off by default.

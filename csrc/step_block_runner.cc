@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "executor.h"
 #include "logging.h"
@@ -60,32 +62,47 @@ const Tensor& Required(const Tensor* t, const char* what, const std::string& nam
   return *t;
 }
 
-// Adds each step scope's local gradient of `param` into `out` (SumGradients).
-void AggregateParamGrad(const StepScopes& scopes, int64_t seq_len, const std::string& grad_name, const Tensor& param,
-                        const Place& place, Tensor* out) {
-  std::vector<const Variable*> parts;
-  for (int64_t t = 0; t < seq_len; ++t) parts.push_back(scopes[t]->FindLocalVar(grad_name));
-  Variable holder;  // SumGradients writes a Variable; the outer gradient is a tensor
-  *holder.GetMutableTensor() = *out;
-  SumGradients(parts, &param, "recurrent_grad: gradient '" + grad_name + "'", place, &holder);
-  *out = *holder.GetMutableTensor();
-  FL_ENFORCE(out->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' has dims ", out->dims(),
-             ", the parameter has ", param.dims());
-  out->Resize(param.dims());
-}
-
-// Fluid mode: adds step t's gradient `g` into the outer gradient (a copy at the first step walked, the last).
-void AddStepParamGrad(const Tensor& g, bool first, const Place& place, Tensor* outer) {
-  RecordEvent sum_ev("sum", "Operator");
-  if (first) {
-    TensorCopy(g, place, outer);
+// Adds step `t`'s gradient of a parameter (`v`, the step scope's variable `grad_name`, possibly null) into the outer
+// gradient `outer`; `*started` says whether an earlier step did already. The first dense contribution becomes the
+// outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or copied. A sparse lookup's
+// SelectedRows gradient is added row by row into zeros.
+void AddStepParamGrad(Variable* v, const std::string& grad_name, int64_t t, const Tensor& param, bool take,
+                      const Place& place, Tensor* outer, bool* started) {
+  if (!v) return;
+  if (const SelectedRows* sr = v->GetSelectedRows()) {
+    if (!sr->value.IsInitialized()) return;
+    RecordEvent ev("sum", "Operator");
+    if (!*started) FillZerosLike(param, place, outer);
+    *started = true;
+    AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + grad_name + "'");
     return;
   }
-  VisitDType(g.dtype(), [&](auto tag) {
+  Tensor* g = v->GetMutableTensor();
+  if (!g->IsInitialized() || g->numel() == 0) return;
+  FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
+             g->dims(), ", the parameter has ", param.dims());
+  RecordEvent ev("sum", "Operator");
+  if (!*started) {
+    *started = true;
+    if (take && g->holder().use_count() == 1) {
+      outer->ShareDataWith(*g);
+      g->Clear();  // the step's next write must not land in the outer gradient
+    } else {
+      outer->Clear();  // never write into a buffer this tensor shared with someone else
+      TensorCopy(*g, place, outer);
+    }
+    outer->Resize(param.dims());
+    return;
+  }
+  VisitDType(g->dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
-      std::vector<const T*> ptrs{outer->data<T>(), g.data<T>()};
-      SumInto<T>(ptrs, outer->mutable_data<T>(place), g.numel());
+      FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
+                 DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
+      std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
+      SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
+    } else {
+      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
     }
   });
 }
@@ -183,7 +200,10 @@ std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* s
                                                               const char* event) {
   if (scope_uids_.size() <= i) {
     scope_uids_.resize(i + 1, 0);
+    scopes_.resize(i + 1, nullptr);
     ops_.resize(i + 1);
+    releases_.resize(i + 1);
+    releases_resolved_.resize(i + 1, false);
   }
   if (scope_uids_[i] != scope->uid()) {
     RecordEvent ev(event, "Recurrent");
@@ -194,8 +214,108 @@ std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* s
       ops_[i].back()->Bind(*scope);
     }
     scope_uids_[i] = scope->uid();
+    scopes_[i] = scope;
+    releases_resolved_[i] = false;
   }
   return ops_[i];
+}
+
+const std::vector<std::vector<Variable*>>* PreparedBlocks::Releases(size_t i, const ReleaseNames& names) {
+  FL_ENFORCE(i < scopes_.size() && scopes_[i] != nullptr, "PreparedBlocks: slot ", i, " was never prepared");
+  if (!releases_resolved_[i]) {
+    auto& lists = releases_[i];
+    lists.assign(names.size(), {});
+    for (size_t k = 0; k < names.size(); ++k)
+      for (const std::string& n : names[k])
+        if (Variable* v = scopes_[i]->FindLocalVar(n)) lists[k].push_back(v);
+    releases_resolved_[i] = true;
+  }
+  return &releases_[i];
+}
+
+namespace {
+
+// Eager deletion inside a step block, as the executor plans it for a block: per op of `block`, the variables the
+// block declares (non-persistable LoDTensors of the step scope) whose last use in the block is that op. Kept: `keep`
+// (what the runner links or reads after the step) and every name another block mentions: the gradient of the
+// step block reads its forward values, a second gradient of the same op reads them again, and a nested sub-block
+// reads step variables that its op does not list.
+ReleaseNames PlanStepReleases(const BlockDesc& block, const std::unordered_set<std::string>& keep) {
+  const auto& ops = block.AllOps();
+  ReleaseNames releases(ops.size());
+  const ProgramDesc* program = block.program();
+  std::unordered_set<std::string> elsewhere;
+  for (size_t b = 0; program && b < program->Size(); ++b) {
+    const BlockDesc* other = program->Block(b);
+    if (other == &block) continue;
+    for (auto& op : other->AllOps()) {
+      for (auto& n : op->InputArgumentNames()) elsewhere.insert(n);
+      for (auto& n : op->OutputArgumentNames()) elsewhere.insert(n);
+    }
+  }
+  std::unordered_map<std::string, size_t> last_use;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
+    for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;
+  }
+  for (auto& [name, i] : last_use) {
+    if (keep.count(name) || elsewhere.count(name)) continue;
+    const VarDesc* v = block.FindVar(name);
+    if (!v || v->persistable() || v->kind() != VarKind::LOD_TENSOR) continue;  // not a variable of the step
+    releases[i].push_back(name);
+  }
+  for (auto& names : releases) std::sort(names.begin(), names.end());  // a stable order for the logs
+  return releases;
+}
+
+}  // namespace
+
+// The step block's eager-deletion plan for the forward run: the memories and their next values (the runner links
+// them across steps), the step inputs and outputs (the runner shares and copies them) are kept.
+const ReleaseNames& StepBlockRunner::PlanForward(const StepBlockIO& io) {
+  if (forward_planned_) return forward_releases_;
+  if (EagerDeletion()) {
+    std::unordered_set<std::string> keep;
+    for (const auto* names : {io.input_names, io.ex_states, io.states, io.output_names})
+      keep.insert(names->begin(), names->end());
+    forward_releases_ = PlanStepReleases(*io.block, keep);
+  } else {
+    forward_releases_.assign(io.block->AllOps().size(), {});
+  }
+  forward_planned_ = true;
+  return forward_releases_;
+}
+
+// The step-scope names of the gradients (see StepBlockIO), and the grad block's eager-deletion plan: the memories'
+// gradients (the step before reads them; step 0's are the initial states' gradients) and the step inputs' and
+// parameters' gradients (the runner releases those itself once it used them) are kept.
+const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO& io) {
+  if (grad_planned_) return grad_plan_;
+  const BlockDesc& grad = *io.block;
+  auto inner = [&grad](const StepBlockIO::Names* args, const StepBlockIO::Names& vars) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const std::string* arg = args && i < args->size() ? &(*args)[i] : nullptr;
+      names.push_back(arg && *arg != kEmptyVarName && grad.FindVar(*arg) ? *arg : GradName(vars[i]));
+    }
+    return names;
+  };
+  GradPlan plan;
+  plan.output_grads = inner(io.output_grad_args, *io.output_names);
+  plan.input_grads = inner(io.input_grad_args, *io.input_names);
+  plan.parameter_grads = inner(io.parameter_grad_args, *io.parameter_names);
+  plan.eager = EagerDeletion();
+  if (plan.eager) {
+    std::unordered_set<std::string> keep(plan.input_grads.begin(), plan.input_grads.end());
+    keep.insert(plan.parameter_grads.begin(), plan.parameter_grads.end());
+    for (const std::string& n : *io.ex_states) keep.insert(GradName(n));
+    plan.releases = PlanStepReleases(grad, keep);
+  } else {
+    plan.releases.assign(grad.AllOps().size(), {});
+  }
+  grad_plan_ = std::move(plan);
+  grad_planned_ = true;
+  return grad_plan_;
 }
 
 void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* scopes_out, const Place& place) {
@@ -211,6 +331,8 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
     scopes.clear();
   }
   while (static_cast<int64_t>(scopes.size()) < seq_len) scopes.push_back(&parent.NewScope());
+  // Fluid mode keeps every step's variables, as Fluid 1.x did.
+  const ReleaseNames* releases = fluid_mode ? nullptr : &PlanForward(io);
 
   for (int64_t t = 0; t < seq_len; ++t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
@@ -232,7 +354,7 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
         else ex->ShareDataWith(*prev);
       }
     }
-    RunPreparedOps(ops, place);
+    RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
     for (size_t k = 0; k < out_names.size(); ++k) {
       const Tensor* inner = Local(s, out_names[k], "step output")->GetTensor();
       FL_ENFORCE(inner && inner->IsInitialized(), "recurrent: step output '", out_names[k], "' was not computed");
@@ -251,6 +373,11 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
   const bool fluid_mode = RecurrentFluidMode();
   FL_ENFORCE(static_cast<int64_t>(scopes.size()) >= seq_len, "recurrent_grad: the forward recurrent op ran ",
              scopes.size(), " steps, the inputs have ", seq_len, " (run the forward op first)");
+  const GradPlan& plan = PlanBackward(io);
+  // Fluid mode keeps every step's variables, as Fluid 1.x did.
+  const ReleaseNames* releases = fluid_mode ? nullptr : &plan.releases;
+  const bool eager = !fluid_mode && plan.eager;
+  std::vector<char> started(param_names.size(), 0);  // the parameter's outer gradient holds a contribution
 
   for (int64_t t = seq_len - 1; t >= 0; --t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
@@ -260,7 +387,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
     // Gradients flowing in from outside: this step's slice of each output's gradient...
     for (size_t k = 0; k < out_names.size(); ++k) {
-      Variable* v = s.FindLocalVar(GradName(out_names[k]));
+      Variable* v = s.FindLocalVar(plan.output_grads[k]);
       if (!v) continue;  // nothing in the step reads it
       const Tensor* outer = k < io.output_grads.size() ? io.output_grads[k] : nullptr;
       if (outer) ShareStep(*outer, off, v->GetMutableTensor());
@@ -270,29 +397,24 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     for (size_t j = 0; j < states.size(); ++j) {
       Variable* v = s.FindLocalVar(GradName(states[j]));
       if (!v) continue;
-      const Tensor* next = nullptr;
-      if (t + 1 < seq_len) {
-        Variable* nv = scopes[t + 1]->FindLocalVar(GradName(ex_states[j]));
-        next = nv ? nv->GetTensor() : nullptr;
-      }
+      Variable* nv = t + 1 < seq_len ? scopes[t + 1]->FindLocalVar(GradName(ex_states[j])) : nullptr;
+      const Tensor* next = nv ? nv->GetTensor() : nullptr;
       if (next && next->IsInitialized()) v->GetMutableTensor()->ShareDataWith(*next);
       else v->GetMutableTensor()->Clear();
+      if (nv && eager) ReleaseTensor(nv);  // shared now: the step after this one is done with it
     }
-    RunPreparedOps(ops, place);
-    if (fluid_mode) {  // Fluid: one sum op per parameter per step into the outer gradient
-      for (size_t p = 0; p < param_names.size(); ++p) {
-        Tensor* outer = io.parameter_grads[p];
-        Variable* v = s.FindLocalVar(GradName(param_names[p]));
-        if (const SelectedRows* sr = v ? v->GetSelectedRows() : nullptr; sr && outer) {  // a sparse lookup's
-          RecordEvent sum_ev("sum", "Operator");
-          if (t == seq_len - 1) FillZerosLike(Required(io.parameters[p], "parameter", param_names[p]), place, outer);
-          AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + GradName(param_names[p]) + "'");
-          continue;
-        }
-        const Tensor* g = v ? v->GetTensor() : nullptr;
-        if (!outer || !g || !g->IsInitialized()) continue;
-        AddStepParamGrad(*g, t == seq_len - 1, place, outer);
-      }
+    RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
+    // Parameter gradients: added into the outer gradient while the step's is still in cache.
+    for (size_t p = 0; p < param_names.size(); ++p) {
+      Tensor* outer = io.parameter_grads[p];
+      if (!outer) continue;
+      const std::string& grad_name = plan.parameter_grads[p];
+      Variable* v = s.FindLocalVar(grad_name);
+      bool done = started[p];
+      AddStepParamGrad(v, grad_name, t, Required(io.parameters[p], "parameter", param_names[p]), !fluid_mode, place,
+                       outer, &done);
+      started[p] = done;
+      if (v && eager) ReleaseTensor(v);
     }
     // Step-input gradients go to their slice of the outer gradient.
     for (size_t i = 0; i < in_names.size(); ++i) {
@@ -303,7 +425,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
         outer->Resize(x.dims());
         outer->mutable_data(place, x.dtype());
       }
-      Variable* v = s.FindLocalVar(GradName(in_names[i]));
+      Variable* v = s.FindLocalVar(plan.input_grads[i]);
       const Tensor* g = v ? v->GetTensor() : nullptr;
       if (g && g->IsInitialized()) {
         Tensor slice = outer->Slice(off, off + 1);
@@ -313,23 +435,24 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
       } else {
         ZeroStep(off, outer);
       }
+      if (v && eager) ReleaseTensor(v);
     }
   }
   // Initial-state gradients: what the first step's memories received.
   for (size_t j = 0; j < ex_states.size(); ++j) {
     Tensor* outer = io.initial_state_grads[j];
-    if (!outer) continue;
     Variable* v = scopes[0]->FindLocalVar(GradName(ex_states[j]));
-    const Tensor* g = v ? v->GetTensor() : nullptr;
-    if (g && g->IsInitialized()) TensorCopy(*g, place, outer);
-    else FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+    if (outer) {
+      const Tensor* g = v ? v->GetTensor() : nullptr;
+      if (g && g->IsInitialized()) TensorCopy(*g, place, outer);
+      else FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+    }
+    if (v && eager) ReleaseTensor(v);
   }
-  // Parameter gradients: one n-ary sum over the steps per parameter.
-  for (size_t p = 0; p < param_names.size() && !fluid_mode; ++p) {
+  // A parameter no step contributed to has a zero gradient.
+  for (size_t p = 0; p < param_names.size(); ++p) {
     Tensor* outer = io.parameter_grads[p];
-    if (!outer) continue;
-    const Tensor& param = Required(io.parameters[p], "parameter", param_names[p]);
-    AggregateParamGrad(scopes, seq_len, GradName(param_names[p]), param, place, outer);
+    if (outer && !started[p]) FillZerosLike(Required(io.parameters[p], "parameter", param_names[p]), place, outer);
   }
 }
 

@@ -10,10 +10,13 @@
 // - step inputs are zero-copy slices of the outer input, memories are linked by sharing the previous
 //   step's buffer (rnn_memory_helper shares, it does not copy), outputs are copied once into the outer
 //   [seq_len, ...] tensor;
-// - each parameter's gradient is computed per step in the step scope and added up ONCE per run with a
-//   single one-pass n-ary sum over all steps (one "sum" profiler event per parameter per run).
+// - both run each step with eager deletion, as the executor runs a block: a variable the step's block
+//   declares is released after its last use in it unless another block reads it (the forward values the
+//   gradient needs stay), and each parameter's gradient is added into the outer gradient right after its
+//   step, then released, so the steps reuse one set of temporaries (cache-hot) instead of each step scope
+//   keeping its own.
 // Profiler events: "recurrent::step" / "recurrent_grad::step" per step, "recurrent::prepare_step" when a
-// step scope's block is (re)prepared, "sum" per parameter-gradient aggregation.
+// step scope's block is (re)prepared, "sum" per parameter-gradient addition (per parameter per step).
 #pragma once
 #include <memory>
 #include <string>
@@ -57,7 +60,17 @@ struct StepBlockIO {
   std::vector<const Tensor*> parameters;    // null where not initialized (read only when needed)
   std::vector<const Tensor*> output_grads;  // per output; null: zeros
   std::vector<Tensor*> input_grads, initial_state_grads, parameter_grads;  // null: not wanted
+  // The grad op's own argument names of the output, input and parameter gradients (outer variables; fewer, or
+  // "@EMPTY@", where not given). Each names the gradient inside the step too when the grad block declares it (a
+  // second fluid.gradients call's block uses its "@GRAD_0" names); otherwise (the outer one renamed later, e.g.
+  // to "@RENAME@") the step's is GradName(the variable).
+  const Names* output_grad_args = nullptr;
+  const Names* input_grad_args = nullptr;
+  const Names* parameter_grad_args = nullptr;
 };
+
+// Per op of a block, the names of the variables to release after it runs (eager deletion inside a block).
+using ReleaseNames = std::vector<std::vector<std::string>>;
 
 // The ops of a block prepared and bound for each of several scopes (slot i: step i's scope), rebuilt only
 // for a new or replaced scope (compared by the scope's unique id: a new scope may reuse a deleted one's
@@ -68,10 +81,17 @@ class PreparedBlocks {
  public:
   std::vector<std::unique_ptr<PreparedOp>>& Get(size_t slot, Scope* scope, const BlockDesc& block, const char* event);
   size_t size() const { return ops_.size(); }
+  // `names` (one list per op of the block) resolved to the variables of the scope that slot `slot` was last
+  // prepared for (Get first), as RunPreparedOps's `release` takes them; names that are not local variables of that
+  // scope are left out. Resolved once per (re)prepared slot.
+  const std::vector<std::vector<Variable*>>* Releases(size_t slot, const ReleaseNames& names);
 
  private:
   std::vector<uint64_t> scope_uids_;
+  std::vector<Scope*> scopes_;
   std::vector<std::vector<std::unique_ptr<PreparedOp>>> ops_;
+  std::vector<std::vector<std::vector<Variable*>>> releases_;
+  std::vector<bool> releases_resolved_;
 };
 
 // Runs a step block over the steps of a sequence in step scopes kept across runs. One per op (the op's
@@ -79,16 +99,31 @@ class PreparedBlocks {
 class StepBlockRunner {
  public:
   // Makes `scopes` hold seq_len step scopes (kids of `parent`, reused from earlier runs; in Fluid mode
-  // new ones) and runs the block once per step, linking inputs, memories and outputs as `io` says.
+  // new ones) and runs the block once per step, linking inputs, memories and outputs as `io` says. With eager
+  // deletion on (and not in Fluid mode) what no other block reads is released after its last use in the step.
   void Forward(const StepBlockIO& io, Scope& parent, StepScopes* scopes, const Place& place);
   // Runs the grad block over the forward op's step scopes from the last step to the first: each step
   // gets its slice of the output gradients and the memory gradients of the step after it; input,
-  // initial-state and parameter gradients go to the outer tensors (parameters: one n-ary sum over the
-  // steps per parameter, or per step in Fluid mode).
+  // initial-state and parameter gradients go to the outer tensors (parameters: added up step by step).
+  // With eager deletion on (and not in Fluid mode) each step's variables are released after their last use.
   void Backward(const StepBlockIO& io, const StepScopes& scopes, const Place& place);
 
  private:
+  // Forward's eager-deletion plan, made on the first run (the op's desc does not change under it).
+  const ReleaseNames& PlanForward(const StepBlockIO& io);
+  // Backward's names and eager-deletion plan, made on the first run.
+  struct GradPlan {
+    std::vector<std::string> output_grads, input_grads, parameter_grads;  // their names in the step scopes
+    ReleaseNames releases;  // per grad-block op, what to release after it (empty lists: eager deletion off)
+    bool eager = false;     // eager deletion was on when the plan was made (the runner releases what it used)
+  };
+  const GradPlan& PlanBackward(const StepBlockIO& io);
+
   PreparedBlocks prepared_;
+  bool forward_planned_ = false;
+  ReleaseNames forward_releases_;
+  bool grad_planned_ = false;
+  GradPlan grad_plan_;
 };
 
 // Adds up gradients computed per step (in step scopes) into `out` in one pass: dense tensors with one n-ary sum,

@@ -172,14 +172,16 @@ FL_REGISTER_OP(softmax_with_cross_entropy, op) {
         if (ctx.Attr<bool>("soft_label")) {
           // loss = sum_c label_c * (lse - x_c) = lse * sum(label) - sum(label * x)
           const T* label = ctx.Input("Label").data<T>();
-          std::vector<T> lsum(v.inner);
-          SoftmaxForward(x, sm, v, [&](int64_t o, const T* mx, const T* sum) {
+          SoftmaxForward(x, sm, v, [&](int64_t o, const T* mx, const T* sum) {  // blocks run in parallel
             const T* xb = x + o * block;
             const T* lb = label + o * block;
             T* out = loss + o * v.inner;
             ReduceRuns<SumReducer, T>(1, v.axis, v.inner, [xb, lb](int64_t k) { return lb[k] * xb[k]; }, out);
-            ReduceRuns<SumReducer, T>(1, v.axis, v.inner, [lb](int64_t k) { return lb[k]; }, lsum.data());
-            for (int64_t i = 0; i < v.inner; ++i) out[i] = (mx[i] + std::log(sum[i])) * lsum[i] - out[i];
+            for (int64_t i = 0; i < v.inner; ++i) {
+              T lsum = T(0);
+              for (int64_t c = 0; c < v.axis; ++c) lsum += lb[c * v.inner + i];
+              out[i] = (mx[i] + std::log(sum[i])) * lsum - out[i];
+            }
           });
           return;
         }
@@ -217,19 +219,32 @@ FL_REGISTER_OP(softmax_with_cross_entropy, op) {
           ForEachReduced(l, [g, sm, dl, label](int64_t i, int64_t p) { g[i] = (sm[i] - label[i]) * dl[p]; });
           return;
         }
-        ForEachReduced(l, [g, sm, dl](int64_t i, int64_t p) { g[i] = sm[i] * dl[p]; });
         const int64_t* label = ctx.Input("Label").data<int64_t>();
         const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
-        for (int64_t o = 0; o < v.outer; ++o)
-          for (int64_t i = 0; i < v.inner; ++i) {
-            const int64_t p = o * v.inner + i;
-            T* col = g + o * v.axis * v.inner + i;
-            if (LabelIgnored(ctx, "Softmax", label[p], p, v.axis, ignore)) {
-              for (int64_t c = 0; c < v.axis; ++c) col[c * v.inner] = T(0);
-            } else {
-              col[label[p] * v.inner] -= dl[p];
-            }
-          }
+        const int64_t block = v.axis * v.inner;
+        // Blocks (rows, for the last axis) are independent: split over the pool.
+        ParallelFor(v.outer, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, block)),
+                    [&](int64_t o0, int64_t o1) {
+                      for (int64_t o = o0; o < o1; ++o) {
+                        const T* sb = sm + o * block;
+                        T* gb = g + o * block;
+                        const T* db = dl + o * v.inner;
+                        if (v.inner == 1) {
+                          for (int64_t c = 0; c < v.axis; ++c) gb[c] = sb[c] * db[0];
+                        } else {
+                          for (int64_t c = 0; c < v.axis; ++c)
+                            for (int64_t i = 0; i < v.inner; ++i) gb[c * v.inner + i] = sb[c * v.inner + i] * db[i];
+                        }
+                        for (int64_t i = 0; i < v.inner; ++i) {
+                          const int64_t p = o * v.inner + i;
+                          if (LabelIgnored(ctx, "Softmax", label[p], p, v.axis, ignore)) {
+                            for (int64_t c = 0; c < v.axis; ++c) gb[c * v.inner + i] = T(0);
+                          } else {
+                            gb[label[p] * v.inner + i] -= db[i];
+                          }
+                        }
+                      }
+                    });
       });
 }
 

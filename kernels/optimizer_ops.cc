@@ -13,6 +13,7 @@
 #include "helpers/optimizer_update.h"
 #include "helpers/selected_rows.h"
 #include "op_context.h"
+#include "thread_pool.h"
 
 namespace fl {
 
@@ -20,17 +21,6 @@ namespace {
 
 // How many rows ahead a sparse update prefetches the parameter and accumulator rows it will touch.
 constexpr size_t kPrefetchRows = 8;
-
-// A sparse update's output: its input's values (copied unless ParamOut is Param, in place), so that only the
-// rows the update touches need writing.
-template <typename T>
-T* SparseOutput(const ExecutionContext& ctx, const char* out, const char* in) {
-  const Tensor& src = ctx.Input(in);
-  const T* s = src.data<T>();
-  T* o = UpdateOutput<T>(ctx, out, in);
-  if (o != s) std::memcpy(o, s, src.numel() * sizeof(T));
-  return o;
-}
 
 // Calls f(row, g) for every row of a [height, width] parameter, in order: g is the merged gradient row, or
 // null where the sparse gradient has no such row (Fluid's sparse functors read it as zeros).
@@ -70,7 +60,7 @@ FL_REGISTER_OP(sgd, op) {
         using T = typename decltype(tag)::type;
         const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
         if (const SelectedRows* sr = SparseGrad<T>(ctx, nullptr)) {  // only the gradient's rows (repeats add up)
-          AddRowsTo<T>(*sr, -lr, SparseOutput<T>(ctx, "ParamOut", "Param"));
+          AddRowsTo<T>(*sr, -lr, InPlaceOutput<T>(ctx, "ParamOut", "Param"));
           return;
         }
         const Tensor& p = ctx.Input("Param");
@@ -107,8 +97,8 @@ FL_REGISTER_OP(momentum, op) {
         const bool nesterov = ctx.Attr<bool>("use_nesterov");
         MergedRows<T> m;
         if (SparseGrad<T>(ctx, &m)) {  // Fluid: every row moves (its velocity decays), absent rows with g = 0
-          T* p = SparseOutput<T>(ctx, "ParamOut", "Param");
-          T* v = SparseOutput<T>(ctx, "VelocityOut", "Velocity");
+          T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+          T* v = InPlaceOutput<T>(ctx, "VelocityOut", "Velocity");
           const int64_t w = m.width, h = ctx.Input("Param").dims()[0];
           ForEveryRow<T>(h, m, [&](int64_t r, const T* g) {
             T* pr = p + r * w;
@@ -180,9 +170,9 @@ FL_REGISTER_OP(adam, op) {
         const T lr_t = lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
         MergedRows<T> mg;
         if (SparseGrad<T>(ctx, &mg)) {
-          T* p = SparseOutput<T>(ctx, "ParamOut", "Param");
-          T* m1 = SparseOutput<T>(ctx, "Moment1Out", "Moment1");
-          T* m2 = SparseOutput<T>(ctx, "Moment2Out", "Moment2");
+          T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+          T* m1 = InPlaceOutput<T>(ctx, "Moment1Out", "Moment1");
+          T* m2 = InPlaceOutput<T>(ctx, "Moment2Out", "Moment2");
           const int64_t w = mg.width, h = ctx.Input("Param").dims()[0];
           auto update = [&](int64_t r, const T* g) {
             for (int64_t j = 0, o = r * w; j < w; ++j, ++o) {
@@ -209,20 +199,20 @@ FL_REGISTER_OP(adam, op) {
           return;
         }
         const T* g = ctx.Input("Grad").data<T>();
-        const T* m1 = ctx.Input("Moment1").data<T>();
-        const T* m2 = ctx.Input("Moment2").data<T>();
-        const T* p = ctx.Input("Param").data<T>();
-        T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
-        T* m1o = UpdateOutput<T>(ctx, "Moment1Out", "Moment1");
-        T* m2o = UpdateOutput<T>(ctx, "Moment2Out", "Moment2");
         const int64_t n = ctx.Input("Param").numel();
-        for (int64_t i = 0; i < n; ++i) {
-          T a = b1 * m1[i] + (T(1) - b1) * g[i];
-          T b = b2 * m2[i] + (T(1) - b2) * g[i] * g[i];
-          m1o[i] = a;
-          m2o[i] = b;
-          pout[i] = p[i] - lr_t * a / (std::sqrt(b) + eps);
-        }
+        T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+        T* m1 = InPlaceOutput<T>(ctx, "Moment1Out", "Moment1");
+        T* m2 = InPlaceOutput<T>(ctx, "Moment2Out", "Moment2");
+        // Seven streams per element and little arithmetic: split over the pool, each part one vectorised loop.
+        ParallelFor(n, kMinParallelElements, [=](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const T a = b1 * m1[i] + (T(1) - b1) * g[i];
+            const T b = b2 * m2[i] + (T(1) - b2) * g[i] * g[i];
+            m1[i] = a;
+            m2[i] = b;
+            p[i] -= lr_t * a / (std::sqrt(b) + eps);
+          }
+        });
       });
 }
 
@@ -247,8 +237,8 @@ FL_REGISTER_OP(adagrad, op) {
         const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
         MergedRows<T> mg;
         if (SparseGrad<T>(ctx, &mg)) {  // only the gradient's (merged) rows: the dense update leaves the rest as is
-          T* p = SparseOutput<T>(ctx, "ParamOut", "Param");
-          T* m = SparseOutput<T>(ctx, "MomentOut", "Moment");
+          T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+          T* m = InPlaceOutput<T>(ctx, "MomentOut", "Moment");
           const int64_t w = mg.width;
           for (size_t k = 0; k < mg.rows.size(); ++k) {
             if (k + kPrefetchRows < mg.rows.size()) {
@@ -349,10 +339,10 @@ FL_REGISTER_OP(rmsprop, op) {
         const T rho = static_cast<T>(ctx.Attr<float>("decay"));
         const T mom = static_cast<T>(ctx.Attr<float>("momentum"));
         const bool centered = ctx.Attr<bool>("centered");
-        T* p = SparseOutput<T>(ctx, "ParamOut", "Param");
-        T* mo = SparseOutput<T>(ctx, "MomentOut", "Moment");
-        T* ms = SparseOutput<T>(ctx, "MeanSquareOut", "MeanSquare");
-        T* mg = centered ? SparseOutput<T>(ctx, "MeanGradOut", "MeanGrad") : nullptr;
+        T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+        T* mo = InPlaceOutput<T>(ctx, "MomentOut", "Moment");
+        T* ms = InPlaceOutput<T>(ctx, "MeanSquareOut", "MeanSquare");
+        T* mg = centered ? InPlaceOutput<T>(ctx, "MeanGradOut", "MeanGrad") : nullptr;
         ForEachUpdated<T>(ctx, true, [&](int64_t i, T g) {
           ms[i] = rho * ms[i] + (T(1) - rho) * g * g;
           T denom = ms[i] + eps;
@@ -403,9 +393,9 @@ FL_REGISTER_OP(ftrl, op) {
         const T power = static_cast<T>(ctx.Attr<float>("lr_power"));
         const bool half = power == T(-0.5);
         auto pw = [&](T x) { return half ? std::sqrt(x) : std::pow(x, -power); };
-        T* p = SparseOutput<T>(ctx, "ParamOut", "Param");
-        T* sq = SparseOutput<T>(ctx, "SquaredAccumOut", "SquaredAccumulator");
-        T* lin = SparseOutput<T>(ctx, "LinearAccumOut", "LinearAccumulator");
+        T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
+        T* sq = InPlaceOutput<T>(ctx, "SquaredAccumOut", "SquaredAccumulator");
+        T* lin = InPlaceOutput<T>(ctx, "LinearAccumOut", "LinearAccumulator");
         ForEachUpdated<T>(ctx, false, [&](int64_t i, T g) {
           const T new_sq = sq[i] + g * g;
           const T new_pow = pw(new_sq);

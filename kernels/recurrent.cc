@@ -1,6 +1,6 @@
 // recurrent / recurrent_grad: the ops of layers.StaticRNN, and rnn_memory_helper. The ops read their
 // slots and attributes into a StepBlockIO; csrc/step_block_runner.{h,cc} runs the step block (step
-// scopes kept across runs, shared memories, one n-ary sum per parameter gradient) and holds the Fluid-mode
+// scopes kept across runs, shared memories, eager deletion of each step's gradients) and holds the Fluid-mode
 // comparison switch (fluid.core.set_recurrent_fluid_mode).
 #include "logging.h"
 #include "op_context.h"
@@ -75,6 +75,9 @@ void RunRecurrentGrad(const ExecutionContext& ctx) {
   StepBlockIO io = ReadCommonSlots(ctx);
   io.output_names = &ctx.desc().Input("outputs");
   io.parameter_names = &ctx.desc().Input("parameters");
+  io.output_grad_args = &ctx.desc().Input("outputs@GRAD");
+  io.input_grad_args = &ctx.desc().Output("inputs@GRAD");
+  io.parameter_grad_args = &ctx.desc().Output("parameters@GRAD");
   for (size_t k = 0; k < io.output_names->size(); ++k)
     io.output_grads.push_back(ctx.InputOrNull("outputs@GRAD", static_cast<int>(k)));
   for (size_t i = 0; i < io.input_names->size(); ++i)
@@ -111,7 +114,7 @@ FL_REGISTER_OP(recurrent, op) {
   op.GradOp({"inputs", "initial_states", "parameters", "outputs", "outputs@GRAD", "step_scopes"})
       .Doc(
           "Backward of recurrent: runs the grad block over the steps in reverse, passing memory gradients back "
-          "and adding parameter gradients over the steps with one n-ary sum per parameter.")
+          "and adding each step's parameter gradients into the outer ones as it goes.")
       .SetRun(RunRecurrentGrad);
 }
 

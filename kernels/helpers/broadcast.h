@@ -23,6 +23,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "op_context.h"
 #include "thread_pool.h"
@@ -186,6 +187,26 @@ inline void ForEachRow(const BroadcastPlan& p, Row row) {
   }
 }
 
+// Calls row(x_offset, y_offset, out_offset) for the innermost rows [r0, r1) of the plan (rank >= 2).
+template <typename Row>
+inline void ForEachRowIn(const BroadcastPlan& p, int64_t r0, int64_t r1, Row row) {
+  const int r = p.rank;
+  const int64_t n = p.dims[r - 1];
+  int64_t idx[DDim::kMaxRank] = {0};
+  int64_t xo = 0, yo = 0;
+  for (int d = r - 2; d >= 0; --d) {  // the multi-index of row r0
+    int64_t stride = 1;
+    for (int e = d + 1; e <= r - 2; ++e) stride *= p.dims[e];
+    idx[d] = r0 / stride % p.dims[d];
+    xo += idx[d] * p.xs[d];
+    yo += idx[d] * p.ys[d];
+  }
+  for (int64_t o = r0; o < r1; ++o) {
+    row(xo, yo, o * n);
+    NextRow(p, idx, xo, yo);
+  }
+}
+
 // row(x offset, y offset, out offset, length) over every output row like ForEachRow, the rows split
 // across the thread pool (a rank-1 plan's single row split into pieces). Only for writes that go to
 // distinct elements per row (no reduction into a shared element).
@@ -198,19 +219,7 @@ inline void ParallelForEachRow(const BroadcastPlan& p, Row row) {
     return;
   }
   ParallelFor(p.numel / n, std::max<int64_t>(1, kMinParallelElements / n), [&](int64_t r0, int64_t r1) {
-    int64_t idx[DDim::kMaxRank] = {0};
-    int64_t xo = 0, yo = 0;
-    for (int d = r - 2; d >= 0; --d) {  // the multi-index of row r0
-      int64_t stride = 1;
-      for (int e = d + 1; e <= r - 2; ++e) stride *= p.dims[e];
-      idx[d] = r0 / stride % p.dims[d];
-      xo += idx[d] * p.xs[d];
-      yo += idx[d] * p.ys[d];
-    }
-    for (int64_t o = r0; o < r1; ++o) {
-      row(xo, yo, o * n, n);
-      NextRow(p, idx, xo, yo);
-    }
+    ForEachRowIn(p, r0, r1, [&](int64_t xo, int64_t yo, int64_t oo) { row(xo, yo, oo, n); });
   });
 }
 
@@ -268,33 +277,55 @@ void BroadcastReduce(const BroadcastPlan& p, const T* x, const T* y, const T* do
     return;
   }
   const int64_t n = p.dims[p.rank - 1];
-  detail::DispatchInner(p, [&](auto SX, auto SY) {
-    constexpr int SD = kSide == BroadcastSide::X ? decltype(SX)::value : decltype(SY)::value;
-    detail::ForEachRow(p, [&](int64_t xo, int64_t yo, int64_t oo) {
-      const T* xp = x + xo;
-      const T* yp = y + yo;
-      const T* gp = dout + oo;
-      T* dp = d + (kSide == BroadcastSide::X ? xo : yo);
-      if constexpr (SD == 0) {  // this operand is one scalar along the row: a sum
-        // 8 independent partial sums: the compiler vectorises them (one running sum cannot be reordered).
-        // The block count is computed up front: Python builds with -fwrapv, under which `i + 8 <= n` hides
-        // the trip count from the vectoriser.
-        T acc[8] = {};
-        const int64_t blocks = n / 8;
-        for (int64_t b = 0; b < blocks; ++b)
-          for (int k = 0; k < 8; ++k) {
-            const int64_t i = b * 8 + k;
-            acc[k] += g(xp[i * SX], yp[i * SY], gp[i]);
-          }
-        T s = 0;
-        for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], gp[i]);
-        for (int k = 0; k < 8; ++k) s += acc[k];
-        dp[0] += s;
-      } else {  // contiguous along the row, but summed over outer dims
-        for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], gp[i]);
-      }
+  // Rows [r0, r1) summed into dd (d's shape, zeroed).
+  auto sum_rows = [&](T* dd, int64_t r0, int64_t r1) {
+    detail::DispatchInner(p, [&](auto SX, auto SY) {
+      constexpr int SD = kSide == BroadcastSide::X ? decltype(SX)::value : decltype(SY)::value;
+      auto row = [&](int64_t xo, int64_t yo, int64_t oo) {
+        const T* xp = x + xo;
+        const T* yp = y + yo;
+        const T* gp = dout + oo;
+        T* dp = dd + (kSide == BroadcastSide::X ? xo : yo);
+        if constexpr (SD == 0) {  // this operand is one scalar along the row: a sum
+          // 8 independent partial sums: the compiler vectorises them (one running sum cannot be reordered).
+          // The block count is computed up front: Python builds with -fwrapv, under which `i + 8 <= n` hides
+          // the trip count from the vectoriser.
+          T acc[8] = {};
+          const int64_t blocks = n / 8;
+          for (int64_t b = 0; b < blocks; ++b)
+            for (int k = 0; k < 8; ++k) {
+              const int64_t i = b * 8 + k;
+              acc[k] += g(xp[i * SX], yp[i * SY], gp[i]);
+            }
+          T s = 0;
+          for (int64_t i = blocks * 8; i < n; ++i) s += g(xp[i * SX], yp[i * SY], gp[i]);
+          for (int k = 0; k < 8; ++k) s += acc[k];
+          dp[0] += s;
+        } else {  // contiguous along the row, but summed over outer dims
+          for (int64_t i = 0; i < n; ++i) dp[i] += g(xp[i * SX], yp[i * SY], gp[i]);
+        }
+      };
+      if (p.rank == 1 || (r0 == 0 && r1 * n == p.numel)) detail::ForEachRow(p, row);
+      else detail::ForEachRowIn(p, r0, r1, row);
     });
+  };
+  // A large reduction (a bias gradient over many rows): each part of the rows sums into its own zeroed copy of
+  // d, and the copies are added in part order (the same result for a given thread count).
+  const int64_t rows = p.numel / n;
+  const int64_t parts = std::min<int64_t>({ThreadPool::Instance().Size(), rows, p.numel / kMinParallelElements});
+  if (parts < 2) {
+    sum_rows(d, 0, rows);
+    return;
+  }
+  std::vector<T> partial(static_cast<size_t>((parts - 1) * d_numel), T(0));
+  ParallelFor(parts, 1, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q)
+      sum_rows(q == 0 ? d : partial.data() + (q - 1) * d_numel, rows * q / parts, rows * (q + 1) / parts);
   });
+  for (int64_t q = 1; q < parts; ++q) {
+    const T* s = partial.data() + (q - 1) * d_numel;
+    for (int64_t i = 0; i < d_numel; ++i) d[i] += s[i];
+  }
 }
 
 }  // namespace fl

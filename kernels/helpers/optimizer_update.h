@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <utility>
 
@@ -53,6 +54,18 @@ T* UpdateOutput(const ExecutionContext& ctx, const char* out, const char* in) {
   Tensor* o = ctx.Output(out);
   o->Resize(ctx.Input(in).dims());
   return o->mutable_data<T>(ctx.place());
+}
+
+// Output `out` holding input `in`'s values, to be updated in place: the input's own buffer when the op updates in
+// place (ParamOut = Param, the usual case), else a copy of it. A sparse update then writes only the rows it
+// touches; a dense one reads and writes through one pointer, which the compiler vectorises without a run-time
+// overlap check (separate input and output pointers fail that check when they are the same buffer).
+template <typename T>
+T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in) {
+  const Tensor& src = ctx.Input(in);
+  T* o = UpdateOutput<T>(ctx, out, in);
+  if (o != src.data<T>()) std::memcpy(o, src.data<T>(), src.numel() * sizeof(T));
+  return o;
 }
 
 // sqrt(sum x^2), accumulated in double.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "op_context.h"
+#include "thread_pool.h"
 #include "vec_exp.h"
 
 namespace fl {
@@ -258,14 +259,12 @@ void ForEachReduced(const ReduceLayout& l, F f) {
 
 // ------------------------------------------------------------------ softmax
 
-// Softmax over the middle axis of an [outer, axis, inner] view: y = exp(x - max) / sum. For each outer
-// block, after(o, max, sum) sees the per-position max and sum of exp (inner values each) so losses can
-// use log-sum-exp without another pass. The block stays in cache between the four sweeps.
+// The blocks [o0, o1) of SoftmaxForward, on one thread.
 template <typename T, typename After>
-void SoftmaxForward(const T* x, T* y, const AxisView& v, After after) {
+void SoftmaxBlocks(const T* x, T* y, const AxisView& v, int64_t o0, int64_t o1, After& after) {
   std::vector<T> mx(v.inner), sum(v.inner);
   const int64_t block = v.axis * v.inner;
-  for (int64_t o = 0; o < v.outer; ++o) {
+  for (int64_t o = o0; o < o1; ++o) {
     const T* xb = x + o * block;
     T* yb = y + o * block;
     ReduceRuns<MaxReducer, T>(1, v.axis, v.inner, [xb](int64_t k) { return xb[k]; }, mx.data());
@@ -287,6 +286,17 @@ void SoftmaxForward(const T* x, T* y, const AxisView& v, After after) {
         for (int64_t i = 0; i < v.inner; ++i) yb[r * v.inner + i] *= sum[i];
     }
   }
+}
+
+// Softmax over the middle axis of an [outer, axis, inner] view: y = exp(x - max) / sum. For each outer
+// block, after(o, max, sum) sees the per-position max and sum of exp (inner values each) so losses can
+// use log-sum-exp without another pass. The block stays in cache between the four sweeps. The blocks are
+// split over the thread pool, so `after` may run on several threads at once (each block on one).
+template <typename T, typename After>
+void SoftmaxForward(const T* x, T* y, const AxisView& v, After after) {
+  const int64_t block = v.axis * v.inner;
+  const int64_t grain = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, block));
+  ParallelFor(v.outer, grain, [&](int64_t o0, int64_t o1) { SoftmaxBlocks(x, y, v, o0, o1, after); });
 }
 
 template <typename T>

@@ -228,3 +228,61 @@ def test_softmax_with_cross_entropy_label_shape_mismatch():
             fluid.layers.softmax_with_cross_entropy(x, lbl, axis=1)
         with pytest.raises(fluid.core.EnforceNotMet, match=r"axis=3 is out of range for Logits 'lg'"):
             fluid.layers.softmax_with_cross_entropy(x, lbl, axis=3)
+
+
+@pytest.fixture
+def two_threads():
+    """The thread pool at two threads (the kernels split rows over it), restored afterwards."""
+    saved = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(2)
+    yield
+    fluid.core.set_num_threads(saved)
+
+
+def _swce_program(rows, classes, soft):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        logits = fluid.layers.data(name="logits", shape=[classes], dtype="float32")
+        logits.stop_gradient = False
+        label = fluid.layers.data(name="label", shape=[classes if soft else 1], dtype="float32" if soft else "int64")
+        loss = fluid.layers.softmax_with_cross_entropy(logits, label, soft_label=soft)
+        weights = fluid.layers.data(name="w", shape=[1], dtype="float32")  # d(total)/d(loss) per row
+        g, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.elementwise_mul(loss, weights))], [logits])
+    return main, loss, g
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_softmax_with_cross_entropy_rows_split_over_threads(soft, two_threads):
+    # 300 x 700: rows split over two threads in the forward and the gradient kernel; row by row in numpy
+    rows, classes = 300, 700
+    rng = np.random.RandomState(12)
+    x = rng.uniform(-4, 4, (rows, classes)).astype("float32")
+    label = np_softmax(rng.uniform(-1, 1, (rows, classes))).astype("float32") if soft else \
+        rng.randint(0, classes, (rows, 1)).astype("int64")
+    w = rng.uniform(0.5, 2, (rows, 1)).astype("float32")
+    main, loss, g = _swce_program(rows, classes, soft)
+    got_loss, got_g = fluid.Executor(fluid.CPUPlace()).run(main, feed={"logits": x, "label": label, "w": w},
+                                                           fetch_list=[loss, g])
+    for r in range(rows):
+        xr = x[r].astype("float64")
+        p = np.exp(xr - xr.max())
+        p /= p.sum()
+        target = label[r].astype("float64") if soft else np.eye(classes)[label[r, 0]]
+        np.testing.assert_allclose(got_loss[r, 0], -(target * np.log(p)).sum(), rtol=2e-5, atol=1e-5)
+        np.testing.assert_allclose(got_g[r], (p - target) * w[r, 0], rtol=1e-4, atol=1e-6)
+
+
+def test_softmax_with_cross_entropy_bad_label_in_a_later_rows_part(two_threads):
+    # the out-of-range label lies in the rows the second thread takes: the error still names it
+    rows, classes = 300, 700
+    x = np.zeros((rows, classes), "float32")
+    label = np.zeros((rows, 1), "int64")
+    label[290, 0] = classes
+    main, loss, g = _swce_program(rows, classes, False)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with pytest.raises(fluid.core.EnforceNotMet, match=r"softmax_with_cross_entropy: Label 'label' holds 700 at "
+                                                       r"position 290, out of range \[0, 700\)"):
+        exe.run(main, feed={"logits": x, "label": label, "w": np.ones((rows, 1), "float32")}, fetch_list=[loss])
+    label[290, 0] = 3  # the executor still works afterwards
+    got, = exe.run(main, feed={"logits": x, "label": label, "w": np.ones((rows, 1), "float32")}, fetch_list=[loss])
+    np.testing.assert_allclose(got, np.full((rows, 1), np.log(classes)), rtol=1e-5)

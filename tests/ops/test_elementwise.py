@@ -286,11 +286,13 @@ def test_operator_overloads_use_elementwise_ops():
 
 # ------------------------------------------------------------------ large tensors (split across the thread pool)
 
-@pytest.mark.parametrize("ys,axis", [((6, 16, 30, 30), -1), ((16,), 1), ((16, 30), 1), ((30,), -1)],
-                         ids=["same_shape", "channel", "rank3_plan", "last_axis"])
+@pytest.mark.parametrize("ys,axis", [((6, 16, 30, 30), -1), ((16,), 1), ((16, 30), 1), ((30,), -1),
+                                     ((16, 1, 30), 1)],
+                         ids=["same_shape", "channel", "rank3_plan", "last_axis", "rank4_plan"])
 def test_large_broadcast_mul_and_grads(ys, axis):
     # 86,400 elements: rows (or the single row of a same-shape plan) are split across the pool, and the
-    # row walk of each part starts from a multi-index computed from its first row.
+    # row walk of each part starts from a multi-index computed from its first row; Y's gradient sums each part's
+    # rows into its own copy, the copies added at the end.
     x = rng.uniform(-1, 1, (6, 16, 30, 30))
     y = rng.uniform(-1, 1, ys)
     w = rng.uniform(-1, 1, x.shape)
@@ -314,8 +316,10 @@ def test_large_broadcast_mul_and_grads(ys, axis):
     d_out = w * ((want_out > 0) + 1.0)  # through relu and the direct term of the sum
     np.testing.assert_allclose(got[3], d_out * yb + w, rtol=1e-10, atol=1e-12)
     dy = d_out * x
-    sum_axes = tuple(i for i in range(x.ndim) if i < start or i >= start + y.ndim)
-    np.testing.assert_allclose(got[4], dy.sum(axis=sum_axes).reshape(y.shape), rtol=1e-9, atol=1e-10)
+    y_aligned = yb.reshape((1,) * start + yb.shape)  # Y's dims in X's rank
+    sum_axes = tuple(i for i in range(x.ndim) if y_aligned.shape[i] == 1 and x.shape[i] != 1)
+    np.testing.assert_allclose(got[4], dy.sum(axis=sum_axes, keepdims=True).reshape(y.shape), rtol=1e-9,
+                               atol=1e-10)
 
 
 # ------------------------------------------------------------------ floordiv and mod (no gradient, as in Fluid)

@@ -188,3 +188,30 @@ def test_ftrl_steps_match_numpy(l1, l2, lr_power):
     for name, want in (("p", p), ("sq", sq), ("lin", lin)):
         np.testing.assert_allclose(got[name], want, rtol=1e-6, atol=1e-8)
     record_checked("output", "ftrl")
+
+
+def test_adam_on_a_large_parameter_matches_numpy():
+    # 400 x 300 elements: the update is split over the thread pool (in place, as the optimizer appends it)
+    rng = np.random.RandomState(3)
+    w0 = rng.uniform(-1, 1, (400, 300)).astype("float32")
+    coef = rng.uniform(-1, 1, (400, 300)).astype("float32")  # loss = sum(w * coef * t): gradient coef * t
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        w = fluid.layers.create_parameter([400, 300], "float32", name="big_w",
+                                          default_initializer=fluid.initializer.NumpyArrayInitializer(w0))
+        c = fluid.layers.data(name="c", shape=[400, 300], dtype="float32", append_batch_size=False)
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(w, c))
+        fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+    assert [op for op in main.global_block().ops if op.type == "adam"][0].output("ParamOut") == ["big_w"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    we, m, v = w0.astype("float64"), np.zeros(w0.shape), np.zeros(w0.shape)
+    b1, b2, eps, lr = 0.9, 0.999, 1e-8, 0.01
+    for t in range(1, 4):
+        exe.run(main, feed={"c": coef * t}, scope=scope)
+        g = coef.astype("float64") * t
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        we = we - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+    np.testing.assert_allclose(np.array(scope.find_var("big_w").get_tensor()), we, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(scope.find_var("big_w_moment2_0").get_tensor()), v, rtol=1e-4)  # float32

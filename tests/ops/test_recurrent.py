@@ -186,6 +186,91 @@ def test_step_scopes_are_reused_across_runs():
     assert fluid.core.memory_stats()["bytes_in_use"] == mem
 
 
+def _param_grads_of(losses_of_out, xv, h0v):
+    """For each f in losses_of_out (a function of the StaticRNN's output), the gradients of f(out) w.r.t. w_x, w_h
+    and b, all from one program: a fluid.gradients call per loss (the second one's grad block names its
+    gradients '@GRAD_0')."""
+    main, startup, out, _, _ = _rnn_program(init_from_var=True, with_grads=False)
+    with fluid.program_guard(main, startup), fluid.unique_name.guard("loss_"):  # names apart from the program's
+        params = [main.global_block().var(n) for n in ("w_x", "w_h", "b")]
+        grads = [fluid.gradients([f(out)], params) for f in losses_of_out]
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    fetched = exe.run(main, feed={"x": xv, "h0": h0v}, fetch_list=[g for gs in grads for g in gs], scope=scope)
+    return [fetched[3 * i:3 * i + 3] for i in range(len(losses_of_out))]
+
+
+def test_a_second_gradients_call_gets_its_own_step_gradients():
+    # The second recurrent_grad runs in the same step scopes as the first; its step gradients are the ones its own
+    # grad block computes ('w_x@GRAD_0', ...), not what the first left under 'w_x@GRAD'.
+    rng = np.random.RandomState(9)
+    xv, h0v = rng.randn(T, B, D), rng.randn(B, H) * 0.5
+    square = lambda out: fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, out))  # noqa: E731
+    cube = lambda out: fluid.layers.reduce_sum(fluid.layers.pow(out, 3.0))  # noqa: E731
+    both = _param_grads_of([square, cube], xv, h0v)
+    alone = [_param_grads_of([f], xv, h0v)[0] for f in (square, cube)]
+    for got, want in zip(both, alone):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert np.abs(both[0][0] - both[1][0]).max() > 1e-3  # two different gradients
+
+
+def _step_memory(monkeypatch, eager, train=True, steps=8, batch=64, hidden=256):
+    """(peak tensor bytes of a steady-state run, its results) of a StaticRNN tanh cell whose step tensors are
+    [batch, hidden] float64, training or forward only, with eager deletion on or off
+    (FLAGS_eager_delete_tensor_gb=-1)."""
+    if eager:
+        monkeypatch.delenv("FLAGS_eager_delete_tensor_gb", raising=False)
+    else:
+        monkeypatch.setenv("FLAGS_eager_delete_tensor_gb", "-1")
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = 5
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[steps, batch, hidden], dtype="float64", append_batch_size=False)
+        rnn = fluid.layers.StaticRNN()
+        with rnn.step():
+            x_t = rnn.step_input(x)
+            h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
+            h = fluid.layers.fc(input=[x_t, h_prev], size=hidden, act="tanh")
+            rnn.update_memory(h_prev, h)
+            rnn.step_output(h)
+        loss = fluid.layers.mean(rnn())
+        params_grads = fluid.backward.append_backward(loss) if train else []
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.random.RandomState(1).randn(steps, batch, hidden)}
+    fetch = [loss] + [g for _, g in params_grads]
+    exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+    fluid.core.reset_peak_memory(fluid.CPUPlace())
+    results = exe.run(main, feed=feed, fetch_list=fetch, scope=scope)
+    return fluid.core.memory_stats()["peak_bytes"], results
+
+
+def test_backward_releases_each_steps_gradients(monkeypatch):
+    # With eager deletion (the default) the grad block's variables are released after their last use in each step,
+    # so the steps reuse one step's gradient buffers; FLAGS_eager_delete_tensor_gb=-1 keeps every step's. Same results.
+    steps, step_tensor = 8, 64 * 256 * 8
+    on, on_results = _step_memory(monkeypatch, True, steps=steps)
+    off, off_results = _step_memory(monkeypatch, False, steps=steps)
+    for a, b in zip(on_results, off_results):
+        np.testing.assert_array_equal(a, b)
+    # each step's grad block makes at least 4 [64, 256] gradients (tanh's, the sum of the fc's two products, the
+    # two products' and the memory's): kept by all 8 steps without eager deletion, by one or two steps with it
+    assert off - on >= (steps - 2) * 4 * step_tensor, (on, off)
+
+
+def test_forward_releases_what_no_gradient_reads(monkeypatch):
+    # Forward only: the fc's two products, their sum and the biased sum are released after their last use in each
+    # step (nothing reads them later); the new memory (tanh) is kept, the next step reads it.
+    steps, step_tensor = 8, 64 * 256 * 8
+    on, on_results = _step_memory(monkeypatch, True, train=False, steps=steps)
+    off, off_results = _step_memory(monkeypatch, False, train=False, steps=steps)
+    np.testing.assert_array_equal(on_results[0], off_results[0])
+    assert off - on >= (steps - 2) * 4 * step_tensor, (on, off)
+
+
 def test_misuse_is_reported_at_build_time():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         x = fluid.layers.data(name="x", shape=[T, B, D], dtype="float32", append_batch_size=False)
@@ -210,7 +295,7 @@ def test_misuse_is_reported_at_build_time():
                 rnn3.step_input(y)
 
 
-def test_profiler_shows_step_events_and_one_sum_per_parameter():
+def test_profiler_shows_step_events_and_a_sum_per_parameter_per_step():
     xv = np.random.RandomState(4).randn(T, B, D)
     main, startup, out, loss, _ = _rnn_program(with_grads=False)
     with fluid.program_guard(main, startup):
@@ -226,9 +311,11 @@ def test_profiler_shows_step_events_and_one_sum_per_parameter():
     assert len(steps) == T and all(evs[e["parent"]]["name"] == "recurrent" for e in steps)
     grad_steps = [e for e in evs if e["name"] == "recurrent_grad::step"]
     assert len(grad_steps) == T
-    # parameter gradients: one aggregation per parameter per run (3 parameters), nested in recurrent_grad
-    agg = [e for e in evs if e["name"] == "sum" and evs[e["parent"]]["name"] == "recurrent_grad"]
-    assert len(agg) == 3
+    # parameter gradients: each step's added into the outer gradient after the step (3 parameters), nested in the
+    # step's event
+    agg = [e for e in evs if e["name"] == "sum" and evs[e["parent"]]["name"] == "recurrent_grad::step"
+           and evs[evs[e["parent"]]["parent"]]["name"] == "recurrent_grad"]
+    assert len(agg) == 3 * T + T  # and the grad block's own sum op per step (h feeds two ops)
     assert fluid.profiler.scope_summary()["created"] == 0  # steady state: no scopes created
 
 
@@ -328,15 +415,15 @@ def test_fluid_mode_shows_fluids_costs_in_the_profiler_with_the_same_results(set
         return counts.get((op, name), 0)
 
     # Default (steady state): no scope made or deleted, no step block prepared; copies only into the
-    # [T, ...] output (forward), the x@GRAD slices and h0@GRAD (backward); the grad block's own sum op
-    # per step plus ONE aggregation per parameter.
+    # [T, ...] output (forward), the x@GRAD slices and h0@GRAD (backward: the first step's parameter gradient
+    # becomes the outer one, no copy); the grad block's own sum op per step plus a sum per parameter per step.
     for counts, scopes in ((default_counts, default_scopes), (back_counts, back_scopes)):
         assert scopes["created"] == scopes["deleted"] == 0
         assert fig(counts, "recurrent", "recurrent::prepare_step") == 0
         assert fig(counts, "recurrent_grad", "recurrent::prepare_step") == 0
         assert fig(counts, "recurrent", "memcpy:CPU->CPU") == T
         assert fig(counts, "recurrent_grad", "memcpy:CPU->CPU") == T + 1
-        assert fig(counts, "recurrent_grad", "sum") == T + params
+        assert fig(counts, "recurrent_grad", "sum") == T + params * T
     # Fluid mode: T new step scopes per run (the old ones deleted), each step block prepared again by both
     # ops; memories copied between steps and every rnn_memory_helper(_grad) a copy (but the grad of the
     # last step's memory, which is zeros); a sum per parameter per step (the first walked is a copy).
@@ -352,13 +439,9 @@ def test_fluid_mode_shows_fluids_costs_in_the_profiler_with_the_same_results(set
     for op in ("mul_grad", "tanh_grad", "rnn_memory_helper_grad", "recurrent_grad::step"):
         assert fig(fluid_counts, "recurrent_grad", op) == fig(default_counts, "recurrent_grad", op) > 0
 
-    # The same results: outputs, loss and input gradients to the bit; parameter gradients up to the order
-    # in which the steps' contributions are added.
-    for d, f, b in zip(default[:4], fluid_res[:4], back[:4]):
+    # The same results, to the bit: both add the steps' parameter gradients in the same order.
+    for d, f, b in zip(default, fluid_res, back):
         np.testing.assert_array_equal(d, f)
-        np.testing.assert_array_equal(d, b)
-    for d, f, b in zip(default[4:], fluid_res[4:], back[4:]):
-        np.testing.assert_allclose(f, d, rtol=1e-13, atol=1e-13)
         np.testing.assert_array_equal(d, b)
 
 
