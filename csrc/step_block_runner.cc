@@ -62,51 +62,6 @@ const Tensor& Required(const Tensor* t, const char* what, const std::string& nam
   return *t;
 }
 
-// Adds step `t`'s gradient of a parameter (`v`, the step scope's variable `grad_name`, possibly null) into the outer
-// gradient `outer`; `*started` says whether an earlier step did already. The first dense contribution becomes the
-// outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or copied. A sparse lookup's
-// SelectedRows gradient is added row by row into zeros.
-void AddStepParamGrad(Variable* v, const std::string& grad_name, int64_t t, const Tensor& param, bool take,
-                      const Place& place, Tensor* outer, bool* started) {
-  if (!v) return;
-  if (const SelectedRows* sr = v->GetSelectedRows()) {
-    if (!sr->value.IsInitialized()) return;
-    RecordEvent ev("sum", "Operator");
-    if (!*started) FillZerosLike(param, place, outer);
-    *started = true;
-    AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + grad_name + "'");
-    return;
-  }
-  Tensor* g = v->GetMutableTensor();
-  if (!g->IsInitialized() || g->numel() == 0) return;
-  FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
-             g->dims(), ", the parameter has ", param.dims());
-  RecordEvent ev("sum", "Operator");
-  if (!*started) {
-    *started = true;
-    if (take && g->holder().use_count() == 1) {
-      outer->ShareDataWith(*g);
-      g->Clear();  // the step's next write must not land in the outer gradient
-    } else {
-      outer->Clear();  // never write into a buffer this tensor shared with someone else
-      TensorCopy(*g, place, outer);
-    }
-    outer->Resize(param.dims());
-    return;
-  }
-  VisitDType(g->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) {
-      FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
-                 DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
-      std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
-      SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
-    } else {
-      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
-    }
-  });
-}
-
 }  // namespace
 
 namespace {
@@ -185,6 +140,51 @@ void SumGradients(const std::vector<const Variable*>& parts, const Tensor* zeros
   }
   // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
   for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, dst, what);
+}
+
+// Adds step `t`'s gradient of a parameter (`v`, the step scope's variable `grad_name`, possibly null) into the outer
+// gradient `outer`; `*started` says whether an earlier step did already. The first dense contribution becomes the
+// outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or copied. A sparse lookup's
+// SelectedRows gradient is added row by row into zeros.
+void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const Tensor& param, bool take,
+                     const Place& place, Tensor* outer, bool* started) {
+  if (!v) return;
+  if (const SelectedRows* sr = v->GetSelectedRows()) {
+    if (!sr->value.IsInitialized()) return;
+    RecordEvent ev("sum", "Operator");
+    if (!*started) FillZerosLike(param, place, outer);
+    *started = true;
+    AddSelectedRowsTo(*sr, outer, "recurrent_grad: gradient '" + grad_name + "'");
+    return;
+  }
+  Tensor* g = v->GetMutableTensor();
+  if (!g->IsInitialized() || g->numel() == 0) return;
+  FL_ENFORCE(g->numel() == param.numel(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " has dims ",
+             g->dims(), ", the parameter has ", param.dims());
+  RecordEvent ev("sum", "Operator");
+  if (!*started) {
+    *started = true;
+    if (take && g->holder().use_count() == 1) {
+      outer->ShareDataWith(*g);
+      g->Clear();  // the step's next write must not land in the outer gradient
+    } else {
+      outer->Clear();  // never write into a buffer this tensor shared with someone else
+      TensorCopy(*g, place, outer);
+    }
+    outer->Resize(param.dims());
+    return;
+  }
+  VisitDType(g->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T>) {
+      FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
+                 DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
+      std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
+      SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
+    } else {
+      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
+    }
+  });
 }
 
 void SetRecurrentFluidMode(bool on) { g_fluid_mode.store(on); }
@@ -411,8 +411,8 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
       const std::string& grad_name = plan.parameter_grads[p];
       Variable* v = s.FindLocalVar(grad_name);
       bool done = started[p];
-      AddStepParamGrad(v, grad_name, t, Required(io.parameters[p], "parameter", param_names[p]), !fluid_mode, place,
-                       outer, &done);
+      AddStepGradient(v, grad_name, t, Required(io.parameters[p], "parameter", param_names[p]), !fluid_mode, place,
+                      outer, &done);
       started[p] = done;
       if (v && eager) ReleaseTensor(v);
     }

@@ -126,6 +126,13 @@ class StepBlockRunner {
   GradPlan grad_plan_;
 };
 
+// Adds step `t`'s gradient (`v`, the step scope's variable `grad_name`, possibly null) of a variable shaped like
+// `like` into the outer gradient `outer`; `*started` says whether an earlier step did already. The first dense
+// contribution becomes the outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or
+// copied. A sparse lookup's SelectedRows gradient is added row by row into zeros. One "sum" profiler event.
+void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const Tensor& like, bool take,
+                     const Place& place, Tensor* outer, bool* started);
+
 // Adds up gradients computed per step (in step scopes) into `out` in one pass: dense tensors with one n-ary sum,
 // SelectedRows rows added in, tensor arrays entry by entry (an entry only some parts have is their sum). Null and
 // uninitialized parts are skipped; with none left, `out` is zeros like `zeros_like` (kept as it is when that is

@@ -13,7 +13,7 @@
 //   where the grad block runs. Bool tensors (conditions) and in-place updates (`increment(i)`, undone by
 //   increment's gradient) are not copied.
 // while_grad walks the iterations backwards, linking the outer output gradients in, and adds up the gradients of
-// the outer inputs over the iterations in one pass (SumGradients), as recurrent_grad does. The gradient of a
+// the outer inputs iteration by iteration (AddStepGradient), as recurrent_grad does. The gradient of a
 // loop-carried value is passed from each iteration to the one before it.
 // Profiler: "while::step" / "while_grad::step" per iteration (args: the iteration), "while::prepare_step" when a
 // step scope's block is (re)prepared. GLOG level 3 logs loop entry and exit with the iteration count.
@@ -278,7 +278,20 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   std::vector<bool> owned(outside_og.size(), false);
   std::vector<Variable> zeros(outside_og.size());
   for (size_t j = 0; j < outside_og.size(); ++j) og[j] = parent.FindVar(outside_og[j]);
-  std::vector<std::vector<const Variable*>> parts(x_grads.size());
+  // The other inputs' gradients are added into the outer gradient iteration by iteration (AddStepGradient: the
+  // first iteration's buffer is taken over), so a loop over large weights keeps one gradient alive, not one per
+  // iteration; tensor-array gradients are summed entry by entry at the end.
+  std::vector<Variable*> outer_grads(x_grads.size(), nullptr);
+  std::vector<const Tensor*> like(x_grads.size(), nullptr);
+  for (size_t i = 0; i < x_grads.size(); ++i) {
+    if (x_grads[i] == kEmptyVarName || carried[i] >= 0) continue;
+    outer_grads[i] = parent.FindVar(x_grads[i]);
+    FL_ENFORCE(outer_grads[i] != nullptr, "while_grad: gradient '", x_grads[i], "' is not in the scope");
+    const Variable* x = parent.FindVar(xs[i]);
+    like[i] = x ? x->GetTensor() : nullptr;
+  }
+  std::vector<char> started(x_grads.size(), 0);
+  std::vector<std::vector<const Variable*>> array_parts(x_grads.size());
   const int64_t n = static_cast<int64_t>(scopes.size());
   FL_VLOG(3) << "while_grad: " << n << " iterations of block " << block.idx() << " in reverse";
   for (int64_t k = n - 1; k >= 0; --k) {
@@ -312,7 +325,16 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       const std::string name = GradName(xs[i]);
       Variable* inner = g->FindLocalVar(name);
       if (carried[i] < 0) {
-        parts[i].push_back(inner);
+        if (!inner) continue;
+        if (inner->IsTensorList()) {
+          array_parts[i].push_back(inner);
+          continue;
+        }
+        FL_ENFORCE(like[i] != nullptr && like[i]->IsInitialized(), "while_grad: input '", xs[i],
+                   "' is not an initialized tensor, but the body computed a gradient for it");
+        bool done = started[i];
+        AddStepGradient(inner, name, k, *like[i], /*take=*/true, place, outer_grads[i]->ResetToTensor(), &done);
+        started[i] = done;
         continue;
       }
       // A loop-carried value: its gradient before this iteration is the output gradient of the one before.
@@ -343,9 +365,9 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       else if (src && src != outer) ShareVariable(*src, outer);
       continue;
     }
-    // The other inputs' gradients: the sum over the iterations (zeros when the loop never ran).
-    const Variable* x = parent.FindVar(xs[i]);
-    SumGradients(parts[i], x ? x->GetTensor() : nullptr, "while_grad: gradient '" + x_grads[i] + "'", place, outer);
+    // The other inputs' gradients: zeros when no iteration computed one (the loop never ran).
+    if (!array_parts[i].empty() || !started[i])
+      SumGradients(array_parts[i], like[i], "while_grad: gradient '" + x_grads[i] + "'", place, outer);
   }
 }
 
