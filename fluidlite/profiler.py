@@ -29,6 +29,7 @@ _STATES = ("CPU", "GPU", "All")
 _SORT_KEYS = {None: None, "calls": "number of calls", "total": "total time", "max": "maximum time",
               "min": "minimum time", "ave": "average time"}
 _PLACE_NAME = {"CPU": "CPU", "GPU": "CUDA", "All": "All"}
+_TRACER_OPTIONS = ("Default", "OpDetail", "AllOpDetail")
 
 
 class _State:
@@ -40,6 +41,8 @@ class _State:
     phase = "none"
     last_events = None  # events of the last stop (for summary()/events() after stop)
     last_dropped = 0
+    last_cap = 0  # the event cap in force during the last profile (its report's drop warning names it)
+    saved_cap = None  # the cap to restore at stop when start_profiler(max_events=...) set one for this profile
 
 
 _state = _State()
@@ -71,9 +74,12 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     """Start recording. `state` is 'CPU', 'GPU' or 'All' (GPU time needs a CUDA build). With a
     `schedule` (see make_schedule) recording follows the steps counted by ``step()``."""
     _check_state(state)
+    if tracer_option is not None and tracer_option not in _TRACER_OPTIONS:
+        raise ValueError("tracer option must be 'Default', 'OpDetail', 'AllOpDetail'.")  # Fluid 1.8's words
     if _state.enabled:
         return
-    if max_events is not None:
+    if max_events is not None:  # for this profile only: stop_profiler restores the cap in force before
+        _state.saved_cap = core.profiler_event_cap()
         set_event_cap(max_events)
     core.reset_profiler()
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
@@ -134,6 +140,10 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
     _state.enabled = _state.recording = False
     _state.last_events = _collect()
     _state.last_dropped = core.profiler_dropped_events()
+    _state.last_cap = core.profiler_event_cap()
+    if _state.saved_cap is not None:
+        set_event_cap(_state.saved_cap)
+        _state.saved_cap = None
     if print_report:
         sys.stdout.write(report(sorted_key))
         sys.stdout.flush()
@@ -324,13 +334,16 @@ def report(sorted_key=None):
     state = _state.state or "CPU"
     per_thread = summary(sorted_key)
     threads = sorted({r["thread"] for r in per_thread})
-    lines = ["", "------------------------->     Profiling Report     <-------------------------", ""]
+    # As Fluid's DisableProfiler: with several threads the merged report comes first, then the per-thread one,
+    # each with its banner.
+    lines = []
     sections = [(False, per_thread)]
     if len(threads) > 1:
-        sections.append((True, summary(sorted_key, merge_threads=True)))
+        sections.insert(0, (True, summary(sorted_key, merge_threads=True)))
     for merged, rows in sections:
+        lines += ["", "------------------------->     Profiling Report     <-------------------------", ""]
         if merged:
-            lines += ["", "Note! This Report merge all thread info into one."]
+            lines.append("Note! This Report merge all thread info into one.")
         lines += ["Place: %s" % _PLACE_NAME[state], "Time unit: ms",
                   "Sorted by %s in descending order in the same thread"
                   % (_SORT_KEYS[sorted_key] or "event first end time"),
@@ -368,9 +381,10 @@ def report(sorted_key=None):
                      "scopes created for them, the rest reused" % (sc["loop_iterations"], sc["loop_scopes_created"]))
     lines.append("")
     dropped = _state.last_dropped if not _state.enabled else core.profiler_dropped_events()
+    cap = _state.last_cap if not _state.enabled else core.profiler_event_cap()
     if dropped:
         lines += ["Warning: the event cap (%d events) dropped %d events; totals cover only the kept events."
-                  % (core.profiler_event_cap(), dropped), ""]
+                  % (cap, dropped), ""]
     return "\n".join(lines) + "\n"
 
 

@@ -154,7 +154,12 @@ def test_user_ranges_from_two_threads_and_merged_report():
     dec = next(e for e in evs if e["name"] == "decorated")
     assert evs[dec["parent"]]["name"] == "main_range"
     text = profiler.report()
-    assert "Note! This Report merge all thread info into one." in text
+    # Fluid's order: the merged report first, with its banner and note, then the per-thread report with its own
+    banner = "------------------------->     Profiling Report     <-------------------------"
+    assert text.count(banner) == 2
+    note = text.index("Note! This Report merge all thread info into one.")
+    assert text.index(banner) < note < text.index(banner, note) < re.search(r"thread\d+::", text).start()
+    assert text[text.index(banner) + len(banner):note] == "\n\n"
     merged = profiler.summary(merge_threads=True)
     assert next(r for r in merged if r["event"] == "worker_range")["calls"] == 3
 
@@ -194,13 +199,33 @@ def test_schedule_records_only_active_steps():
 
 def test_event_cap_drops_and_says_so():
     main, h = _program(10)
+    before = fluid.core.profiler_event_cap()
     try:
         with profiler.profiler("CPU", profile_path=None, print_report=False, max_events=50):
             _run(main, h, steps=20)
         assert len(profiler.events()) <= 50
-        assert "dropped" in profiler.report()
+        assert "Warning: the event cap (50 events) dropped" in profiler.report()
+        # max_events holds for that profile only: the next one records under the cap in force before
+        assert fluid.core.profiler_event_cap() == before
+        with profiler.profiler("CPU", profile_path=None, print_report=False):
+            _run(main, h, steps=20)
+        assert len(profiler.events()) > 50 and "dropped" not in profiler.report()
     finally:
-        profiler.set_event_cap(5_000_000)
+        profiler.set_event_cap(before)
+
+
+@pytest.mark.parametrize("option", [None, "Default", "OpDetail", "AllOpDetail"])
+def test_tracer_option_takes_fluids_values(option):
+    main, h = _program()
+    with profiler.profiler("CPU", profile_path=None, print_report=False, tracer_option=option):
+        _run(main, h, steps=1)
+    assert any(e["name"] == "Executor::run" for e in profiler.events())
+
+
+def test_tracer_option_outside_fluids_values_is_fluids_error():
+    with pytest.raises(ValueError, match="^tracer option must be 'Default', 'OpDetail', 'AllOpDetail'.$"):
+        profiler.start_profiler("CPU", tracer_option="Everything")
+    assert not profiler._state.enabled
 
 
 def test_reset_and_off_records_nothing():
