@@ -373,6 +373,9 @@ void PreparedProgram::CheckFeeds(std::vector<Tensor>& feeds) const {
   }
 }
 
+// Whether any module logs at level 3 or more: only then is the op log line (PreparedOp::LogRun) worth a call.
+inline bool OpLogOn() { return g_vlog_max_level.load(std::memory_order_relaxed) >= 3; }
+
 void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& place,
                     const std::vector<std::vector<Variable*>>* release) {
   PreparedOp* current = nullptr;
@@ -385,10 +388,10 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       for (size_t i = 0; i < ops.size(); ++i) {
         if (__builtin_expect(g_sigint.load(std::memory_order_relaxed), 0) && interruptible) ThrowInterrupted();
         current = ops[i].get();
-        FL_VLOG(4) << current->DebugString(place);
+        if (OpLogOn()) current->LogRun(place, false);
         current->Run(place);
         if (__builtin_expect(check, 0)) CheckOutputsFinite(*current);
-        FL_VLOG(3) << current->DebugString(place);
+        if (OpLogOn()) current->LogRun(place, true);
         ReleaseAfter(release, i);
       }
       return;
@@ -399,7 +402,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
     for (size_t i = 0; i < ops.size(); ++i) {
       if (g_sigint.load(std::memory_order_relaxed) && interruptible) ThrowInterrupted();
       PreparedOp* op = current = ops[i].get();
-      FL_VLOG(4) << op->DebugString(place);
+      if (OpLogOn()) op->LogRun(place, false);
       int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
       open_token = token;
       op->Run(place);
@@ -411,7 +414,7 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
         CheckOutputsFinite(*op);
         t = ProfilerTicks();
       }
-      FL_VLOG(3) << op->DebugString(place);
+      if (OpLogOn()) op->LogRun(place, true);
       ReleaseAfter(release, i);
     }
   } catch (const Interrupted&) {

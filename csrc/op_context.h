@@ -88,6 +88,10 @@ class PreparedOp {
   void Run(const Place& place);
   // "CPUPlace Op(abs), inputs:{X[x:float[2, 3]({})]}, outputs:{...}." — Fluid's DebugStringEx.
   std::string DebugString(const Place& place) const;
+  // The op log lines of Fluid's OperatorBase::Run: DebugString at VLOG(4) before the op runs, at VLOG(3) after.
+  // Written from operator.cc (as Fluid's come from operator.cc), so GLOG_vmodule=operator=N selects them; the
+  // executor calls it only when some module logs at level 3 or more.
+  void LogRun(const Place& place, bool after) const;
   // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[6, 3]({{0, 2, 6}})\"" (a tensor's LoD when it
   // has one, long levels abbreviated). Rebuilt only when a shape or a LoD changed since the last call, so profiling
   // a steady-state run costs a dims (and LoD) comparison per argument.

@@ -207,6 +207,14 @@ void PreparedOp::Bind(Scope& scope) {
       }
 }
 
+void PreparedOp::LogRun(const Place& place, bool after) const {
+  if (after) {
+    FL_VLOG(3) << DebugString(place);
+  } else {
+    FL_VLOG(4) << DebugString(place);
+  }
+}
+
 void PreparedOp::ShareForwardLoDWithGrads() const {
   for (auto& [grad, fwd] : grad_lod_) {
     const Tensor* f = fwd->GetTensor();

@@ -39,7 +39,7 @@ def test_level_3_op_lines_and_kernel_key():
     lines = _run({"GLOG_v": "3"})
     assert lines and all(LINE.match(line) for line in lines), lines
     text = "\n".join(lines)
-    assert re.search(r"executor\.cc:\d+\] CPUPlace Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, "
+    assert re.search(r"operator\.cc:\d+\] CPUPlace Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, "
                      r"outputs:\{Out\[scale_0\.tmp_0:float\[2, 3\]\(\{\}\)\]\}\.$", text, re.M)
     assert "expected_kernel_key:data_type[float]:data_layout[ANY_LAYOUT]:place[CPUPlace]:library_type[PLAIN]" in text
     assert "Feed Var feed's 0 column to var x" in text
@@ -57,6 +57,20 @@ def test_level_4_adds_before_lines_and_memcpy():
                      r"outputs:\{Out\[scale_0\.tmp_0\[uninited\]\]\}", text)
     assert "memory::Copy 24 Bytes from CPUPlace to CPUPlace" in text
     assert "Alloc " not in text
+
+
+def test_op_lines_come_from_operator_cc_at_fixed_lines():
+    """As Fluid's OperatorBase::Run: GLOG_vmodule=operator=N selects the op lines, each kind from one line."""
+    lines = [line for line in _run({"GLOG_vmodule": "operator=4", "GLOG_v": "0"}) if "Op(scale)" in line]
+    assert len(lines) == 2 and all(re.search(r" operator\.cc:\d+\] CPUPlace Op\(scale\)", line) for line in lines)
+    assert len({re.search(r"operator\.cc:(\d+)\]", line).group(1) for line in lines}) == 2  # before, after
+    assert not any("Op(" in line for line in _run({"GLOG_vmodule": "executor=4", "GLOG_v": "0"}))
+    # docs/profiling.md shows the before-line with its real line number
+    doc = open(os.path.join(os.path.dirname(__file__), os.pardir, "docs", "profiling.md")).read()
+    documented = re.search(r"operator\.cc:(\d+)\] CPUPlace Op\(scale\), inputs:\{X\[x:float\[2, 3\]\(\{\}\)\]\}, "
+                           r"outputs:\{Out\[scale_0\.tmp_0\[uninited\]\]\}", doc).group(1)
+    before = next(line for line in lines if "[uninited]" in line)
+    assert re.search(r"operator\.cc:(\d+)\]", before).group(1) == documented
 
 
 def test_level_5_adds_allocations():
