@@ -211,7 +211,7 @@ def test_glog_v_prints_op_lines():
     r = run_cli("--model", "overhead", "--batch_size", "2", "--iterations", "1", "--warmup", "0", "--repeat", "1",
                 "--glog_v", "3")
     assert r.returncode == 0, r.stderr
-    assert re.search(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ executor\.cc:\d+\] CPUPlace Op\(scale\)", r.stderr, re.M), \
+    assert re.search(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ operator\.cc:\d+\] CPUPlace Op\(scale\)", r.stderr, re.M), \
         r.stderr[:500]
 
 
