@@ -96,50 +96,26 @@ void SumDense(const std::vector<const Tensor*>& parts, const std::string& what, 
 
 }  // namespace
 
-void SumGradients(const std::vector<const Variable*>& parts, const Tensor* zeros_like, const std::string& what,
-                  const Place& place, Variable* out) {
+void SumArrayGradients(const std::vector<const Variable*>& parts, const std::string& what, const Place& place,
+                       Variable* out) {
   RecordEvent ev("sum", "Operator");
-  std::vector<const Tensor*> dense;
-  std::vector<const SelectedRows*> sparse;
   std::vector<const TensorList*> arrays;
   for (const Variable* v : parts) {
-    if (!v) continue;
-    if (const SelectedRows* sr = v->GetSelectedRows()) {
-      if (sr->value.IsInitialized()) sparse.push_back(sr);
-    } else if (const TensorList* a = v->GetTensorList()) {
-      arrays.push_back(a);
-    } else if (const Tensor* t = v->GetTensor(); t && t->IsInitialized()) {
-      dense.push_back(t);
-    }
+    const TensorList* a = v ? v->GetTensorList() : nullptr;
+    FL_ENFORCE(a != nullptr || !v || !v->IsInitialized(), what, ": some parts are tensor arrays, others ",
+               v->KindName());
+    if (a) arrays.push_back(a);
   }
-  if (!arrays.empty()) {
-    FL_ENFORCE(dense.empty() && sparse.empty(), what, ": some parts are tensor arrays, others tensors");
-    size_t size = 0;
-    for (const TensorList* a : arrays) size = std::max(size, a->size());
-    TensorList result(size);
-    for (size_t e = 0; e < size; ++e) {
-      std::vector<const Tensor*> entry;
-      for (const TensorList* a : arrays)
-        if (e < a->size() && (*a)[e].IsInitialized() && (*a)[e].numel() > 0) entry.push_back(&(*a)[e]);
-      if (!entry.empty()) SumDense(entry, what + " entry " + std::to_string(e), place, &result[e]);
-    }
-    *out->GetMutableTensorList() = std::move(result);
-    return;
+  size_t size = 0;
+  for (const TensorList* a : arrays) size = std::max(size, a->size());
+  TensorList result(size);
+  for (size_t e = 0; e < size; ++e) {
+    std::vector<const Tensor*> entry;
+    for (const TensorList* a : arrays)
+      if (e < a->size() && (*a)[e].IsInitialized() && (*a)[e].numel() > 0) entry.push_back(&(*a)[e]);
+    if (!entry.empty()) SumDense(entry, what + " entry " + std::to_string(e), place, &result[e]);
   }
-  Tensor* dst = out->ResetToTensor();
-  if (!dense.empty()) {
-    SumDense(dense, what, place, dst);
-  } else if (zeros_like && zeros_like->IsInitialized()) {
-    FillZerosLike(*zeros_like, place, dst);
-  } else if (sparse.empty()) {
-    return;
-  }
-  if (!sparse.empty() && !dst->IsInitialized()) {  // only sparse parts: dense zeros of the full dims first
-    FL_ENFORCE(zeros_like != nullptr, what, ": sparse gradients need the dense variable's dims");
-    FillZerosLike(*zeros_like, place, dst);
-  }
-  // A sparse lookup inside the step block leaves SelectedRows gradients: their rows are added in.
-  for (const SelectedRows* sr : sparse) AddSelectedRowsTo(*sr, dst, what);
+  *out->GetMutableTensorList() = std::move(result);
 }
 
 // Adds step `t`'s gradient of a parameter (`v`, the step scope's variable `grad_name`, possibly null) into the outer

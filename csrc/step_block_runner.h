@@ -133,12 +133,11 @@ class StepBlockRunner {
 void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const Tensor& like, bool take,
                      const Place& place, Tensor* outer, bool* started);
 
-// Adds up gradients computed per step (in step scopes) into `out` in one pass: dense tensors with one n-ary sum,
-// SelectedRows rows added in, tensor arrays entry by entry (an entry only some parts have is their sum). Null and
-// uninitialized parts are skipped; with none left, `out` is zeros like `zeros_like` (kept as it is when that is
-// null). Errors name `what` (the op and the gradient). One "sum" profiler event.
-void SumGradients(const std::vector<const Variable*>& parts, const Tensor* zeros_like, const std::string& what,
-                  const Place& place, Variable* out);
+// Adds up tensor-array gradients computed per step (in step scopes) into the array `out`, entry by entry in one
+// pass (an entry only some parts have is their sum; missing or empty entries are skipped). Errors name `what` (the
+// op and the gradient). One "sum" profiler event.
+void SumArrayGradients(const std::vector<const Variable*>& parts, const std::string& what, const Place& place,
+                       Variable* out);
 
 // out = zeros with like's dims and dtype, in a buffer of its own (never one it shared with another tensor).
 void FillZerosLike(const Tensor& like, const Place& place, Tensor* out);

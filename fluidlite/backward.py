@@ -318,7 +318,6 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
             # A grad op writing no gradient (increment's inverse, which steps a While's counter back) only means
             # something inside a loop's grad block.
             descs = [d for d in descs if any(GRAD_SUFFIX in n for n in d.output_arg_names())]
-        if produced is not None:
             for d in descs:
                 produced.update(d.output_arg_names())
         grad_descs.extend(descs)
@@ -328,9 +327,10 @@ def _append_backward_ops(block, ops, target_block, no_grad_dict, renames, callba
     outer_grads = set()
     if target_block.idx != block.idx:
         # (under this pass's names: a second gradients() pass renames them)
-        external = {renames.get(g, g) for g in map(_grad_name, _leaf_outputs(block) | _outer_writes(block))}
+        outer_write_grads = {renames.get(g, g) for g in map(_grad_name, _outer_writes(block))}
+        external = {renames.get(g, g) for g in map(_grad_name, _leaf_outputs(block))} | outer_write_grads
         if loop:
-            outer_grads = {renames.get(g, g) for g in (_grad_name(n) for n in _outer_writes(block))}
+            outer_grads = outer_write_grads
             external |= {g + OUTER_GRAD for g in outer_grads}
     grad_descs = _addup_repetitive_outputs(grad_descs, outer_grads)
     grad_descs = _remove_no_grad_branch(grad_descs, no_grad)
@@ -365,8 +365,6 @@ def _materialise(block, d):
         array = fwd is not None and fwd.type() == _LOD_TENSOR_ARRAY
         var = block.create_var(name=name, type=_LOD_TENSOR_ARRAY if array else _LOD_TENSOR)
         var.desc.set_dtype(fwd.dtype() if fwd is not None else int(core.VarDesc.VarType.FP32))
-        if fwd is not None and int(fwd.type()) == _LOD_TENSOR_ARRAY:  # an array's gradient is an array
-            var.desc.set_type(fwd.type())
         if fwd is not None:
             var.desc.set_shape(list(fwd.shape()))
     if d.src is not None:

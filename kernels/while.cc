@@ -7,11 +7,11 @@
 //   variable and prepares nothing; a run longer than any before adds the missing scopes once.
 // - is_test=True: one step scope serves every iteration, its local tensor arrays emptied before each (Fluid's
 //   rule), so nothing is kept per iteration.
-// - An outer tensor the body overwrites (a loop-carried value: `assign(new_h, h)`, `less_than(..., cond=c)`) is
-//   read by while_grad as it was when the iteration began: each training iteration copies those tensors into a
-//   grad scope (a kid of its step scope, found through the step scope's kGradScopeVar) under their own names,
-//   where the grad block runs. Bool tensors (conditions) and in-place updates (`increment(i)`, undone by
-//   increment's gradient) are not copied.
+// - An outer tensor the body overwrites (a loop-carried value: `assign(new_h, h)`) is read by while_grad as it was
+//   when the iteration began: each training iteration copies it into its step scope as x@SNAPSHOT, and the grad
+//   maker renames the grad ops' reads to that name. Bool tensors (conditions) and in-place updates (`increment(i)`,
+//   undone by increment's gradient) are not copied. The grad block runs in a grad scope, a kid of the step scope
+//   found through the step scope's kGradScopeVar.
 // while_grad walks the iterations backwards, linking the outer output gradients in, and adds up the gradients of
 // the outer inputs iteration by iteration (AddStepGradient), as recurrent_grad does. The gradient of a
 // loop-carried value is passed from each iteration to the one before it.
@@ -84,8 +84,9 @@ class GradScopes {
 
 // The body's facts, read once from the block: which outer tensors to snapshot, which arrays are local.
 struct BodyFacts {
-  std::vector<std::string> snapshots;     // outer non-bool tensors the body overwrites (not in place)
-  std::vector<std::string> local_arrays;  // tensor arrays declared in the body
+  std::vector<std::string> snapshots;       // outer non-bool tensors the body overwrites (not in place)
+  std::vector<std::string> snapshot_names;  // SnapshotName of each (built once, not per iteration)
+  std::vector<std::string> local_arrays;    // tensor arrays declared in the body
 
   explicit BodyFacts(const BlockDesc& block) {
     std::set<std::string> seen;
@@ -101,6 +102,7 @@ struct BodyFacts {
     }
     // An outer name written in place by one op but overwritten by another is still snapshotted; one written
     // only in place (a counter) is not: its gradient op undoes the update.
+    for (auto& name : snapshots) snapshot_names.push_back(SnapshotName(name));
     for (auto& v : block.AllVars())
       if (v->kind() == VarKind::LOD_TENSOR_ARRAY && !v->persistable()) local_arrays.push_back(v->name());
   }
@@ -109,7 +111,6 @@ struct BodyFacts {
 struct WhileState {
   std::unique_ptr<BodyFacts> facts;
   PreparedBlocks body;
-  GradScopes grads;
   // Step scope per slot, kept across runs; checked against the running scope only when it lost kids since.
   std::vector<Scope*> scopes;
   const Scope* parent = nullptr;
@@ -175,10 +176,10 @@ void RunWhile(const ExecutionContext& ctx) {
   StepScopes& used = *ctx.OutputVar("StepScopes")->GetMutableStepScopes();
   used.clear();
   // The outer tensors to snapshot, resolved once per run.
-  std::vector<std::pair<const std::string*, Variable*>> snapshots;
+  std::vector<std::pair<const std::string*, Variable*>> snapshots;  // (snapshot name, outer variable)
   if (!is_test)
-    for (auto& name : st.facts->snapshots)
-      if (Variable* v = parent.FindVar(name)) snapshots.emplace_back(&name, v);
+    for (size_t i = 0; i < st.facts->snapshots.size(); ++i)
+      if (Variable* v = parent.FindVar(st.facts->snapshots[i])) snapshots.emplace_back(&st.facts->snapshot_names[i], v);
   st.ValidateScopes(parent);
   const Variable* cond = ctx.InputVar("Condition");
   FL_VLOG(3) << "while: enter the loop of block " << block.idx() << (is_test ? " (is_test)" : "");
@@ -192,7 +193,7 @@ void RunWhile(const ExecutionContext& ctx) {
     st.ResetLocalArrays(slot, s);
     for (auto& [name, var] : snapshots) {
       const Tensor* t = var->GetTensor();
-      Tensor* copy = s->Var(SnapshotName(*name))->GetMutableTensor();
+      Tensor* copy = s->Var(*name)->GetMutableTensor();
       if (t && t->IsInitialized()) {
         TensorCopy(*t, place, copy);
         copy->set_lod(t->lod());
@@ -280,7 +281,7 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   for (size_t j = 0; j < outside_og.size(); ++j) og[j] = parent.FindVar(outside_og[j]);
   // The other inputs' gradients are added into the outer gradient iteration by iteration (AddStepGradient: the
   // first iteration's buffer is taken over), so a loop over large weights keeps one gradient alive, not one per
-  // iteration; tensor-array gradients are summed entry by entry at the end.
+  // iteration; tensor-array gradients are summed entry by entry at the end (SumArrayGradients).
   std::vector<Variable*> outer_grads(x_grads.size(), nullptr);
   std::vector<const Tensor*> like(x_grads.size(), nullptr);
   for (size_t i = 0; i < x_grads.size(); ++i) {
@@ -366,8 +367,9 @@ void RunWhileGrad(const ExecutionContext& ctx) {
       continue;
     }
     // The other inputs' gradients: zeros when no iteration computed one (the loop never ran).
-    if (!array_parts[i].empty() || !started[i])
-      SumGradients(array_parts[i], like[i], "while_grad: gradient '" + x_grads[i] + "'", place, outer);
+    if (!array_parts[i].empty())
+      SumArrayGradients(array_parts[i], "while_grad: gradient '" + x_grads[i] + "'", place, outer);
+    else if (!started[i] && like[i] && like[i]->IsInitialized()) FillZerosLike(*like[i], place, outer->ResetToTensor());
   }
 }
 

@@ -38,11 +38,11 @@ from ..framework import Variable, VarType, dtype_to_str
 from ..layer_helper import LayerHelper
 from . import nn, tensor
 from .checks import check_dtype, check_variable
+from .control_flow import _block_reads_and_writes
 from .utils import assert_same_structure, map_structure
 
 __all__ = ["cond", "case", "switch_case", "Switch", "IfElse"]
 
-_EMPTY = "@EMPTY@"
 
 
 def _check_type(value, arg, types, layer):
@@ -85,14 +85,7 @@ class ConditionalBlock:
         program = self.helper.main_program
         inside = program.current_block()
         parent = program.block(inside.parent_idx)
-        reads, written = {}, {}  # dicts as ordered sets
-        for op in inside.ops:
-            for n in op.input_arg_names:
-                if n not in written and n != _EMPTY:
-                    reads[n] = None
-            for n in op.output_arg_names:
-                if n != _EMPTY:
-                    written[n] = None
+        reads, written = _block_reads_and_writes(inside)
         params = []
         for n in reads:
             v = parent._find_var_recursive(n)

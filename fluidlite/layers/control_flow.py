@@ -191,6 +191,7 @@ class StaticRNN:
                                 "states": new_memories, "sub_block": block, "reverse": False, "is_train": True})
 
 
+_EMPTY = core.names()["empty"]
 del core
 
 
@@ -224,6 +225,21 @@ def _block_writes(block):
         if op.has_attr("sub_block"):
             names |= _block_writes(block.program.block(op.attr("sub_block")))
     return names
+
+
+def _block_reads_and_writes(block):
+    """(names the ops of `block` read before any of them writes them, names they write), each in first-use
+    order: what a sub-block op takes from and gives to the enclosing blocks (While, ConditionalBlock)."""
+    written, reads, writes = set(), {}, {}  # dicts as ordered sets
+    for op in block.ops:
+        for n in op.input_arg_names:
+            if n not in written and n != _EMPTY:
+                reads[n] = None
+        for n in op.output_arg_names:
+            if n != _EMPTY:
+                written.add(n)
+                writes[n] = None
+    return list(reads), list(writes)
 
 
 class While:
@@ -284,15 +300,7 @@ class While:
                              "update it in the body, e.g. layers.less_than(i, n, cond=cond)" % self.cond_var.name)
         # X: outer variables the body reads before writing them, and those it writes (their gradients pass through
         # the loop); Out: the outer variables it writes. The condition is read through its own slot.
-        produced, reads, writes = set(), [], []
-        for op in body.ops:
-            for n in op.input_arg_names:
-                if n not in produced and n not in reads:
-                    reads.append(n)
-            for n in op.output_arg_names:
-                produced.add(n)
-                if n not in writes:
-                    writes.append(n)
+        reads, writes = _block_reads_and_writes(body)
         outer = lambda n: parent._find_var_recursive(n) is not None and body.desc.find_var(n) is None  # noqa: E731
         x_names = [n for n in reads if outer(n)] + [n for n in writes if outer(n) and n not in reads]
         x_names = [n for n in x_names if n != self.cond_var.name]
