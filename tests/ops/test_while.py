@@ -1,6 +1,7 @@
 """while / while_grad (layers.While, layers.while_loop) against Python-unrolled loops: forward values, numeric
 gradients in float64, data-dependent trip counts, nested loops, step scopes kept across runs, errors, profiler
 events and GLOG lines."""
+import contextlib
 import re
 
 import numpy as np
@@ -39,6 +40,19 @@ def _numeric_grad(exe, main, feed, name, loss, scope, delta=1e-6):
     return grad
 
 
+@contextlib.contextmanager
+def _counted_loop(n, is_test=False):
+    """The body of a While over n iterations (n: an int64 [1] Variable); yields the counter, and appends
+    increment(i) and the condition update when the body closes."""
+    i = layers.fill_constant([1], "int64", 0)
+    cond = layers.less_than(i, n)
+    loop = layers.While(cond, is_test=is_test)
+    with loop.block():
+        yield i
+        layers.increment(i, in_place=True)
+        layers.less_than(i, n, cond=cond)
+
+
 def _check_loss_and_gradients(main, startup, feed, loss, grads, names, reference):
     """The loss against reference(**feed), and each gradient against central differences."""
     outs, exe, scope = _run(main, startup, feed, [loss] + grads)
@@ -61,15 +75,10 @@ def _tanh_loop(steps_from_data=False, is_test=False):
             n = fluid.data("n", [1], "int64")
         else:
             n = layers.fill_constant([1], "int64", 4)
-        i = layers.fill_constant([1], "int64", 0)
         h = layers.assign(x)
-        cond = layers.less_than(i, n)
-        loop = layers.While(cond, is_test=is_test)
-        with loop.block():
+        with _counted_loop(n, is_test=is_test):
             z = layers.elementwise_add(layers.matmul(h, w), b)
             layers.assign(layers.tanh(z), h)
-            layers.increment(i, in_place=True)
-            layers.less_than(i, n, cond=cond)
         loss = layers.reduce_mean(layers.elementwise_mul(h, h))
     return main, startup, loss, (x, w, b)
 
@@ -291,18 +300,12 @@ def test_loop_over_tensor_arrays_matches_python_with_gradients():
             xt = layers.reshape(layers.slice(x, axes=[0], starts=[t], ends=[t + 1]), [2, 3])
             layers.array_write(xt, layers.fill_constant([1], "int64", t), array=steps)
         outs = layers.create_array("float64")
-        i = layers.fill_constant([1], "int64", 0)
-        n = layers.fill_constant([1], "int64", T)
         h = layers.fill_constant([2, 3], "float64", 0.0)
         h.stop_gradient = False  # as in Fluid, a constant's output is stop_gradient until told otherwise
-        cond = layers.less_than(i, n)
-        loop = layers.While(cond)
-        with loop.block():
+        with _counted_loop(layers.fill_constant([1], "int64", T)) as i:
             xt = layers.array_read(steps, i)
             layers.assign(layers.tanh(layers.elementwise_add(layers.matmul(xt, w), layers.matmul(h, u))), h)
             layers.array_write(h, i, array=outs)
-            layers.increment(i, in_place=True)
-            layers.less_than(i, n, cond=cond)
         hs = [layers.array_read(outs, layers.fill_constant([1], "int64", t)) for t in range(T)]
         loss = layers.reduce_sum(layers.elementwise_mul(layers.concat(hs, axis=0), layers.concat(hs, axis=0)))
         grads = fluid.gradients([loss], [x, w, u])
@@ -325,20 +328,14 @@ def test_branch_inside_a_loop_matches_python_with_gradients():
         x = fluid.data("x", [2, 3], "float64")
         w = fluid.data("w", [3, 3], "float64")
         x.stop_gradient = w.stop_gradient = False
-        i = layers.fill_constant([1], "int64", 0)
-        n = layers.fill_constant([1], "int64", 4)
         two = layers.fill_constant([1], "int64", 2)
         zero = layers.fill_constant([1], "int64", 0)
         h = layers.assign(x)
-        cond = layers.less_than(i, n)
-        loop = layers.While(cond)
-        with loop.block():
+        with _counted_loop(layers.fill_constant([1], "int64", 4)) as i:
             even = layers.logical_or(layers.equal(i, zero), layers.equal(i, two))
             new_h = layers.cond(even, lambda: layers.tanh(layers.matmul(h, w)),
                                 lambda: layers.elementwise_add(layers.scale(h, 0.5), x))
             layers.assign(new_h, h)
-            layers.increment(i, in_place=True)
-            layers.less_than(i, n, cond=cond)
         loss = layers.reduce_sum(layers.elementwise_mul(h, h))
         grads = fluid.gradients([loss], [x, w])
     feed = {"x": RNG.randn(2, 3), "w": RNG.randn(3, 3) * 0.5}
@@ -362,23 +359,13 @@ def test_inner_loop_reads_the_outer_iterations_value():
         x.stop_gradient = w.stop_gradient = False
         m = layers.fill_constant([1], "int64", 3)
         k = layers.fill_constant([1], "int64", 2)
-        a = layers.fill_constant([1], "int64", 0)
         h = layers.assign(x)
-        outer_cond = layers.less_than(a, m)
-        outer = layers.While(outer_cond)
-        with outer.block():
-            c = layers.fill_constant([1], "int64", 0)
+        with _counted_loop(m):
             s = layers.fill_constant([2, 3], "float64", 0.0)
             s.stop_gradient = False
-            inner_cond = layers.less_than(c, k)
-            inner = layers.While(inner_cond)
-            with inner.block():
+            with _counted_loop(k):
                 layers.assign(layers.elementwise_add(s, layers.tanh(layers.matmul(h, w))), s)
-                layers.increment(c, in_place=True)
-                layers.less_than(c, k, cond=inner_cond)
             layers.assign(layers.elementwise_add(layers.scale(s, 0.5), x), h)
-            layers.increment(a, in_place=True)
-            layers.less_than(a, m, cond=outer_cond)
         loss = layers.reduce_sum(layers.elementwise_mul(h, h))
         grads = fluid.gradients([loss], [x, w])
     feed = {"x": RNG.randn(2, 3), "w": RNG.randn(3, 3) * 0.5}
