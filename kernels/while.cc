@@ -82,6 +82,18 @@ class GradScopes {
   std::vector<Entry> grads_;
 };
 
+// Whether an op of `block`, or of a block nested in one of its ops, writes `name`.
+bool BlockWrites(const ProgramDesc& program, const BlockDesc& block, const std::string& name) {
+  for (auto& op : block.AllOps()) {
+    for (auto& n : op->OutputArgumentNames())
+      if (n == name) return true;
+    if (op->HasAttr("sub_block") &&
+        BlockWrites(program, *program.Block(static_cast<size_t>(op->Attr<BlockRef>("sub_block").idx)), name))
+      return true;
+  }
+  return false;
+}
+
 // The body's facts, read once from the block: which outer tensors to snapshot, which arrays are local.
 struct BodyFacts {
   std::vector<std::string> snapshots;       // outer non-bool tensors the body overwrites (not in place)
@@ -169,7 +181,13 @@ bool ConditionHolds(const ExecutionContext& ctx, const Variable* cond) {
 void RunWhile(const ExecutionContext& ctx) {
   auto& st = ctx.State<WhileState>();
   const BlockDesc& block = SubBlock(ctx);
-  if (!st.facts) st.facts = std::make_unique<BodyFacts>(block);
+  if (!st.facts) {
+    // layers.While checks this when the block closes; a program built or edited otherwise could loop forever.
+    FL_ENFORCE(BlockWrites(*ctx.desc().program(), block, ctx.InputName("Condition")), "while: the body (block ",
+               block.idx(), ") never writes the condition '", ctx.InputName("Condition"),
+               "', so the loop would never end");
+    st.facts = std::make_unique<BodyFacts>(block);
+  }
   const bool is_test = ctx.Attr<bool>("is_test");
   Scope& parent = ctx.scope();
   const Place& place = ctx.place();

@@ -380,3 +380,16 @@ def test_inner_loop_reads_the_outer_iterations_value():
         return np.sum(h * h)
 
     _check_loss_and_gradients(main, startup, feed, loss, grads, ["x", "w"], reference)
+
+
+def test_a_crafted_body_that_never_writes_the_condition_is_refused_at_run_time():
+    """layers.While refuses such a body when it is built; a program edited afterwards must not hang the executor."""
+    main, startup, loss, _ = _tanh_loop()
+    body = main.block(1)
+    for idx in reversed(range(len(body.ops))):
+        if body.ops[idx].type == "less_than":
+            body._remove_op(idx)
+    cond = next(op for op in main.global_block().ops if op.type == "while").input("Condition")[0]
+    with pytest.raises(fluid.core.EnforceNotMet, match="while: the body \\(block 1\\) never writes the condition "
+                                                       "'%s', so the loop would never end" % re.escape(cond)):
+        _run(main, startup, _feed(), [loss])
