@@ -1,0 +1,58 @@
+"""The profiling session's state and the recorded events, shared by the API, the report, the trace and the
+advisor."""
+from .. import core
+
+_STATES = ("CPU", "GPU", "All")
+_SORT_KEYS = {None: None, "calls": "number of calls", "total": "total time", "max": "maximum time",
+              "min": "minimum time", "ave": "average time"}
+_PLACE_NAME = {"CPU": "CPU", "GPU": "CUDA", "All": "All"}
+_TRACER_OPTIONS = ("Default", "OpDetail", "AllOpDetail")
+
+
+class _State:
+    enabled = False
+    state = None
+    schedule = None
+    step_num = 0
+    recording = False
+    phase = "none"
+    last_events = None  # events of the last stop (for summary()/events() after stop)
+    last_dropped = 0
+    last_cap = 0  # the event cap in force during the last profile (its report's drop warning names it)
+    saved_cap = None  # the cap to restore at stop when start_profiler(max_events=...) set one for this profile
+
+
+_state = _State()
+
+
+def _check_state(state):
+    if state not in _STATES:
+        raise ValueError("profiler state must be one of 'CPU', 'GPU', 'All'; got %r" % (state,))
+
+
+def _check_sorted_key(sorted_key):
+    if sorted_key not in _SORT_KEYS:
+        raise ValueError("sorted_key must be None, 'calls', 'total', 'max', 'min' or 'ave'; got %r" % (sorted_key,))
+
+
+class Event(dict):
+    """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args."""
+    __slots__ = ()
+
+
+def _collect():
+    raw = core.collect_events()
+    out = []
+    for name, cat, start, end, thread, tid, depth, parent, nbytes, args in raw:
+        out.append(Event(name=name, category=cat, start_ns=start, end_ns=end, dur_ns=end - start, thread=thread,
+                         tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args))
+    return out
+
+
+def events():
+    """Every recorded event (of the last stopped session, or so far if still running) as dicts."""
+    if _state.enabled:
+        return _collect()
+    return list(_state.last_events or [])
+
+
