@@ -38,7 +38,7 @@ class Profile:
     batch_size, threads, ...), `machine`, `fluidlite` (version) and `path` (the file, when loaded or saved)."""
 
     def __init__(self, events, step_ms=None, steps=None, wall_ns=None, settings=None, machine=None,
-                 fluidlite=None, path=None):
+                 fluidlite=None, path=None, name=None):
         self.events = events
         self.step_ms = None if step_ms is None else _check_step_ms("step_ms", step_ms)
         self.steps = _check_steps("steps", steps) if steps is not None else (
@@ -53,9 +53,10 @@ class Profile:
         self.machine = dict(machine or {})
         self.fluidlite = fluidlite
         self.path = path
+        self.name = name  # how a diff names a profile that has no file
 
     def label(self):
-        return str(self.path) if self.path else "events"
+        return str(self.path) if self.path else (self.name or "events")
 
     def to_json(self):
         strings, index = [], {}
@@ -130,7 +131,7 @@ def _machine():
             "cpu_count": os.cpu_count(), "fluidlite": fluidlite.__version__}
 
 
-def current_profile(events=None, step_ms=None, steps=None, settings=None, machine=None):
+def current_profile(events=None, step_ms=None, steps=None, settings=None, machine=None, name=None):
     """The last profile (or `events`) as a Profile, with the session's wall time (start to stop) when the
     events are the session's."""
     import fluidlite
@@ -143,7 +144,8 @@ def current_profile(events=None, step_ms=None, steps=None, settings=None, machin
     if own and start is not None and stop is not None:
         wall = stop - start
     return Profile(evs, step_ms=step_ms, steps=steps, wall_ns=wall, settings=settings,
-                   machine=machine if machine is not None else _machine(), fluidlite=fluidlite.__version__)
+                   machine=machine if machine is not None else _machine(), fluidlite=fluidlite.__version__,
+                   name=name)
 
 
 def save_profile(path, events=None, step_ms=None, steps=None, settings=None, machine=None):
@@ -245,14 +247,15 @@ def _percentile(values, q):
 def step_change(samples_a, samples_b, resamples=BOOTSTRAP_RESAMPLES, seed=0):
     """The step-time change from A's to B's per-step samples (ms): medians, p5-p95 of each side, the change of
     the median in %, and its noise band: the 5th-95th percentile of the median ratio over `resamples` bootstrap
-    resamples of both sides (deterministic: seeded). ``within_noise`` is True when the band contains 0, None
-    when a side has fewer than MIN_SAMPLES samples (no band)."""
+    resamples of both sides (deterministic: seeded; ``band_low_pct``/``band_high_pct``) and ``band_pct``, the
+    half-width of the smallest band centred on the change that holds it. ``within_noise``: that band contains 0;
+    None when a side has fewer than MIN_SAMPLES samples (no band)."""
     a, b = np.asarray(samples_a, dtype=np.float64), np.asarray(samples_b, dtype=np.float64)
     med_a, med_b = float(np.median(a)), float(np.median(b))
     out = {"ms_a": med_a, "ms_b": med_b, "change_pct": (med_b / med_a - 1) * 100, "samples_a": len(a),
            "samples_b": len(b), "p5_ms_a": _percentile(a, 5), "p95_ms_a": _percentile(a, 95),
            "p5_ms_b": _percentile(b, 5), "p95_ms_b": _percentile(b, 95),
-           "band_low_pct": None, "band_high_pct": None, "within_noise": None}
+           "band_low_pct": None, "band_high_pct": None, "band_pct": None, "within_noise": None}
     if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
         return out
     rng = np.random.default_rng(seed)
@@ -260,7 +263,11 @@ def step_change(samples_a, samples_b, resamples=BOOTSTRAP_RESAMPLES, seed=0):
     rb = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
     ratio = (rb / ra - 1) * 100
     low, high = _percentile(ratio, 5), _percentile(ratio, 95)
-    out.update(band_low_pct=low, band_high_pct=high, within_noise=bool(low <= 0 <= high))
+    change = out["change_pct"]
+    # The band printed as +-half around the change covers the whole bootstrap interval (which can be lopsided),
+    # so "within noise" (the band contains 0) reads true from the printed line.
+    half = max(change - low, high - change, 0.0)
+    out.update(band_low_pct=low, band_high_pct=high, band_pct=half, within_noise=bool(abs(change) <= half))
     return out
 
 
@@ -298,7 +305,7 @@ class ProfileDiff:
         if s["within_noise"] is None:
             return text + "noise band unknown: %d and %d step samples, %d needed on each side)" % (
                 s["samples_a"], s["samples_b"], MIN_SAMPLES)
-        text += "noise band +-%.1f %%)" % ((s["band_high_pct"] - s["band_low_pct"]) / 2)
+        text += "noise band +-%.1f %%)" % s["band_pct"]
         return text + (": within noise" if s["within_noise"] else "")
 
     def text(self):
