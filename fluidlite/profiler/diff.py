@@ -30,6 +30,7 @@ _STRING_KEYS = ("name", "category", "args")  # args may be None (stored as -1)
 STEP_EVENT = "Executor::run"  # one per exe.run: the step samples of a profile saved without per-step times
 MIN_SAMPLES = 3  # fewer step samples on a side give no noise band
 BOOTSTRAP_RESAMPLES = 2000
+BAND_PERCENTILES = (2.5, 97.5)  # a 95 % interval: two runs of one program are "within noise" 19 times in 20
 
 
 class Profile:
@@ -246,10 +247,10 @@ def _percentile(values, q):
 
 def step_change(samples_a, samples_b, resamples=BOOTSTRAP_RESAMPLES, seed=0):
     """The step-time change from A's to B's per-step samples (ms): medians, p5-p95 of each side, the change of
-    the median in %, and its noise band: the 5th-95th percentile of the median ratio over `resamples` bootstrap
-    resamples of both sides (deterministic: seeded; ``band_low_pct``/``band_high_pct``) and ``band_pct``, the
-    half-width of the smallest band centred on the change that holds it. ``within_noise``: that band contains 0;
-    None when a side has fewer than MIN_SAMPLES samples (no band)."""
+    the median in %, and its noise band: the 2.5th-97.5th percentile of the median ratio over `resamples` bootstrap
+    resamples of both sides (deterministic: seeded): ``band_low_pct`` .. ``band_high_pct``, half-width
+    ``band_pct``. ``within_noise``: the band contains 0; None when a side has fewer than MIN_SAMPLES samples
+    (no band)."""
     a, b = np.asarray(samples_a, dtype=np.float64), np.asarray(samples_b, dtype=np.float64)
     med_a, med_b = float(np.median(a)), float(np.median(b))
     out = {"ms_a": med_a, "ms_b": med_b, "change_pct": (med_b / med_a - 1) * 100, "samples_a": len(a),
@@ -262,12 +263,8 @@ def step_change(samples_a, samples_b, resamples=BOOTSTRAP_RESAMPLES, seed=0):
     ra = np.median(a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
     rb = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
     ratio = (rb / ra - 1) * 100
-    low, high = _percentile(ratio, 5), _percentile(ratio, 95)
-    change = out["change_pct"]
-    # The band printed as +-half around the change covers the whole bootstrap interval (which can be lopsided),
-    # so "within noise" (the band contains 0) reads true from the printed line.
-    half = max(change - low, high - change, 0.0)
-    out.update(band_low_pct=low, band_high_pct=high, band_pct=half, within_noise=bool(abs(change) <= half))
+    low, high = _percentile(ratio, BAND_PERCENTILES[0]), _percentile(ratio, BAND_PERCENTILES[1])
+    out.update(band_low_pct=low, band_high_pct=high, band_pct=(high - low) / 2, within_noise=bool(low <= 0 <= high))
     return out
 
 
@@ -305,7 +302,11 @@ class ProfileDiff:
         if s["within_noise"] is None:
             return text + "noise band unknown: %d and %d step samples, %d needed on each side)" % (
                 s["samples_a"], s["samples_b"], MIN_SAMPLES)
-        text += "noise band +-%.1f %%)" % s["band_pct"]
+        low, high, change = s["band_low_pct"], s["band_high_pct"], s["change_pct"]
+        if (abs(change) <= s["band_pct"]) == s["within_noise"]:  # +-half around the change tells the same
+            text += "noise band +-%.1f %%)" % s["band_pct"]
+        else:  # a lopsided band (outlier steps): the interval itself, so the verdict reads true from the line
+            text += "noise band %+.1f %% .. %+.1f %%)" % (low, high)
         return text + (": within noise" if s["within_noise"] else "")
 
     def text(self):
@@ -317,8 +318,9 @@ class ProfileDiff:
                          % (_num(s["ms_a"]), _num(s["p5_ms_a"]), _num(s["p95_ms_a"]), s["samples_a"],
                             _num(s["ms_b"]), _num(s["p5_ms_b"]), _num(s["p95_ms_b"]), s["samples_b"]))
             if s["within_noise"] is not None:
-                lines.append("   noise band: %+.1f %% .. %+.1f %% (5th-95th percentile of the median ratio over %d "
-                             "bootstrap resamples)" % (s["band_low_pct"], s["band_high_pct"], BOOTSTRAP_RESAMPLES))
+                lines.append("   noise band: %+.1f %% .. %+.1f %% (%g-%g percentile of the median ratio over %d "
+                             "bootstrap resamples)" % (s["band_low_pct"], s["band_high_pct"], BAND_PERCENTILES[0],
+                                                       BAND_PERCENTILES[1], BOOTSTRAP_RESAMPLES))
         lines += ["", "------------------------->     Profile Diff     <-------------------------", "",
                   "Time unit: ms%s" % (" per step (calls per step too)" if self.per_step else
                                         " (totals over each profile: step counts unknown)"),
