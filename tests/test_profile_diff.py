@@ -91,7 +91,9 @@ def test_corrupt_and_foreign_files(tmp_path, two_profiles):
         (json.dumps(dict(doc, strings=doc["strings"][:1])), r"event column 'name' indexes past the string table"),
         (json.dumps(dict(doc, events=dict(doc["events"], parent=[len(two_profiles[0])] * len(two_profiles[0])))),
          r"'parent' points outside the %d events" % len(two_profiles[0])),
+        (json.dumps(dict(doc, events=dict(doc["events"], tid=7))), r"event column 'tid' is not a list"),
         (json.dumps(dict(doc, step_ms=[1.0, -2.0])), r"bad session facts \(step_ms must hold positive"),
+        (json.dumps(dict(doc, wall_ns="1 s")), r"'wall_ns' is '1 s', not a number of nanoseconds"),
     ]
     for text, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -120,6 +122,25 @@ def test_bad_arguments(two_profiles):
         profiler.save_profile("/tmp/unused.json", events=events, step_ms=[1.0, float("nan")])
     with pytest.raises(ValueError, match=r"no profile to save: no events were recorded"):
         profiler.save_profile("/tmp/unused.json", events=[])
+
+
+def test_save_errors_leave_no_file(tmp_path, two_profiles):
+    events = two_profiles[0]
+    missing = tmp_path / "no" / "a.json"
+    with pytest.raises(FileNotFoundError, match=r"save_profile: %s: directory %s does not exist"
+                       % (missing, missing.parent)):
+        profiler.save_profile(missing, events=events)
+    with pytest.raises(TypeError, match=r"settings and machine must hold only JSON values \(Object of type set"):
+        profiler.save_profile(tmp_path / "a.json", events=events, settings={"model": {1, 2}})
+    with pytest.raises(TypeError, match=r"path must be a file path \(str or os.PathLike\), got NoneType"):
+        profiler.save_profile(None, events=events)
+    assert os.listdir(tmp_path) == []
+    # Saving over an existing profile replaces it whole.
+    profiler.save_profile(tmp_path / "a.json", events=events)
+    top = [e for e in events if e["parent"] < 0]
+    profiler.save_profile(tmp_path / "a.json", events=top)
+    assert len(profiler.load_profile(tmp_path / "a.json").events) == len(top) < len(events)
+    assert os.listdir(tmp_path) == ["a.json"]
 
 
 def test_diff_of_two_real_programs(two_profiles):

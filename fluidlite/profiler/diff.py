@@ -86,11 +86,16 @@ class Profile:
         """Write the profile to `path` atomically (a temporary file in the same directory, then a rename)."""
         path = _check_path("path", path)
         directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):  # else mkstemp's error would name the temporary file
+            raise FileNotFoundError("save_profile: %s: directory %s does not exist" % (path, directory))
+        try:
+            text = json.dumps(self.to_json(), separators=(",", ":"))
+        except TypeError as e:
+            raise TypeError("save_profile: settings and machine must hold only JSON values (%s)" % e) from None
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(self.to_json(), f, separators=(",", ":"))
-                f.write("\n")
+                f.write(text + "\n")
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -190,13 +195,12 @@ def _profile_from_json(path, doc):
         raise _corrupt(path, "'strings' is not a list of strings")
     if not isinstance(columns, dict) or not isinstance(n, int) or n < 0:
         raise _corrupt(path, "'events' is not a table of event columns with an 'event_count'")
-    keys = [k for k in _INT_KEYS + _STRING_KEYS] + [k for k in _OPTIONAL_INT_KEYS if k in columns]
-    for k in keys:
+    for k in _INT_KEYS + _STRING_KEYS + tuple(k for k in _OPTIONAL_INT_KEYS if k in columns):
         col = columns.get(k)
-        if not isinstance(col, list) or len(col) != n:
-            raise _corrupt(path, "event column %r %s" % (k, "is missing" if col is None else
-                                                         "has %s values, expected %d" % (
-                                                             len(col) if isinstance(col, list) else "no", n)))
+        if col is None or not isinstance(col, list):
+            raise _corrupt(path, "event column %r is %s" % (k, "missing" if col is None else "not a list"))
+        if len(col) != n:
+            raise _corrupt(path, "event column %r has %d values, expected %d" % (k, len(col), n))
         if not all(type(v) is int for v in col):
             raise _corrupt(path, "event column %r holds a value that is not an integer" % k)
     top = len(strings)
@@ -206,6 +210,9 @@ def _profile_from_json(path, doc):
     parents = columns["parent"]
     if n and (min(parents) < -1 or max(parents) >= n):
         raise _corrupt(path, "event column 'parent' points outside the %d events" % n)
+    wall = doc.get("wall_ns")
+    if wall is not None and (type(wall) is not int or wall < 0):
+        raise _corrupt(path, "'wall_ns' is %r, not a number of nanoseconds" % (wall,))
     absent = [-1] * n
     cols = [columns[k] for k in _INT_KEYS] + [columns.get(k, absent) for k in _OPTIONAL_INT_KEYS]
     names = [strings[i] for i in columns["name"]]
@@ -217,7 +224,7 @@ def _profile_from_json(path, doc):
                          thread=thread, tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args[i],
                          cpu_ns=cpu, mem_in_use=mem, mem_peak=peak, value=value))
     try:
-        return Profile(evs, step_ms=doc.get("step_ms"), steps=doc.get("steps"), wall_ns=doc.get("wall_ns"),
+        return Profile(evs, step_ms=doc.get("step_ms"), steps=doc.get("steps"), wall_ns=wall,
                        settings=doc.get("settings"), machine=doc.get("machine"), fluidlite=doc.get("fluidlite"),
                        path=path)
     except (TypeError, ValueError) as e:
