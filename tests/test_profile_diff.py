@@ -289,3 +289,18 @@ def test_bench_bad_baseline_fails_before_running(tmp_path):
                                "readable fluidlite profile" % (bad, bad)), r.stderr
     r = _bench("--save-profile", str(tmp_path / "no" / "A.json"))
     assert r.returncode == 2 and "--save-profile %s: directory" % (tmp_path / "no" / "A.json") in r.stderr
+
+
+def test_docs_snippet_runs(tmp_path, monkeypatch, capsys):
+    """docs/profiling.md's diff example runs as printed and finds the removed op it says it finds."""
+    with open(os.path.join(ROOT, "docs", "profiling.md")) as f:
+        text = f.read()
+    section = text[text.index("## Before and after: profile diffs"):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    code = code[:code.index("```")]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/profiling.md", "exec"), {"__name__": "__main__"})
+    out = capsys.readouterr().out
+    assert "Removed (only in A): scale\nAdded (only in B): none\n" in out
+    assert out.rstrip().splitlines()[-1].startswith("['scale'] [] ")
+    assert sorted(os.listdir(tmp_path)) == ["after.json", "before.json"]
