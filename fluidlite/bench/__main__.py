@@ -28,7 +28,7 @@ examples:
   times them interleaved in this process; a framework that is not installed is reported as skipped.
   With --model all, --timeline and --cprofile write one file per model (PATH with .MODEL before its
   extension), and so do --save-profile and --baseline. --baseline warns (stderr) when A ran another model,
-  batch size or thread count; the step-time change comes with its noise band from both runs' per-step
+  batch size, thread count or device; the step-time change comes with its noise band from both runs' per-step
   times. Exit codes: 0 done, 1 a model failed or disagreed with a reference, 2 bad arguments,
   130 interrupted (Ctrl-C; what was measured is printed).
 
@@ -98,7 +98,7 @@ def build_parser():
     p.add_argument("--profile", action="store_true", help="print fluidlite's Profiling Report for the timed steps")
     p.add_argument("--sorted_key", choices=SORTED_KEYS, help="sort the report by this column (with --profile)")
     p.add_argument("--timeline", metavar="PATH", help="write the timed steps' Chrome trace (Perfetto) to PATH")
-    p.add_argument("--save-profile", metavar="PATH", dest="save_profile",
+    p.add_argument("--save-profile", "--save_profile", metavar="PATH", dest="save_profile",
                    help="profile the timed steps and save the profile (events, per-step times, settings) to PATH")
     p.add_argument("--baseline", metavar="PATH",
                    help="profile the timed steps and print their diff against the profile saved in PATH")
@@ -135,16 +135,20 @@ PROFILE_SETTINGS = ("model", "device", "batch_size", "threads", "iterations", "w
 MATCHED_SETTINGS = (("model", "model"), ("batch_size", "batch"), ("threads", "threads"), ("device", "device"))
 
 
-def _save_and_diff(args, result, machine, baseline, save_path):
+def _save_and_diff(result, machine, baseline, save_path):
     """--save-profile: write this run's profile; --baseline: print its diff against the baseline, after a
-    warning line if the baseline ran other settings."""
+    warning line if the baseline ran other settings. Returns an error message if the profile could not be
+    written, else None."""
     from fluidlite import profiler as fl_profiler
     from fluidlite.profiler.diff import current_profile
     prof = current_profile(step_ms=result["profile"]["step_ms"] or None,
                            settings={key: result[key] for key in PROFILE_SETTINGS}, machine=machine,
                            name="this run")
     if save_path:
-        prof.save(save_path)
+        try:
+            prof.save(save_path)
+        except OSError as e:
+            return "--save-profile %s: %s" % (save_path, e.strerror or e)
         print("profile     %s (%d events, %d step times)" % (save_path, len(prof.events), len(prof.step_ms or ())))
     if baseline is not None:
         differs = ["%s %s (this run: %s)" % (label, baseline.settings[key], result[key])
@@ -156,6 +160,7 @@ def _save_and_diff(args, result, machine, baseline, save_path):
                 PROG, baseline.path, ", ".join(differs)), file=sys.stderr)
         print()
         sys.stdout.write(fl_profiler.diff(baseline, prof).text())
+    return None
 
 
 def main(argv=None):
@@ -217,7 +222,9 @@ def main(argv=None):
             print()
         print(format_summary(result, machine if not shown_header else None))
         if args.save_profile or args.baseline:
-            _save_and_diff(args, result, machine, baselines.get(name), _per_model(args.save_profile, name, many))
+            error = _save_and_diff(result, machine, baselines.get(name), _per_model(args.save_profile, name, many))
+            if error:
+                return _fail(error, 2)
         sys.stdout.flush()
         shown_header = True
         if result["interrupted"]:
