@@ -280,6 +280,11 @@ def test_bench_save_profile_and_baseline(tmp_path):
     r = _bench("--baseline", str(path))  # same settings: no warning
     assert r.returncode == 0 and r.stderr == "", r.stderr
 
+    # With --profile the report is printed too; --save_profile is the other flags' spelling of --save-profile.
+    r = _bench("--profile", "--save_profile", str(tmp_path / "B.json"))
+    assert r.returncode == 0, r.stderr
+    assert "Profiling Report" in r.stdout and profiler.load_profile(tmp_path / "B.json").steps == 10
+
 
 def test_bench_bad_baseline_fails_before_running(tmp_path):
     bad = _write(tmp_path / "bad.json", "[]")
