@@ -56,7 +56,7 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     core.reset_profiler()
     _state.tracer_option = tracer_option or "Default"
     core.set_profiler_op_detail(_state.tracer_option != "Default")
-    _state.start_ns, _state.stop_ns = core.profiler_now_ns(), None
+    _state.start_ns, _state.stop_ns = core.now_ns(), None
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
@@ -113,7 +113,7 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
         return
     core.disable_profiler()
     core.set_profiler_op_detail(False)
-    _state.stop_ns = core.profiler_now_ns()
+    _state.stop_ns = core.now_ns()
     _state.enabled = _state.recording = False
     _state.last_events = _collect()
     _state.last_dropped = core.profiler_dropped_events()

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from ._session import Event, _state
+from ._session import Event, _state, step_events
 from ._session import events as _session_events
 from .report import summary
 
@@ -27,7 +27,6 @@ VERSION = 1
 _INT_KEYS = ("start_ns", "end_ns", "thread", "tid", "depth", "parent", "bytes")
 _OPTIONAL_INT_KEYS = ("cpu_ns", "mem_in_use", "mem_peak", "value")  # newer recorder fields: -1 when not recorded
 _STRING_KEYS = ("name", "category", "args")  # args may be None (stored as -1)
-STEP_EVENT = "Executor::run"  # one per exe.run: the step samples of a profile saved without per-step times
 MIN_SAMPLES = 3  # fewer step samples on a side give no noise band
 BOOTSTRAP_RESAMPLES = 2000
 BAND_PERCENTILES = (2.5, 97.5)  # a 95 % interval: two runs of one program are "within noise" 19 times in 20
@@ -45,7 +44,7 @@ class Profile:
         self.steps = _check_steps("steps", steps) if steps is not None else (
             len(self.step_ms) if self.step_ms else None)
         if self.step_ms is None:  # fall back on the executor's runs: one exe.run per step
-            runs = [e["dur_ns"] / 1e6 for e in events if e["name"] == STEP_EVENT and e["parent"] < 0]
+            runs = [e["dur_ns"] / 1e6 for e in step_events(events)]
             if runs:
                 self.step_ms = runs
                 self.steps = self.steps or len(runs)
