@@ -17,6 +17,8 @@ import numpy as np
 from . import core
 from .framework import Program, Variable, default_main_program, dtype_to_numpy
 from .numpy_compat import ScalarArray
+from .profiler._session import _note_program
+from .profiler._session import _state as _profiler_state
 
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
@@ -155,6 +157,8 @@ class Executor:
         entry = program._exec_cache.get(key)
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
             entry = self._prepare(program, key, feed_names, fetch_names, scope)
+        if _profiler_state.recording:  # the advisor reads the programs a profile ran
+            _note_program(program)
         values = [feed[n] for n in feed_names]
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included

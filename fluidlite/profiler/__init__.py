@@ -56,6 +56,7 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
+    _state.programs, _state.programs_seen = [], 0
     _apply_schedule()
 
 
