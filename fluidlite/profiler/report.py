@@ -10,11 +10,13 @@ def _self_times(evs):
     return [max(0, e["dur_ns"] - c) for e, c in zip(evs, child_total)]
 
 
-def summary(sorted_key=None, merge_threads=None):
+def summary(sorted_key=None, merge_threads=None, evs=None):
     """Report rows as dicts: event, thread (None when merged), calls, total_ms, self_ms, min_ms, max_ms,
-    ave_ms, ratio (total over the sum of the thread's totals, as Fluid computes it)."""
+    ave_ms, ratio (total over the sum of the thread's totals, as Fluid computes it). `evs`: summarise these
+    events instead of the session's (the advisor passes the profile it analyses)."""
     _check_sorted_key(sorted_key)
-    evs = events()
+    if evs is None:
+        evs = events()
     selfs = _self_times(evs)
     threads = sorted({e["thread"] for e in evs})
     groups = [(None, list(range(len(evs))))] if merge_threads else \
@@ -49,6 +51,17 @@ def summary(sorted_key=None, merge_threads=None):
     if key:
         rows.sort(key=lambda r: (r["thread"] is None, r["thread"] or 0, -r[key]))
     return rows
+
+
+PREEMPTED_CPU_FRACTION = 0.5
+PREEMPTED_MIN_LOST_NS = 200_000
+
+
+def preempted(e):
+    """Whether event `e` was preempted: its thread had the CPU for under half its wall time and lost more than
+    0.2 ms (cpu_ns is -1 where the recorder did not measure it: short events cannot hide a preemption)."""
+    cpu = e.get("cpu_ns", -1)
+    return 0 <= cpu < PREEMPTED_CPU_FRACTION * e["dur_ns"] and e["dur_ns"] - cpu > PREEMPTED_MIN_LOST_NS
 
 
 def memcpy_summary():
