@@ -21,13 +21,13 @@ import threading
 from .. import core
 from ._session import _SORT_KEYS as _SORT_KEYS
 from ._session import _TRACER_OPTIONS, Event, _check_sorted_key, _check_state, _collect, _state, events
-from .advisor import Finding, advise
+from .advisor import Advice, Finding, advise
 from .report import memcpy_summary, report, scope_summary, summary
 from .trace import export_chrome_trace
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
-           "scope_summary", "Event", "step", "advise", "Finding"]
+           "scope_summary", "Event", "step", "advise", "Advice", "Finding"]
 
 
 def set_event_cap(max_events):

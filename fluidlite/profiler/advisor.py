@@ -15,7 +15,7 @@ from ._session import _state
 from ._session import events as _session_events
 from .report import _self_times, preempted, summary
 
-__all__ = ["advise", "Finding", "format_findings", "KINDS"]
+__all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
 
 KINDS = ("fusable_chain", "duplicate_reduction", "gradient_sums", "copies", "per_run_setup", "dispatch_bound",
          "thread_utilisation", "preempted", "python_time", "hotspot")
@@ -51,6 +51,18 @@ class Finding:
     def __repr__(self):
         return "Finding(%s: %s, share %.1f%%, saving %.3f ms/step)" % (self.kind, self.title, 100 * self.share,
                                                                     self.estimated_saving_ms)
+
+
+class Advice(list):
+    """advise()'s result: the ranked Findings (a list) plus the profile's figures: steps (exe.run calls),
+    step_ms (profiled time per step), events (how many were analysed). str() is the printed text."""
+
+    def __init__(self, findings, steps, step_ms, events):
+        super().__init__(findings)
+        self.steps, self.step_ms, self.events = steps, step_ms, events
+
+    def __str__(self):
+        return format_findings(self)
 
 
 _DIMS = re.compile(r"([^\s,\[\]()]+)\[([^\]]*)\]")
@@ -583,7 +595,8 @@ def _dispatch_bound(p, kids):
         "dispatch_bound", "dispatch-bound: %.0f ops per step, %d%% of them under 1 us" % (
             per_step, round(100 * short / len(ops))),
         p.share(overhead), p.per_step_ms(overhead),
-        {"ops_per_step": per_step, "sub_microsecond_ops": short, "median_op_us": durs[len(durs) // 2] / 1e3,
+        {"ops_per_step": per_step, "sub_microsecond_ops_per_step": short / p.n_steps,
+         "median_op_us": durs[len(durs) // 2] / 1e3,
          "gap_ms_per_step": p.per_step_ms(gap_ns), "op_framework_ms_per_step": p.per_step_ms(detail_ns)},
         "the step is many tiny ops: do more work per op (a larger batch, whole-sequence ops such as "
         "dynamic_lstm, fused layers) or fewer ops (drop no-op scale/assign/cast, compute constants once)")]
@@ -745,19 +758,19 @@ def advise(programs=None, events=None, top=10, print_report=True):
                                  -f.estimated_saving_ms))
     if not any(f.estimated_saving_ms >= SIGNIFICANT_SHARE * step_ms for f in findings):
         findings = _hotspot(p) + findings  # nothing structural stands out: say where the kernel time goes
-    findings = findings[:top]
+    advice = Advice(findings[:top], p.n_steps, step_ms, len(evs))
     if print_report:
-        print(format_findings(findings, p), end="")
-    return findings
+        print(format_findings(advice), end="")
+    return advice
 
 
-def format_findings(findings, profile=None):
-    """The advisor's text: a header with the step figures, then one numbered block per finding."""
+def format_findings(findings):
+    """The advisor's text: a header with the step figures (when `findings` is an Advice), then one numbered block
+    per finding."""
     lines = ["", "------------------------->     Advisor     <-------------------------", ""]
-    if profile is not None:
-        lines.append("Profile: %d steps (exe.run), %.3f ms per step, %d events; findings ranked by estimated saving"
-                     % (profile.n_steps, profile.per_step_ms(profile.wall_ns), len(profile.evs)))
-        lines.append("")
+    if isinstance(findings, Advice):
+        lines += ["Profile: %d steps (exe.run), %.3f ms per step, %d events; findings ranked by estimated saving"
+                  % (findings.steps, findings.step_ms, findings.events), ""]
     if not findings:
         lines += ["No findings.", ""]
     for k, f in enumerate(findings, 1):
