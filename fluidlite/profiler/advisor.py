@@ -152,6 +152,8 @@ class _Profile:
             node.min_ns = e["dur_ns"] if node.min_ns is None else min(node.min_ns, e["dur_ns"])
             node.streamed += self._event_numel(e, a)
         self._consumers = None
+        # The executor's per-op floor: the cheapest op call of the profile (an op that does next to nothing).
+        self.dispatch_ns = min((n.min_ns for n in self.nodes.values()), default=0)
 
     def _parse(self, e):
         text = e.get("args")
@@ -211,6 +213,9 @@ class _Profile:
             for node in self.nodes.values():
                 for v in node.in_vars():
                     cons[v].add(node.key)
+            for e, a in zip(self.evs, self.args):  # a fetched variable has a reader outside the program
+                if e["category"] == "Memcpy" and a.get("cause") == "fetch" and a.get("src"):
+                    cons[a["src"]].add(("fetch",))
             self._consumers = cons
         return self._consumers
 
@@ -248,14 +253,23 @@ def _sites(nodes):
     return sorted({n.site for n in nodes if n.site})
 
 
-def _fused_estimate(nodes, external_numel_calls, fused_calls, itemsize):
-    """(saving_ns, fused_ns, GB/s): a fused op streams `external_numel_calls` elements once at the bandwidth the
-    `nodes` reached, plus one dispatch (the cheapest call among them) per fused call."""
+def _fused_estimate(nodes, external_numel_calls, fused_calls, itemsize, dispatch_ns):
+    """(saving_ns, fused_ns, GB/s) of replacing `nodes` by `fused_calls` calls of one fused op.
+
+    Each op's time is a dispatch (`dispatch_ns`, the profile's cheapest op call) plus its work; the fastest
+    streaming rate an op type among them reached (bytes over work) is what moving data costs. A fused op streams
+    the `external_numel_calls` elements once at that rate, keeps every op's work beyond its own streaming (the
+    arithmetic: exp, tanh, ...) and is dispatched once per fused call."""
     total_ns = sum(n.total_ns for n in nodes)
-    streamed = sum(n.streamed for n in nodes) * itemsize
-    bw = streamed / total_ns if total_ns else 0.0  # bytes per ns = GB/s
-    dispatch_ns = min(n.min_ns for n in nodes)
-    fused_ns = (external_numel_calls * itemsize / bw if bw else 0.0) + fused_calls * dispatch_ns
+    by_type = collections.defaultdict(lambda: [0, 0])
+    for n in nodes:
+        by_type[n.type][0] += n.streamed * itemsize
+        by_type[n.type][1] += max(n.total_ns - n.calls * dispatch_ns, 0)
+    bw = max((b / w for b, w in by_type.values() if w > 0), default=0.0)  # bytes per ns = GB/s
+    if bw <= 0:
+        return 0.0, total_ns, 0.0
+    compute_ns = sum(max(w - b / bw, 0.0) for b, w in by_type.values())
+    fused_ns = external_numel_calls * itemsize / bw + compute_ns + fused_calls * dispatch_ns
     return total_ns - fused_ns, fused_ns, bw
 
 
@@ -321,7 +335,7 @@ def _fusable_chains(p):
         fused_calls = sum(calls_per_block.values())
         itemsize = p.itemsize(next(iter(ext_in), "")) if ext_in else 4
         saving, fused_ns, bw = _fused_estimate(comp, sum(ext_in.values()) + sum(ext_out.values()), fused_calls,
-                                               itemsize)
+                                               itemsize, p.dispatch_ns)
         total = sum(n.total_ns for n in comp)
         if saving <= 0:
             continue
@@ -346,9 +360,10 @@ def _short_types(types):
 def _chain_fix(types):
     sig, tanh = types.get("sigmoid", 0), types.get("tanh", 0)
     if sig >= 3 and tanh >= 2:
-        return ("this is a hand-written LSTM cell: use fluid.layers.lstm_unit(x_t, h_prev, c_prev) (one fused "
-                "lstm_unit op forward and one backward; gates i, f, o, g) or fluid.layers.dynamic_lstm over the "
-                "whole sequence")
+        return ("this is a hand-written LSTM cell: keep the fc that makes the gates and append the fused lstm_unit op "
+                "on them (gates i, f, o, g: one op forward, one backward; fluidlite.bench.models.lstm.lstm_unit_cell "
+                "shows how), or use fluid.layers.lstm_unit(x_t, h_prev, c_prev) (Fluid's layer: concat + one fc + "
+                "lstm_unit) or fluid.layers.dynamic_lstm over the whole sequence")
     if sig >= 2 and tanh >= 1:
         return ("this looks like a hand-written GRU cell: use fluid.layers.gru_unit (one fused op per step) or "
                 "fluid.layers.dynamic_gru over the whole sequence")
@@ -448,7 +463,8 @@ def _gradient_sums(p):
             # and writes the gradient once.
             partials = inputs - (k - p.n_steps)
             numel = max(n.var_numel.get(n.out_vars()[0], 0) for n in nodes)
-            saving += _fused_estimate(nodes, (partials + p.n_steps) * numel, p.n_steps, p.itemsize(param))[0]
+            saving += _fused_estimate(nodes, (partials + p.n_steps) * numel, p.n_steps, p.itemsize(param),
+                                      p.dispatch_ns)[0]
         total = sum(n.total_ns for n in sums)
         worst = max(per_param, key=lambda k: sum(n.calls for n in per_param[k]))
         findings.append(Finding(
@@ -467,11 +483,14 @@ def _gradient_sums(p):
         # same partials reads k + 1 and writes 1 at the same bandwidth, and is dispatched once, not k times.
         fused_calls = calls / k
         saving = total - (total * (k + 2) / (3 * k) + fused_calls * cheapest)
+        # The program cannot change how the loop op accumulates: no saving for the user to claim; what one n-ary
+        # sum in the runtime would save is evidence.
         findings.append(Finding(
             "gradient_sums", "%s adds step gradients with %.0f sums per step" % (owner, calls / p.n_steps),
-            p.share(total), p.per_step_ms(max(saving, 0.0)),
+            p.share(total), 0.0,
             {"op": owner, "sums_per_step": calls / p.n_steps, "loop_steps_per_run": k,
-             "parameters": round(calls / p.n_steps / k, 2), "sum_ms_per_step": p.per_step_ms(total)},
+             "parameters": round(calls / p.n_steps / k, 2), "sum_ms_per_step": p.per_step_ms(total),
+             "runtime_n_ary_saving_ms_per_step": p.per_step_ms(max(saving, 0.0))},
             _sum_fix(owner)))
     return findings
 
