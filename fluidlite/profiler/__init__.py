@@ -58,6 +58,7 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     _state.phase = "none"
     _state.last_events = None
     _state.programs, _state.programs_seen = [], 0
+    _state.run_wall_ns = _state.run_calls = 0
     _apply_schedule()
 
 

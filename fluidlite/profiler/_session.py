@@ -24,6 +24,9 @@ class _State:
     # advisor: op events name their block and index, the program gives their consumers and attributes.
     programs = []
     programs_seen = 0  # distinct programs run while recording, kept or not (a program rebuilt per step)
+    run_wall_ns = 0  # wall time of the outermost Executor.run calls while recording, Python side included
+    run_calls = 0
+    in_run = False
 
 
 _state = _State()
