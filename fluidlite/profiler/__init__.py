@@ -24,10 +24,12 @@ from ._session import _TRACER_OPTIONS, Event, _check_sorted_key, _check_state, _
 from .advisor import Advice, Finding, advise
 from .report import memcpy_summary, report, scope_summary, summary
 from .trace import export_chrome_trace
+from .diff import Profile, diff, load_profile, save_profile
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
-           "scope_summary", "Event", "step", "advise", "Advice", "Finding"]
+           "scope_summary", "Event", "step", "save_profile", "load_profile", "diff", "Profile", "advise",
+           "Advice", "Finding"]
 
 
 def set_event_cap(max_events):
@@ -54,6 +56,9 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
         _state.saved_cap = core.profiler_event_cap()
         set_event_cap(max_events)
     core.reset_profiler()
+    _state.tracer_option = tracer_option or "Default"
+    core.set_profiler_op_detail(_state.tracer_option != "Default")
+    _state.start_ns, _state.stop_ns = core.profiler_now_ns(), None
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
@@ -111,6 +116,8 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
     if not _state.enabled:
         return
     core.disable_profiler()
+    core.set_profiler_op_detail(False)
+    _state.stop_ns = core.profiler_now_ns()
     _state.enabled = _state.recording = False
     _state.last_events = _collect()
     _state.last_dropped = core.profiler_dropped_events()

@@ -27,6 +27,9 @@ class _State:
     run_wall_ns = 0  # wall time of the outermost Executor.run calls while recording, Python side included
     run_calls = 0
     in_run = False
+    start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
+    stop_ns = None
+    tracer_option = "Default"
 
 
 _state = _State()
@@ -58,16 +61,20 @@ def _check_sorted_key(sorted_key):
 
 
 class Event(dict):
-    """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args."""
+    """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args,
+    cpu_ns (thread CPU time inside it, -1 when not measured: events shorter than the recorder's ~50 us CPU-clock
+    checkpoint), mem_in_use and mem_peak (CPU allocator bytes in use at its close, and the most since the profile
+    started), value (a thread-pool job id, else -1). Fields and names: docs/profiling.md."""
     __slots__ = ()
 
 
 def _collect():
     raw = core.collect_events()
     out = []
-    for name, cat, start, end, thread, tid, depth, parent, nbytes, args in raw:
+    for name, cat, start, end, thread, tid, depth, parent, nbytes, args, cpu, in_use, peak, value in raw:
         out.append(Event(name=name, category=cat, start_ns=start, end_ns=end, dur_ns=end - start, thread=thread,
-                         tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args))
+                         tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args, cpu_ns=cpu,
+                         mem_in_use=in_use, mem_peak=peak, value=value))
     return out
 
 

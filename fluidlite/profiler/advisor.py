@@ -711,7 +711,7 @@ def _python_time(p):
 # -- 10. the hottest kernels ---------------------------------------------------------------------------------
 
 def _hotspot(p):
-    rows = [r for r in summary(merge_threads=True, evs=p.evs) if r["category"] == "Operator"]
+    rows = [r for r in summary(merge_threads=True, event_list=p.evs) if r["category"] == "Operator"]
     if not rows:
         return []
     top = max(rows, key=lambda r: r["self_ms"])

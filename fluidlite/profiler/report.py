@@ -10,13 +10,12 @@ def _self_times(evs):
     return [max(0, e["dur_ns"] - c) for e, c in zip(evs, child_total)]
 
 
-def summary(sorted_key=None, merge_threads=None, evs=None):
+def summary(sorted_key=None, merge_threads=None, event_list=None):
     """Report rows as dicts: event, thread (None when merged), calls, total_ms, self_ms, min_ms, max_ms,
-    ave_ms, ratio (total over the sum of the thread's totals, as Fluid computes it). `evs`: summarise these
-    events instead of the session's (the advisor passes the profile it analyses)."""
+    ave_ms, ratio (total over the sum of the thread's totals, as Fluid computes it). `event_list`: summarise
+    these events (e.g. a loaded profile's) instead of the session's."""
     _check_sorted_key(sorted_key)
-    if evs is None:
-        evs = events()
+    evs = events() if event_list is None else event_list
     selfs = _self_times(evs)
     threads = sorted({e["thread"] for e in evs})
     groups = [(None, list(range(len(evs))))] if merge_threads else \
