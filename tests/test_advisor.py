@@ -402,3 +402,21 @@ def test_bad_arguments():
     bad[1]["args"] = '"inputs":'
     with pytest.raises(ValueError, match=r"advise: event 'mul' has malformed args"):
         profiler.advise(events=bad)
+
+
+def test_bench_advise_prints_findings_after_the_timing(capsys):
+    from fluidlite.bench.__main__ import main
+    assert main(["--model", "overhead", "--advise", "--iterations", "5", "--repeat", "2", "--warmup", "1",
+                 "--no_progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("------------------------->     Advisor     <-------------------------") > out.index("ms/step")
+    assert "Profile: 10 steps (exe.run)" in out
+    assert "1. [dispatch_bound] dispatch-bound: 1002 ops per step" in out or "[dispatch_bound]" in out
+
+
+def test_run_model_returns_the_findings_as_data():
+    from fluidlite.bench import run_model
+    result = run_model("overhead", iterations=3, repeat=1, warmup=1, progress=False, advise=True)
+    assert result["advice"] and {"kind", "title", "share", "estimated_saving_ms", "evidence", "fix"} == \
+        set(result["advice"][0])
+    assert result["advice_text"].count("\n1. [") == 1

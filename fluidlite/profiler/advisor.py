@@ -13,7 +13,7 @@ import re
 
 from ._session import _state
 from ._session import events as _session_events
-from .report import _self_times, preempted, summary
+from .report import _self_times, preempted
 
 __all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
 
@@ -86,8 +86,14 @@ def _numel(dims):
     return n
 
 
+def _op_key(block, op_type, inputs, outputs):
+    """An op's identity in events and programs alike: the event's index counts the feed and fetch ops the executor
+    adds, the program's does not; block, type and variables match in both."""
+    return (block, op_type, frozenset(inputs), frozenset(outputs))
+
+
 class _OpNode:
-    """One op of a program (block, index) aggregated over its calls in the profile."""
+    """One op of a program (block, type, variables: _op_key) aggregated over its calls in the profile."""
     __slots__ = ("key", "type", "block", "index", "calls", "total_ns", "min_ns", "streamed", "inputs", "outputs",
                  "var_numel", "site", "first")
 
@@ -137,13 +143,16 @@ class _Profile:
         self._program_ops = {}  # (block, index, type) -> (program, op)
         for program in programs:
             for b in range(program.num_blocks):
-                for i, op in enumerate(program.block(b).ops):
-                    self._program_ops.setdefault((b, i, op.type), (program, op))
+                for op in program.block(b).ops:
+                    key = _op_key(b, op.type, op.input_arg_names, op.output_arg_names)
+                    self._program_ops.setdefault(key, (program, op))
         self.nodes = {}
         for e, a in zip(evs, self.args):
             if e["category"] != "Operator" or "input_vars" not in a:
                 continue
-            key = (a.get("block", 0), a.get("index", -1), e["name"])
+            ins, outs = a.get("input_vars") or {}, a.get("output_vars") or {}
+            key = _op_key(a.get("block", 0), e["name"], [v for n in ins.values() for v in n],
+                          [v for n in outs.values() for v in n])
             node = self.nodes.get(key)
             if node is None:
                 node = self.nodes[key] = _OpNode(key, e, a)
@@ -207,9 +216,9 @@ class _Profile:
         if self._consumers is None:
             cons = collections.defaultdict(set)
             if self._program_ops:
-                for (b, i, t), (_, op) in self._program_ops.items():
+                for key, (_, op) in self._program_ops.items():
                     for v in op.input_arg_names:
-                        cons[v].add((b, i, t))
+                        cons[v].add(key)
             for node in self.nodes.values():
                 for v in node.in_vars():
                     cons[v].add(node.key)
@@ -280,16 +289,16 @@ def _fusable_chains(p):
     nodes = p.nodes
 
     def elementwise(key):
-        return key[2] in _ELEMENTWISE
+        return len(key) > 1 and key[1] in _ELEMENTWISE
 
     candidates = {k for k in nodes if elementwise(k)}
     # split / concat join a chain only when the fused op can absorb them: every output of the split feeds the
     # chain (the fused op reads the split's input in place), every input of the concat comes from it.
     for k, n in nodes.items():
-        if k[2] == "split" and n.out_vars() and all(
+        if n.type == "split" and n.out_vars() and all(
                 consumers.get(v) and all(elementwise(c) for c in consumers[v]) for v in n.out_vars()):
             candidates.add(k)
-        elif k[2] == "concat" and n.in_vars() and all(
+        elif n.type == "concat" and n.in_vars() and all(
                 producers.get(v) and all(elementwise(c) for c in producers[v]) for v in n.in_vars()):
             candidates.add(k)
     parent = {k: k for k in candidates}
@@ -711,22 +720,31 @@ def _python_time(p):
 # -- 10. the hottest kernels ---------------------------------------------------------------------------------
 
 def _hotspot(p):
-    rows = [r for r in summary(merge_threads=True, event_list=p.evs) if r["category"] == "Operator"]
-    if not rows:
+    # An op's own time: its duration less the ops and loop steps nested in it (its thread-pool parts, copies and
+    # OpDetail phases are its work, although summary()'s self time excludes them).
+    nested = [0] * len(p.evs)
+    for e in p.evs:
+        if e["parent"] >= 0 and e["category"] not in ("ThreadPool", "Memcpy", "OperatorInner"):
+            nested[e["parent"]] += e["dur_ns"]
+    per_op = collections.defaultdict(lambda: [0, 0])
+    for i, e in enumerate(p.evs):
+        if e["category"] == "Operator":
+            per_op[e["name"]][0] += 1
+            per_op[e["name"]][1] += max(e["dur_ns"] - nested[i], 0)
+    if not per_op:
         return []
-    top = max(rows, key=lambda r: r["self_ms"])
-    ns = top["self_ms"] * 1e6
-    shapes = collections.Counter(a.get("inputs") for e, a in zip(p.evs, p.args) if e["name"] == top["event"])
-    nodes = [n for n in p.nodes.values() if n.type == top["event"]]
+    ranked = sorted(per_op.items(), key=lambda kv: -kv[1][1])
+    name, (calls, ns) = ranked[0]
+    shapes = collections.Counter(a.get("inputs") for e, a in zip(p.evs, p.args) if e["name"] == name)
+    nodes = [n for n in p.nodes.values() if n.type == name]
     return [Finding(
-        "hotspot", "compute-bound: %s takes %.0f%% of the step in its kernel" % (top["event"], 100 * p.share(ns)),
+        "hotspot", "compute-bound: %s takes %.0f%% of the step in its kernel" % (name, 100 * p.share(ns)),
         p.share(ns), 0.0,
-        {"op": top["event"], "calls_per_step": top["calls"] / p.n_steps, "ms_per_step": p.per_step_ms(ns),
+        {"op": name, "calls_per_step": calls / p.n_steps, "ms_per_step": p.per_step_ms(ns),
          "shapes": dict(shapes.most_common(3)), "sites": _sites(nodes),
-         "next": [(r["event"], round(p.share(r["self_ms"] * 1e6), 4))
-                  for r in sorted(rows, key=lambda r: -r["self_ms"])[1:4]]},
+         "next": [(k, round(p.share(v[1]), 4)) for k, v in ranked[1:4]]},
         "nothing structural to fix: the time is in %s's kernel; more threads (fluid.core.set_num_threads), a larger "
-        "batch per step, or a smaller layer are the levers" % top["event"])]
+        "batch per step, or a smaller layer are the levers" % name)]
 
 
 # -- the API -------------------------------------------------------------------------------------------------
