@@ -678,10 +678,12 @@ def _preempted(p, kids):
     names = collections.Counter(p.evs[i]["name"] for i in inner)
     worst = max(inner, key=lambda i: p.evs[i]["dur_ns"] - p.evs[i]["cpu_ns"])
     w = p.evs[worst]
+    # A caveat on the profile, not a change to the program: it claims no saving (the other findings' figures carry
+    # the same noise; the lost time is evidence).
     return [Finding(
         "preempted", "%d preempted samples lost %.3f ms of CPU: the profile is unreliable" % (len(inner), lost / 1e6),
-        p.share(lost), p.per_step_ms(lost),
-        {"events": dict(names.most_common(8)), "lost_ms": _ms(lost),
+        p.share(lost), 0.0,
+        {"events": dict(names.most_common(8)), "lost_ms": _ms(lost), "lost_ms_per_step": p.per_step_ms(lost),
          "worst": {"name": w["name"], "dur_ms": _ms(w["dur_ns"]), "cpu_ms": _ms(w["cpu_ns"]),
                    "site": p.args[worst].get("site")}},
         "re-run on a quiet machine or with fewer threads (fluid.core.set_num_threads, --threads): the thread was "
@@ -800,6 +802,9 @@ def advise(programs=None, events=None, top=10, print_report=True):
                                  -f.estimated_saving_ms))
     if not any(f.estimated_saving_ms >= SIGNIFICANT_SHARE * step_ms for f in findings):
         findings = _hotspot(p) + findings  # nothing structural stands out: say where the kernel time goes
+    # A profile that lost a noticeable share of its time to preemption says so first: every figure below carries it.
+    caveats = [f for f in findings if f.kind == "preempted" and f.share >= SIGNIFICANT_SHARE]
+    findings = caveats + [f for f in findings if f not in caveats]
     advice = Advice(findings[:top], p.n_steps, step_ms, len(evs))
     if print_report:
         print(format_findings(advice), end="")
