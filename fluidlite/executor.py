@@ -131,16 +131,20 @@ class Executor:
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if not _profiler_state.recording or _profiler_state.in_run:
             return self._run(program, feed, fetch_list, scope, return_numpy)
-        # While recording, the wall time of each outermost exe.run (its Python side included): the advisor's
-        # Python-time finding is the session's wall time minus these.
+        # While recording, the wall time of each outermost exe.run (its Python side included) and the span from
+        # the first run's start to the last one's end: the advisor's Python time is the span minus the runs.
         _profiler_state.in_run = True
         t0 = time.monotonic_ns()
         try:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         finally:
+            t1 = time.monotonic_ns()
             _profiler_state.in_run = False
-            _profiler_state.run_wall_ns += time.monotonic_ns() - t0
+            _profiler_state.run_wall_ns += t1 - t0
             _profiler_state.run_calls += 1
+            if _profiler_state.first_run_ns is None:
+                _profiler_state.first_run_ns = t0
+            _profiler_state.last_run_end_ns = t1
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         if self._closed:

@@ -27,6 +27,8 @@ class _State:
     run_wall_ns = 0  # wall time of the outermost Executor.run calls while recording, Python side included
     run_calls = 0
     in_run = False
+    first_run_ns = None  # time.monotonic_ns() at the first recorded run's start and the last one's end
+    last_run_end_ns = None
     start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
     stop_ns = None
     tracer_option = "Default"

@@ -131,6 +131,7 @@ class _Profile:
         self.n_steps = max(len(self.runs), 1)
         self.run_ns = sum(evs[i]["dur_ns"] for i in self.runs)
         start, stop = getattr(_state, "start_ns", None), getattr(_state, "stop_ns", None)
+        self.from_session = from_session
         self.session_ns = stop - start if from_session and start is not None and stop is not None else None
         if self.session_ns:
             self.wall_ns = self.session_ns
@@ -693,26 +694,25 @@ def _preempted(p, kids):
 # -- 9. Python-side time outside exe.run ---------------------------------------------------------------------
 
 def _python_time(p):
-    # Needs the session's own wall time and exe.run walls: not for events passed in, nor under a schedule (the
-    # session's wall time then holds steps that were not recorded).
-    if not p.session_ns or _state.schedule is not None:
+    # Between the first recorded exe.run's start and the last one's end, the time not inside an exe.run (measured by
+    # Executor.run while recording): only for the session's own profile, not under a schedule (its windows leave
+    # steps unrecorded), and with two runs at least.
+    if not p.from_session or _state.schedule is not None or _state.run_calls < 2 or _state.first_run_ns is None:
         return []
-    if _state.run_calls:
-        run_wall = _state.run_wall_ns
-    else:  # no exe.run measured in Python (events from elsewhere): the top-level events stand in for the runs
-        run_wall = sum(e["dur_ns"] for e in p.evs if e["parent"] < 0 and e["category"] != "User")
-    outside = p.session_ns - run_wall
+    span = _state.last_run_end_ns - _state.first_run_ns
+    outside = span - _state.run_wall_ns
     if outside <= 0:
         return []
+    gaps = _state.run_calls - 1
     users = collections.Counter()
     for e in p.evs:
         if e["category"] == "User" and e["parent"] < 0:
             users[e["name"]] += e["dur_ns"]
     return [Finding(
-        "python_time", "%.3f ms per step in Python outside exe.run" % p.per_step_ms(outside),
-        p.share(outside), p.per_step_ms(outside),
-        {"session_ms": _ms(p.session_ns), "exe_run_wall_ms": _ms(run_wall), "outside_ms": _ms(outside),
-         "runs": _state.run_calls or len(p.runs), "executor_run_events_ms": _ms(p.run_ns),
+        "python_time", "%.3f ms per step in Python between exe.run calls" % (outside / gaps / 1e6),
+        outside / span, outside / gaps / 1e6,
+        {"runs": _state.run_calls, "span_ms": _ms(span), "exe_run_wall_ms": _ms(_state.run_wall_ns),
+         "outside_ms": _ms(outside), "executor_run_events_ms": _ms(p.run_ns),
          "user_ranges_ms": {k: _ms(v) for k, v in users.most_common(5)}},
         "the time between exe.run calls (data feeding, program building, fetch handling): build programs once, "
         "prepare batches ahead (fluid.io.DataLoader.from_generator), fetch only what you read; cProfile it "
