@@ -148,19 +148,25 @@ class _Profile:
                     key = _op_key(b, op.type, op.input_arg_names, op.output_arg_names)
                     self._program_ops.setdefault(key, (program, op))
         self.nodes = {}
+        per_args = {}  # (name, args text) -> (node, elements streamed): an op's args repeat on every call
         for e, a in zip(evs, self.args):
             if e["category"] != "Operator" or "input_vars" not in a:
                 continue
-            ins, outs = a.get("input_vars") or {}, a.get("output_vars") or {}
-            key = _op_key(a.get("block", 0), e["name"], [v for n in ins.values() for v in n],
-                          [v for n in outs.values() for v in n])
-            node = self.nodes.get(key)
-            if node is None:
-                node = self.nodes[key] = _OpNode(key, e, a)
+            hit = per_args.get((e["name"], e["args"]))
+            if hit is None:
+                ins, outs = a.get("input_vars") or {}, a.get("output_vars") or {}
+                key = _op_key(a.get("block", 0), e["name"], [v for n in ins.values() for v in n],
+                              [v for n in outs.values() for v in n])
+                node = self.nodes.get(key)
+                if node is None:
+                    node = self.nodes[key] = _OpNode(key, e, a)
+                hit = per_args[(e["name"], e["args"])] = (node, self._event_numel(e, a))
+            node, numel = hit
+            d = e["dur_ns"]
             node.calls += 1
-            node.total_ns += e["dur_ns"]
-            node.min_ns = e["dur_ns"] if node.min_ns is None else min(node.min_ns, e["dur_ns"])
-            node.streamed += self._event_numel(e, a)
+            node.total_ns += d
+            node.min_ns = d if node.min_ns is None or d < node.min_ns else node.min_ns
+            node.streamed += numel
         self._consumers = None
         # The executor's per-op floor: the cheapest op call of the profile (an op that does next to nothing).
         self.dispatch_ns = min((n.min_ns for n in self.nodes.values()), default=0)
