@@ -130,11 +130,15 @@ class _Profile:
                      (e["parent"] < 0 or evs[e["parent"]]["category"] == "User")]
         self.n_steps = max(len(self.runs), 1)
         self.run_ns = sum(evs[i]["dur_ns"] for i in self.runs)
-        start, stop = getattr(_state, "start_ns", None), getattr(_state, "stop_ns", None)
         self.from_session = from_session
-        self.session_ns = stop - start if from_session and start is not None and stop is not None else None
-        if self.session_ns:
-            self.wall_ns = self.session_ns
+        # The profiled time: from the first recorded exe.run's start to the last one's end (Executor.run measures
+        # it while recording; start/stop_profiler's own work, e.g. dropping a previous profile, is not the step's),
+        # else the runs' events.
+        self.span_ns = None
+        if from_session and _state.first_run_ns is not None and _state.schedule is None:
+            self.span_ns = _state.last_run_end_ns - _state.first_run_ns
+        if self.span_ns:
+            self.wall_ns = self.span_ns
         elif self.run_ns:
             self.wall_ns = self.run_ns
         else:
@@ -703,9 +707,9 @@ def _python_time(p):
     # Between the first recorded exe.run's start and the last one's end, the time not inside an exe.run (measured by
     # Executor.run while recording): only for the session's own profile, not under a schedule (its windows leave
     # steps unrecorded), and with two runs at least.
-    if not p.from_session or _state.schedule is not None or _state.run_calls < 2 or _state.first_run_ns is None:
+    if not p.span_ns or _state.run_calls < 2:
         return []
-    span = _state.last_run_end_ns - _state.first_run_ns
+    span = p.span_ns
     outside = span - _state.run_wall_ns
     if outside <= 0:
         return []
