@@ -235,9 +235,10 @@ def test_dispatch_bound_run_of_tiny_ops():
     ops = [e for e in evs if e["category"] == "Operator" and "input_vars" in _args(e)]
     assert f.evidence["ops_per_step"] == len(ops) / 3 >= 60
     assert f.evidence["sub_microsecond_ops_per_step"] == sum(e["dur_ns"] < 1000 for e in ops) / 3
+    ranked = [g for g in findings if g.kind != "preempted"]  # a busy machine's caveat may come first
     if f.share >= advisor.HEADLINE_DISPATCH_SHARE:
-        assert findings[0].kind == "dispatch_bound"
-    assert "hotspot" not in _kinds(findings) or findings[0].kind != "hotspot"
+        assert ranked[0].kind == "dispatch_bound"
+    assert ranked[0].kind != "hotspot"
 
 
 def test_not_dispatch_bound_with_few_large_ops():
@@ -340,7 +341,7 @@ def test_python_time_between_runs():
     assert f.evidence["outside_ms"] >= 2 * 20
     assert f.evidence["outside_ms"] == pytest.approx(f.evidence["span_ms"] - f.evidence["exe_run_wall_ms"], abs=1e-3)
     assert f.evidence["exe_run_wall_ms"] >= f.evidence["executor_run_events_ms"]  # the Python side of exe.run
-    assert f.estimated_saving_ms == pytest.approx(f.evidence["outside_ms"] / 2)
+    assert f.estimated_saving_ms == pytest.approx(f.evidence["outside_ms"] / 2, abs=1e-3)  # evidence: 0.1 us
     assert f.share == pytest.approx(f.evidence["outside_ms"] / f.evidence["span_ms"], rel=1e-3)
 
 
@@ -362,7 +363,7 @@ def test_hotspot_when_nothing_structural():
     finally:
         fluid.core.set_num_threads(threads)
     findings = profiler.advise(programs=main, events=evs, print_report=False)
-    f = findings[0]
+    f = [g for g in findings if g.kind != "preempted"][0]  # a busy machine's preemption caveat may come first
     assert f.kind == "hotspot" and f.evidence["op"] == "mul"
     mul_ns = sum(e["dur_ns"] for e in evs if e["name"] == "mul")
     assert f.share == pytest.approx(mul_ns / _run_ns(evs))
