@@ -188,7 +188,8 @@ def test_copies_by_cause_with_bytes_and_time():
     assert f.evidence["bytes_per_step"] == sum(e["bytes"] for e in feed_copies) / 3 == FEED2["x"].nbytes * 2
     assert f.evidence["copies_per_step"] == 2
     assert f.share == pytest.approx(sum(e["dur_ns"] for e in feed_copies) / _run_ns(evs))
-    assert set(f.evidence["ops"]) == {"feed"}
+    assert f.evidence["by_op_per_step"] == {"feed": 2}
+    assert f.evidence["by_variable_per_step"] == {" -> x": 1, " -> y": 1}  # the feed's source has no variable
 
 
 def test_no_copies_without_feed_or_fetch():

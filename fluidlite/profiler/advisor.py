@@ -270,7 +270,8 @@ def _type_counts(nodes):
 
 
 def _sites(nodes):
-    return sorted({n.site for n in nodes if n.site})
+    # "<frozen runpy>" and the like: the program was built by code run as a module, no user line to name
+    return sorted({n.site for n in nodes if n.site and not n.site.startswith("<frozen")})
 
 
 def _fused_estimate(nodes, external_numel_calls, fused_calls, itemsize, dispatch_ns):
@@ -570,8 +571,9 @@ def _copies(p):
                                                                       r["bytes"] / p.n_steps / 1e6, cause),
             p.share(r["ns"]), p.per_step_ms(r["ns"]),
             {"cause": cause, "copies_per_step": r["count"] / p.n_steps, "bytes_per_step": r["bytes"] / p.n_steps,
-             "ms_per_step": p.per_step_ms(r["ns"]), "ops": dict(r["ops"].most_common(5)),
-             "variables": dict(r["variables"].most_common(5))},
+             "ms_per_step": p.per_step_ms(r["ns"]),
+             "by_op_per_step": {k: v / p.n_steps for k, v in r["ops"].most_common(5)},
+             "by_variable_per_step": {k: v / p.n_steps for k, v in r["variables"].most_common(5)}},
             _COPY_FIX.get(cause, "profile with a build whose memcpy events carry their cause (fluidlite >= issue 17)"
                           if cause == "unattributed" else "see the ops and variables in the evidence")))
     return findings
