@@ -532,8 +532,9 @@ def _sum_fix(loop_op):
 # -- 4. copies by cause --------------------------------------------------------------------------------------
 
 _COPY_FIX = {
-    "feed": "feed arrays of the variable's dtype and shape (a LoDTensor made once with fluid.create_lod_tensor is "
-            "fed without conversion), or feed from a DataLoader so the copy overlaps the step",
+    "feed": "the feed op copies every fed tensor into its variable: feed only what the step reads, already in the "
+            "variable's dtype (a conversion is another pass over it), and prepare batches off the step with a "
+            "DataLoader",
     "fetch": "fetch less: only the variables you read, and the loss every N steps rather than every step",
     "step_input": "the StaticRNN copies each step's slice of its inputs: a sequence op over the whole input "
                   "(fluid.layers.dynamic_lstm / dynamic_gru) copies nothing",
