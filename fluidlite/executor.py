@@ -10,6 +10,7 @@ temporaries) dies with its scope, and a program keeps at most ``EXEC_CACHE_LIMIT
 goes first), so a fresh Scope per run does not grow memory.
 """
 import contextlib
+import time
 import weakref
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from . import core
 from .framework import Program, Variable, default_main_program, dtype_to_numpy
 from .numpy_compat import ScalarArray
+from .profiler._session import _note_program
 from .profiler._session import _state as _profiler_state
 
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
@@ -127,15 +129,26 @@ class Executor:
         lists or scalars; returns one numpy array per `fetch_list`
         entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
-        if not _profiler_state.recording:
+        if not _profiler_state.recording or _profiler_state.in_run:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         # Profiled: the whole call is an event, so the Python side (feed checks, the program cache, numpy
-        # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run.
+        # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run. The advisor also
+        # keeps the wall time of the outermost runs and the span from the first one's start to the last one's end
+        # (its Python time outside exe.run is the span minus the runs).
+        _profiler_state.in_run = True
         token = core.push_event("Executor.run", "Python")
+        t0 = time.monotonic_ns()
         try:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         finally:
+            t1 = time.monotonic_ns()
             core.pop_event(token)
+            _profiler_state.in_run = False
+            _profiler_state.run_wall_ns += t1 - t0
+            _profiler_state.run_calls += 1
+            if _profiler_state.first_run_ns is None:
+                _profiler_state.first_run_ns = t0
+            _profiler_state.last_run_end_ns = t1
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         if self._closed:
@@ -167,6 +180,8 @@ class Executor:
         entry = program._exec_cache.get(key)
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
             entry = self._prepare(program, key, feed_names, fetch_names, scope)
+        if _profiler_state.recording:  # the advisor reads the programs a profile ran
+            _note_program(program)
         values = [feed[n] for n in feed_names]
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included

@@ -153,7 +153,7 @@ SETTLE_SECONDS = 0.25
 
 def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, threads=None, seed=0,
               device="cpu", compare=(), profile=False, sorted_key=None, timeline=None, cprofile=None,
-              progress=True, footprint=None, record=False):
+              progress=True, footprint=None, record=False, advise=False):
     """Benchmark model `name`; arguments left as None take the model's DEFAULTS. Returns a dict of figures.
 
     compare: reference frameworks ("torch", "paddle", "numpy") timed interleaved with fluidlite after
@@ -163,6 +163,8 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
     report (for save_profile / diff: the events stay in fluid.profiler.events()). When profiling, each
     fluidlite step is also timed alone: result["profile"]["step_ms"]. cprofile: path of a pstats file covering
     the model's whole run (construction, append_backward, startup, warm-up, timed steps).
+    advise: profile the timed steps and put fluid.profiler.advise()'s findings in result["advice"] (dicts) and
+    its text in result["advice_text"].
     footprint: measure each framework's peak RSS growth in a fresh subprocess (default: when comparing).
 
     A KeyboardInterrupt during the timed repetitions stops early: the figures then cover the completed
@@ -215,7 +217,7 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
         rss_timed = {r.name: None for r in runners}
         peak = _measure.PeakRSS()
         interrupted = False
-        profiling = bool(profile or timeline or record)
+        profiling = bool(profile or timeline or record or advise)
         step_s = []  # per-step times of fluidlite's profiled steps: a profile diff's noise band
         try:
             core.reset_peak_memory(place)
@@ -265,6 +267,10 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                                "rows": fl_profiler.summary(sorted_key), "step_ms": [s * 1e3 for s in step_s]}
                 if timeline:
                     fl_profiler.export_chrome_trace(timeline)
+                if advise:
+                    advice = fl_profiler.advise(print_report=False)
+                    profile_doc["advice"] = [f.to_dict() for f in advice]
+                    profile_doc["advice_text"] = fl_profiler.advisor.format_findings(advice)
     finally:
         if prof is not None:
             prof.disable()
@@ -322,6 +328,8 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                                                                core.get_num_threads())
         result["compare"] = {"frameworks": fws, "agreement": agreement}
     if profile_doc is not None:
+        if advise:
+            result["advice"], result["advice_text"] = profile_doc.pop("advice"), profile_doc.pop("advice_text")
         result["profile"] = profile_doc
     if cprofile_doc is not None:
         result["cprofile"] = cprofile_doc

@@ -19,6 +19,7 @@ examples:
   python -m fluidlite.bench --model all --threads 1 --json result.json
   python -m fluidlite.bench --model mlp --compare torch,numpy,paddle
   python -m fluidlite.bench --model mlp --profile --sorted_key total --timeline /tmp/mlp.json
+  python -m fluidlite.bench --model lstm --advise                 # ranked tuning findings after the timing
   python -m fluidlite.bench --model fit_a_line --cprofile /tmp/fit.pstats
   python -m fluidlite.bench --model mlp --save-profile A.json        # profile the timed steps, save them
   python -m fluidlite.bench --model mlp --baseline A.json            # after a fix: per-op diff against A
@@ -96,6 +97,8 @@ def build_parser():
     p.add_argument("--compare", type=_framework_list, metavar="FW[,FW...]",
                    help="also time the same model in these reference frameworks (%s)" % ",".join(reference.FRAMEWORKS))
     p.add_argument("--profile", action="store_true", help="print fluidlite's Profiling Report for the timed steps")
+    p.add_argument("--advise", action="store_true",
+                   help="profile the timed steps and print the advisor's ranked findings after the timing")
     p.add_argument("--sorted_key", choices=SORTED_KEYS, help="sort the report by this column (with --profile)")
     p.add_argument("--timeline", metavar="PATH", help="write the timed steps' Chrome trace (Perfetto) to PATH")
     p.add_argument("--save-profile", "--save_profile", metavar="PATH", dest="save_profile",
@@ -201,7 +204,7 @@ def main(argv=None):
                                compare=args.compare, profile=args.profile, sorted_key=args.sorted_key,
                                timeline=_per_model(args.timeline, name, many),
                                cprofile=_per_model(args.cprofile, name, many), progress=not args.no_progress,
-                               record=bool(args.save_profile or args.baseline))
+                               record=bool(args.save_profile or args.baseline), advise=args.advise)
         except KeyboardInterrupt:
             print("%s: interrupted before a timed repetition of %s finished" % (PROG, name), file=sys.stderr)
             code = 130
@@ -221,6 +224,8 @@ def main(argv=None):
         if shown_header:
             print()
         print(format_summary(result, machine if not shown_header else None))
+        if result.get("advice_text"):
+            sys.stdout.write(result["advice_text"])
         if args.save_profile or args.baseline:
             error = _save_and_diff(result, machine, baselines.get(name), _per_model(args.save_profile, name, many))
             if error:

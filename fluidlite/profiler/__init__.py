@@ -21,13 +21,15 @@ import threading
 from .. import core
 from ._session import _SORT_KEYS as _SORT_KEYS
 from ._session import _TRACER_OPTIONS, Event, _check_sorted_key, _check_state, _collect, _state, events
+from .advisor import Advice, Finding, advise
 from .report import memcpy_summary, report, scope_summary, summary
 from .trace import export_chrome_trace
 from .diff import Profile, diff, load_profile, save_profile
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
-           "scope_summary", "Event", "step", "save_profile", "load_profile", "diff", "Profile"]
+           "scope_summary", "Event", "step", "save_profile", "load_profile", "diff", "Profile", "advise",
+           "Advice", "Finding"]
 
 
 def set_event_cap(max_events):
@@ -60,6 +62,9 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
+    _state.programs, _state.programs_seen = [], 0
+    _state.run_wall_ns = _state.run_calls = 0
+    _state.first_run_ns = _state.last_run_end_ns = None
     _apply_schedule()
 
 

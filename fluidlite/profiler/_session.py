@@ -20,12 +20,36 @@ class _State:
     last_dropped = 0
     last_cap = 0  # the event cap in force during the last profile (its report's drop warning names it)
     saved_cap = None  # the cap to restore at stop when start_profiler(max_events=...) set one for this profile
+    # The programs Executor.run ran while recording (distinct, first-run order; at most PROGRAMS_KEPT), for the
+    # advisor: op events name their block and index, the program gives their consumers and attributes.
+    programs = []
+    programs_seen = 0  # distinct programs run while recording, kept or not (a program rebuilt per step)
+    run_wall_ns = 0  # wall time of the outermost Executor.run calls while recording, Python side included
+    run_calls = 0
+    in_run = False
+    first_run_ns = None  # time.monotonic_ns() at the first recorded run's start and the last one's end
+    last_run_end_ns = None
     start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
     stop_ns = None
     tracer_option = "Default"
 
 
 _state = _State()
+
+
+PROGRAMS_KEPT = 32
+
+
+def _note_program(program):
+    """Executor.run's hook while recording: remember `program` (strongly: a program rebuilt per step must stay
+    inspectable after the loop dropped it)."""
+    programs = _state.programs
+    for p in programs:
+        if p is program:
+            return
+    _state.programs_seen += 1
+    if len(programs) < PROGRAMS_KEPT:
+        programs.append(program)
 
 
 def _check_state(state):

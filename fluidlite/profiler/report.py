@@ -52,6 +52,17 @@ def summary(sorted_key=None, merge_threads=None, event_list=None):
     return rows
 
 
+PREEMPTED_CPU_FRACTION = 0.5
+PREEMPTED_MIN_LOST_NS = 200_000
+
+
+def preempted(e):
+    """Whether event `e` was preempted: its thread had the CPU for under half its wall time and lost more than
+    0.2 ms (cpu_ns is -1 where the recorder did not measure it: short events cannot hide a preemption)."""
+    cpu = e.get("cpu_ns", -1)
+    return 0 <= cpu < PREEMPTED_CPU_FRACTION * e["dur_ns"] and e["dur_ns"] - cpu > PREEMPTED_MIN_LOST_NS
+
+
 def memcpy_summary():
     """Per direction: count, bytes, total ms and GB/s."""
     out = {}
