@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -163,10 +164,19 @@ Clock& TheClock() {
 }
 
 // The CPU-time sampler: while the profiler is on, a thread of its own reads every recording thread's CPU clock each
-// kCpuSampleNs (a system call, ~0.5 us here: far too slow for the per-event path) and keeps (wall, CPU) pairs per
-// thread. An event spanning two samples or more gets its CPU time from them at collection, so a preempted sample
-// (a 20 us op that took 4 ms because the OS ran something else) shows wall >> CPU; shorter events get -1.
-constexpr uint64_t kCpuSampleNs = 1'000'000;
+// millisecond (FLUIDLITE_PROFILER_CPU_SAMPLE_US; 0 turns the sampler off) (a system call, ~0.5 us here: far too slow
+// for the per-event path) and keeps (wall, CPU) pairs per thread. An event spanning two samples or more gets its CPU
+// time from them at collection, so a preempted sample (a 20 us op that took 4 ms because the OS ran something else)
+// shows wall >> CPU; shorter events get -1.
+int64_t CpuSampleNs() {
+  static const int64_t ns = [] {
+    const char* v = std::getenv("FLUIDLITE_PROFILER_CPU_SAMPLE_US");
+    int64_t us = 1000;
+    if (v && *v) us = std::max<int64_t>(0, std::atoll(v));
+    return us * 1000;
+  }();
+  return ns;
+}
 
 constexpr size_t kMaxCpuSamples = 4'000'000;  // per thread (64 MB): about an hour of a busy thread
 
@@ -215,13 +225,13 @@ void SampleThreads() {
 void StartSampler() {
   CpuSampler& s = Sampler();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.running) return;
+  if (s.running || CpuSampleNs() == 0) return;
   s.running = true;
   s.pid = getpid();
   s.thread = new std::thread([&s] {
     std::unique_lock<std::mutex> l(s.mu);
     while (s.running) {
-      s.cv.wait_for(l, std::chrono::nanoseconds(kCpuSampleNs));
+      s.cv.wait_for(l, std::chrono::nanoseconds(CpuSampleNs()));
       if (!s.running) break;
       l.unlock();
       SampleThreads();

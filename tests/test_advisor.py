@@ -59,7 +59,7 @@ def _args(e):
 
 
 def _run_ns(evs):
-    return sum(e["dur_ns"] for e in evs if e["name"] == "Executor::run" and e["parent"] < 0)
+    return sum(e["dur_ns"] for e in profiler._session.step_events(evs))
 
 
 # -- 1. fusable chains ---------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_copies_by_cause_with_bytes_and_time():
     assert f.evidence["copies_per_step"] == 2
     assert f.share == pytest.approx(sum(e["dur_ns"] for e in feed_copies) / _run_ns(evs))
     assert f.evidence["by_op_per_step"] == {"feed": 2}
-    assert f.evidence["by_variable_per_step"] == {" -> x": 1, " -> y": 1}  # the feed's source has no variable
+    assert f.evidence["by_variable_per_step"] == {"feed -> x": 1, "feed -> y": 1}  # from the feed list
 
 
 def test_no_copies_without_feed_or_fetch():
@@ -341,7 +341,8 @@ def test_python_time_between_runs():
     # The sleeps after the first two runs lie between runs (the last one after the last run does not).
     assert f.evidence["outside_ms"] >= 2 * 20
     assert f.evidence["outside_ms"] == pytest.approx(f.evidence["span_ms"] - f.evidence["exe_run_wall_ms"], abs=1e-3)
-    assert f.evidence["exe_run_wall_ms"] >= f.evidence["executor_run_events_ms"]  # the Python side of exe.run
+    # Timed inside the Executor.run events (which also hold the profiler's own push and pop): equal within a little.
+    assert f.evidence["exe_run_wall_ms"] == pytest.approx(f.evidence["executor_run_events_ms"], rel=0.2)
     assert f.estimated_saving_ms == pytest.approx(f.evidence["outside_ms"] / 2, abs=1e-3)  # evidence: 0.1 us
     assert f.share == pytest.approx(f.evidence["outside_ms"] / f.evidence["span_ms"], rel=1e-3)
 

@@ -85,14 +85,20 @@ def _collect():
 RUN_EVENTS = ("Executor.run", "Executor::run")
 
 
-def step_events(evs):
-    """The events that are one exe.run each (see RUN_EVENTS): the top-level `Executor.run` events, else the
-    top-level `Executor::run` ones."""
+def step_event_indices(evs):
+    """Indexes of the events that are one exe.run each (see RUN_EVENTS): the `Executor.run` events at the top of
+    their thread (or directly inside a user range), else such `Executor::run` events."""
     for name in RUN_EVENTS:
-        runs = [e for e in evs if e["name"] == name and e["parent"] < 0]
+        runs = [i for i, e in enumerate(evs) if e["name"] == name and
+                (e["parent"] < 0 or evs[e["parent"]]["category"] == "User")]
         if runs:
             return runs
     return []
+
+
+def step_events(evs):
+    """The events that are one exe.run each (step_event_indices)."""
+    return [evs[i] for i in step_event_indices(evs)]
 
 
 def events():

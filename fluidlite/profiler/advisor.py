@@ -11,7 +11,7 @@ import collections
 import json
 import re
 
-from ._session import _state
+from ._session import _state, step_event_indices
 from ._session import events as _session_events
 from .report import _self_times, preempted
 
@@ -125,9 +125,8 @@ class _Profile:
         self.selfs = _self_times(evs)
         self._args = {}
         self.args = [self._parse(e) for e in evs]
-        # Steps: the exe.run calls (Executor::run not nested in another one; a user range may hold it).
-        self.runs = [i for i, e in enumerate(evs) if e["name"] == "Executor::run" and
-                     (e["parent"] < 0 or evs[e["parent"]]["category"] == "User")]
+        # Steps: the exe.run calls (_session.step_event_indices: Executor.run, the whole call).
+        self.runs = step_event_indices(evs)
         self.n_steps = max(len(self.runs), 1)
         self.run_ns = sum(evs[i]["dur_ns"] for i in self.runs)
         self.from_session = from_session
