@@ -80,12 +80,20 @@ def in_dygraph_mode():
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+# The bench's models are user programs that ship inside the package: their lines are creation sites.
+_BENCH_MODELS_DIR = os.path.join(_PACKAGE_DIR, "bench", "models")
+
+
+def _library_frame(filename):
+    return ((filename.startswith(_PACKAGE_DIR) and not filename.startswith(_BENCH_MODELS_DIR))
+            or filename == contextlib.__file__)
+
+
 def _user_callstack(limit=4):
     """'path.py:LINE' for the innermost frames outside fluidlite (where the user created an op)."""
     frame = sys._getframe(2)
     # contextlib's frames too: ops appended when a `with loop.block():` ends were created by the user's `with`.
-    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-                                 or frame.f_code.co_filename == contextlib.__file__):
+    while frame is not None and _library_frame(frame.f_code.co_filename):
         frame = frame.f_back
     stack = []
     while frame is not None and len(stack) < limit:
