@@ -20,6 +20,9 @@ class _State:
     last_dropped = 0
     last_cap = 0  # the event cap in force during the last profile (its report's drop warning names it)
     saved_cap = None  # the cap to restore at stop when start_profiler(max_events=...) set one for this profile
+    start_ns = None  # time.monotonic_ns() at start_profiler (the events' clock)
+    stop_ns = None  # time.monotonic_ns() at stop_profiler; None while running
+    tracer_option = None
 
 
 _state = _State()
@@ -28,6 +31,11 @@ _state = _State()
 def _check_state(state):
     if state not in _STATES:
         raise ValueError("profiler state must be one of 'CPU', 'GPU', 'All'; got %r" % (state,))
+
+
+def _check_tracer_option(tracer_option):
+    if tracer_option is not None and tracer_option not in _TRACER_OPTIONS:
+        raise ValueError("tracer option must be 'Default', 'OpDetail', 'AllOpDetail'.")  # Fluid 1.8's words
 
 
 def _check_sorted_key(sorted_key):
