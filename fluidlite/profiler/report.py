@@ -48,6 +48,26 @@ def self_times(evs):
     return [max(0, e["dur_ns"] - c) for e, c in zip(evs, child_total)]
 
 
+_EVENT_KEYS = ("name", "category", "start_ns", "end_ns", "dur_ns", "thread", "tid", "depth", "parent", "bytes", "args")
+
+
+def _checked_events(evs):
+    """The session's events when `evs` is None, else `evs` checked to be an event list (a loaded or hand-built
+    profile): a clear error here instead of a KeyError or IndexError deep in a summary."""
+    if evs is None:
+        return _session_events()
+    if not isinstance(evs, (list, tuple)):
+        raise TypeError("events must be a list of profiler Event dicts, got %s" % type(evs).__name__)
+    n = len(evs)
+    for i, e in enumerate(evs):
+        if not isinstance(e, dict) or not all(k in e for k in _EVENT_KEYS):
+            missing = [k for k in _EVENT_KEYS if k not in e] if isinstance(e, dict) else list(_EVENT_KEYS)
+            raise ValueError("events[%d] is not a profiler event: it lacks %s" % (i, ", ".join(map(repr, missing))))
+        if not -1 <= e["parent"] < n:
+            raise ValueError("events[%d]['parent'] = %r is not an event index (%d events)" % (i, e["parent"], n))
+    return evs
+
+
 def _span_ns(evs):
     return max(e["end_ns"] for e in evs) - min(e["start_ns"] for e in evs) if evs else 0
 
@@ -66,7 +86,9 @@ class ProfileView:
     """One profile's events with what every summary needs, computed once."""
 
     def __init__(self, evs=None, wall_ns=None):
-        self.events = _session_events() if evs is None else evs
+        if wall_ns is not None and (isinstance(wall_ns, bool) or not isinstance(wall_ns, int) or wall_ns < 0):
+            raise ValueError("wall_ns must be an int >= 0, got %r" % (wall_ns,))
+        self.events = _checked_events(evs)
         self.self_ns = self_times(self.events)
         self.wall_ns = wall_ns if wall_ns is not None else session_wall_ns(evs)
 
@@ -261,7 +283,7 @@ def memory_summary(events=None):
     """The allocator's peak: peak_bytes (the largest ``mem_peak``), and the op at the peak: the first Operator
     event, in close order, whose mem_peak reaches it (op, event index, block, index, outputs, site; a sub-range
     names no variables). None when the profile recorded no memory figures."""
-    evs = _session_events() if events is None else events
+    evs = _checked_events(events)
     peak = max((e.get("mem_peak", -1) for e in evs), default=-1)
     if peak < 0:
         return None
@@ -278,7 +300,7 @@ def memory_summary(events=None):
 def memcpy_summary(events=None):
     """Per direction: count, bytes, total ms and GB/s."""
     out = {}
-    for e in _session_events() if events is None else events:
+    for e in _checked_events(events):
         if e["category"] != "Memcpy":
             continue
         direction = e["name"].split(":", 1)[1]
@@ -295,7 +317,7 @@ def scope_summary(events=None):
     """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it; and the loop iterations
     (While and StaticRNN steps, forward and backward) with the step scopes created for them (the others reuse
     the scopes of earlier runs)."""
-    evs = _session_events() if events is None else events
+    evs = _checked_events(events)
     created = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("new")]
     deleted = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("delete")]
     steps = {i for i, e in enumerate(evs) if e["name"] in _LOOP_STEP_EVENTS}

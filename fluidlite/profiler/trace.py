@@ -2,8 +2,7 @@
 import json
 import os
 
-from ._session import events as _session_events
-from .report import event_args, preempted
+from .report import _checked_events, event_args, preempted
 
 
 def _thread_names(evs):
@@ -28,7 +27,7 @@ def export_chrome_trace(path, events=None):
     events (``ts``/``dur`` in microseconds; args as recorded, plus bytes and GB/s on memcpys and
     ``preempted``/``cpu_us`` on preempted samples), a ``memory`` counter track (``ph: "C"``, bytes in use in the
     CPU allocator as each op closed) and process/thread name metadata. Written to a temporary file and renamed."""
-    evs = _session_events() if events is None else events
+    evs = _checked_events(events)
     pid = os.getpid()
     trace = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "fluidlite (CPU)"}}]
     for tid, name in _thread_names(evs).values():
