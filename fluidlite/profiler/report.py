@@ -49,6 +49,7 @@ def self_times(evs):
 
 
 _EVENT_KEYS = ("name", "category", "start_ns", "end_ns", "dur_ns", "thread", "tid", "depth", "parent", "bytes", "args")
+_EVENT_KEY_SET = frozenset(_EVENT_KEYS)
 
 
 def _checked_events(evs):
@@ -60,7 +61,7 @@ def _checked_events(evs):
         raise TypeError("events must be a list of profiler Event dicts, got %s" % type(evs).__name__)
     n = len(evs)
     for i, e in enumerate(evs):
-        if not isinstance(e, dict) or not all(k in e for k in _EVENT_KEYS):
+        if not isinstance(e, dict) or not _EVENT_KEY_SET <= e.keys():
             missing = [k for k in _EVENT_KEYS if k not in e] if isinstance(e, dict) else list(_EVENT_KEYS)
             raise ValueError("events[%d] is not a profiler event: it lacks %s" % (i, ", ".join(map(repr, missing))))
         if not -1 <= e["parent"] < n:
@@ -91,6 +92,10 @@ class ProfileView:
         self.events = _checked_events(evs)
         self.self_ns = self_times(self.events)
         self.wall_ns = wall_ns if wall_ns is not None else session_wall_ns(evs)
+        self.gap_ns = dict.fromkeys(GAP_PARENTS, 0)  # GAP_PARENTS name -> its events' self time, summed
+        for e, s in zip(self.events, self.self_ns):
+            if e["name"] in self.gap_ns:
+                self.gap_ns[e["name"]] += s
 
     def ancestor(self, i, category):
         """Index of the nearest enclosing event of `category` (-1 if none)."""
@@ -98,10 +103,6 @@ class ProfileView:
         while p >= 0 and self.events[p]["category"] != category:
             p = self.events[p]["parent"]
         return p
-
-    def gap_ns(self, name):
-        """Self time of the events named `name` (a GAP_PARENTS name), summed."""
-        return sum(s for e, s in zip(self.events, self.self_ns) if e["name"] == name)
 
 
 def _percentile_ns(sorted_durs, q):
@@ -185,7 +186,7 @@ def summary(sorted_key=None, merge_threads=None, events=None, wall_ns=None):
 def _coverage(view):
     runs = [e["dur_ns"] for e in view.events if e["name"] == "Executor::run"]
     run_ns = sum(runs)
-    unexplained = sum(view.gap_ns(name) for name in GAP_PARENTS)
+    unexplained = sum(view.gap_ns.values())
     return {"exe_run_ms": run_ns / 1e6, "runs": len(runs), "unexplained_ms": unexplained / 1e6,
             "coverage": (run_ns - unexplained) / run_ns if run_ns else None}
 
@@ -283,7 +284,10 @@ def memory_summary(events=None):
     """The allocator's peak: peak_bytes (the largest ``mem_peak``), and the op at the peak: the first Operator
     event, in close order, whose mem_peak reaches it (op, event index, block, index, outputs, site; a sub-range
     names no variables). None when the profile recorded no memory figures."""
-    evs = _checked_events(events)
+    return _memory(_checked_events(events))
+
+
+def _memory(evs):
     peak = max((e.get("mem_peak", -1) for e in evs), default=-1)
     if peak < 0:
         return None
@@ -299,8 +303,12 @@ def memory_summary(events=None):
 
 def memcpy_summary(events=None):
     """Per direction: count, bytes, total ms and GB/s."""
+    return _memcpy(_checked_events(events))
+
+
+def _memcpy(evs):
     out = {}
-    for e in _checked_events(events):
+    for e in evs:
         if e["category"] != "Memcpy":
             continue
         direction = e["name"].split(":", 1)[1]
@@ -317,7 +325,10 @@ def scope_summary(events=None):
     """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it; and the loop iterations
     (While and StaticRNN steps, forward and backward) with the step scopes created for them (the others reuse
     the scopes of earlier runs)."""
-    evs = _checked_events(events)
+    return _scopes(_checked_events(events))
+
+
+def _scopes(evs):
     created = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("new")]
     deleted = [e for e in evs if e["category"] == "Scope" and e["name"].endswith("delete")]
     steps = {i for i, e in enumerate(evs) if e["name"] in _LOOP_STEP_EVENTS}
@@ -454,7 +465,7 @@ def report(sorted_key=None, events=None, wall_ns=None):
     lines += _profiling_report(per_thread, False, state, sorted_key)
     time_lines, fw = _time_lines(view)
     lines += time_lines
-    mem = memcpy_summary(view.events)
+    mem = _memcpy(view.events)
     lines += [_banner("Memcpy Summary"), ""]
     lines.append("Direction".ljust(12) + "Count".ljust(12) + "Bytes".ljust(16) + "Time(ms)".ljust(12) + "GB/s")
     for r in mem:
@@ -462,7 +473,7 @@ def report(sorted_key=None, events=None, wall_ns=None):
                      + _fmt(r["total_ms"]).ljust(12) + "%.3f" % r["gb_per_s"])
     if not mem:
         lines.append("(no memory copies)")
-    sc = scope_summary(view.events)
+    sc = _scopes(view.events)
     lines += ["", _banner("Scope Summary "), "",
               "Scopes created: %d (%s ms)   deleted: %d (%s ms)" % (sc["created"], _fmt(sc["create_ms"]),
                                                                  sc["deleted"], _fmt(sc["delete_ms"]))]
@@ -475,7 +486,7 @@ def report(sorted_key=None, events=None, wall_ns=None):
     pool = _thread_pool(view)
     if pool["ops"] or pool["workers"]:
         lines += _thread_pool_lines(pool)
-    peak = memory_summary(view.events)
+    peak = _memory(view.events)
     if peak is not None:
         lines += _memory_line(peak)
     if events is None:

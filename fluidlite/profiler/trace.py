@@ -35,17 +35,16 @@ def export_chrome_trace(path, events=None):
     t0 = min((e["start_ns"] for e in evs), default=0)
     memory = []
     for e in evs:
-        args = dict(event_args(e))
+        args = event_args(e) if e["args"] else {}  # shared parse: copied only below, before adding keys
         if e["bytes"] >= 0:
-            args["bytes"] = e["bytes"]
+            args = dict(args, bytes=e["bytes"])
             if e["dur_ns"] > 0:
                 args["GB/s"] = round(e["bytes"] / e["dur_ns"], 3)
-        if preempted(e):
-            args["preempted"] = True
-            args["cpu_us"] = e["cpu_ns"] / 1000.0
+        if e.get("cpu_ns", -1) >= 0 and preempted(e):
+            args = dict(args, preempted=True, cpu_us=e["cpu_ns"] / 1000.0)
         trace.append({"ph": "X", "name": e["name"], "cat": e["category"], "pid": pid, "tid": e["tid"],
                       "ts": (e["start_ns"] - t0) / 1000.0, "dur": e["dur_ns"] / 1000.0, "args": args})
-        if e["category"] == "Operator" and e.get("mem_in_use", -1) >= 0:
+        if e.get("mem_in_use", -1) >= 0 and e["category"] == "Operator":
             memory.append((e["end_ns"], e["mem_in_use"]))
     memory.sort()
     trace += [{"ph": "C", "name": "memory", "pid": pid, "ts": (end - t0) / 1000.0, "args": {"bytes_in_use": n}}
