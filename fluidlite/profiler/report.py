@@ -73,14 +73,18 @@ def _span_ns(evs):
     return max(e["end_ns"] for e in evs) - min(e["start_ns"] for e in evs) if evs else 0
 
 
+def _session_clock_applies():
+    return _state.start_ns is not None and not _state.schedule
+
+
 def session_wall_ns(evs=None):
     """The profiling session's wall time: stop_profiler minus start_profiler (now, while running). With a
     schedule only some steps were recorded, so it is the span of the recorded events instead; so it is for
     events that do not come from the session (``evs`` given)."""
-    if evs is None and _state.start_ns is not None and not _state.schedule:
+    if evs is None and _session_clock_applies():
         stop = _state.stop_ns if _state.stop_ns is not None else time.monotonic_ns()
         return max(0, stop - _state.start_ns)
-    return _span_ns(_session_events() if evs is None else evs)
+    return _span_ns(_checked_events(evs))
 
 
 class ProfileView:
@@ -91,7 +95,9 @@ class ProfileView:
             raise ValueError("wall_ns must be an int >= 0, got %r" % (wall_ns,))
         self.events = _checked_events(evs)
         self.self_ns = self_times(self.events)
-        self.wall_ns = wall_ns if wall_ns is not None else session_wall_ns(evs)
+        if wall_ns is None:
+            wall_ns = session_wall_ns() if evs is None and _session_clock_applies() else _span_ns(self.events)
+        self.wall_ns = wall_ns
         self.gap_ns = dict.fromkeys(GAP_PARENTS, 0)  # GAP_PARENTS name -> its events' self time, summed
         for e, s in zip(self.events, self.self_ns):
             if e["name"] in self.gap_ns:
