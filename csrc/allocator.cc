@@ -30,6 +30,8 @@ void Allocator::Count(int64_t delta) {
     allocs_.fetch_add(1, std::memory_order_relaxed);
     int64_t peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    peak = profile_peak_.load(std::memory_order_relaxed);
+    while (now > peak && !profile_peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   } else {
     frees_.fetch_add(1, std::memory_order_relaxed);
   }

@@ -30,11 +30,16 @@ class Allocator {
   virtual Place place() const = 0;
   MemoryStats Stats() const;
   void ResetPeak();
+  // For the profiler's memory fields: bytes in use now, and the most since ResetProfilePeak (a peak of its own,
+  // so profiling does not reset the one memory_stats() reports).
+  int64_t InUse() const { return in_use_.load(std::memory_order_relaxed); }
+  int64_t ProfilePeak() const { return profile_peak_.load(std::memory_order_relaxed); }
+  void ResetProfilePeak() { profile_peak_.store(in_use_.load()); }
   virtual void ReleaseCached() {}  // give cached blocks back to the system
 
  protected:
   void Count(int64_t delta);
-  std::atomic<int64_t> in_use_{0}, peak_{0}, allocs_{0}, frees_{0}, cached_{0}, system_allocs_{0};
+  std::atomic<int64_t> in_use_{0}, peak_{0}, profile_peak_{0}, allocs_{0}, frees_{0}, cached_{0}, system_allocs_{0};
 };
 
 Allocator& GetAllocator(const Place& place);

@@ -1074,11 +1074,15 @@ PYBIND11_MODULE(_core, m) {
         py::list l(evs.size());
         for (size_t i = 0; i < evs.size(); ++i) {
           const ProfEvent& e = evs[i];
-          l[i] = py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent,
-                                e.bytes, e.args ? py::str(e.args) : py::str(""));
+          l[i] =
+              py::make_tuple(e.name, e.category, e.start_ns, e.end_ns, e.thread, e.os_tid, e.depth, e.parent, e.bytes,
+                             e.args ? py::str(e.args) : py::str(""), e.cpu_ns, e.mem_in_use, e.mem_peak, e.value);
         }
         return l;
       },
-      "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args) per closed event, "
-      "grouped by thread in record order; parent indexes this list");
+      "(name, category, start_ns, end_ns, thread, os_tid, depth, parent, bytes, args, cpu_ns, mem_in_use, mem_peak, "
+      "value) per closed event, grouped by thread in record order; parent indexes this list");
+  m.def("set_profiler_op_detail", &SetProfilerOpDetail,
+        "Fluid's tracer_option OpDetail: op events get <type>/infer_shape and <type>/compute children");
+  m.def("profiler_now_ns", &NowNs, "the profiler's clock (CLOCK_MONOTONIC ns, as time.monotonic_ns())");
 }

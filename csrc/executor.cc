@@ -383,11 +383,15 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
   ThreadBuffer* buffer = nullptr;
   const bool check = CheckNanInf();
   const bool interruptible = t_interruptible;
+  const bool profiled = ProfilerEnabled();
+  // Copies made by an op are attributed to it (profiler.h: CurrentOp) when they are recorded or logged.
+  CurrentOpScope attributing(profiled || g_vlog_max_level.load(std::memory_order_relaxed) >= 4);
   try {
-    if (!ProfilerEnabled()) {
+    if (!profiled) {
       for (size_t i = 0; i < ops.size(); ++i) {
         if (__builtin_expect(g_sigint.load(std::memory_order_relaxed), 0) && interruptible) ThrowInterrupted();
         current = ops[i].get();
+        attributing.Set(current);
         if (OpLogOn()) current->LogRun(place, false);
         current->Run(place);
         if (__builtin_expect(check, 0)) CheckOutputsFinite(*current);
@@ -396,24 +400,22 @@ void RunPreparedOps(std::vector<std::unique_ptr<PreparedOp>>& ops, const Place& 
       }
       return;
     }
-    // Profiled: consecutive op events share a timestamp (one clock read per op).
+    // Profiled: the op event spans its Run only; the work between ops (freeing temporaries after their last use,
+    // the log checks) stays outside, as the parent's self time (the "gaps" of the report).
     buffer = ProfilerThreadBuffer();
-    uint64_t t = ProfilerTicks();
     for (size_t i = 0; i < ops.size(); ++i) {
       if (g_sigint.load(std::memory_order_relaxed) && interruptible) ThrowInterrupted();
       PreparedOp* op = current = ops[i].get();
+      attributing.Set(op);
       if (OpLogOn()) op->LogRun(place, false);
-      int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", t);
+      int64_t token = OpenEventAt(buffer, op->info()->type.c_str(), "Operator", ProfilerTicks());
       open_token = token;
       op->Run(place);
+      const uint64_t t = ProfilerTicks();
       const char* args = token >= 0 ? op->ProfileArgs() : nullptr;
-      t = ProfilerTicks();
       open_token = -1;
       if (token >= 0) CloseEventAt(buffer, token, t, args);
-      if (check) {  // its own event, after the op's
-        CheckOutputsFinite(*op);
-        t = ProfilerTicks();
-      }
+      if (check) CheckOutputsFinite(*op);  // its own event, after the op's
       if (OpLogOn()) op->LogRun(place, true);
       ReleaseAfter(release, i);
     }

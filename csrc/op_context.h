@@ -95,7 +95,11 @@ class PreparedOp {
   // Interned profiler args: "\"inputs\":\"X[2, 3]\",\"outputs\":\"Out[6, 3]({{0, 2, 6}})\"" (a tensor's LoD when it
   // has one, long levels abbreviated). Rebuilt only when a shape or a LoD changed since the last call, so profiling
   // a steady-state run costs a dims (and LoD) comparison per argument.
+  // Also in the args: `"input_vars":{"X":["x"]},"output_vars":{...}` (the slots' variables), `"site":"file:line"`
+  // (where the user created the op, when known) and `"block":b,"index":i` (the op's place in its program).
   const char* ProfileArgs();
+  // The name of the argument whose tensor holds address `p`, or "" (attributing a copy to its variables).
+  std::string ArgumentHolding(const void* p) const;
 
   const OpInfo* info() const { return info_; }
   const OpDesc* desc() const { return desc_; }
@@ -120,6 +124,10 @@ class PreparedOp {
   std::vector<DDim> profiled_dims_;
   std::vector<uint64_t> profiled_lods_;  // their Tensor::lod_version()s, parallel to profiled_dims_
   const char* profile_args_ = nullptr;
+  void FindPosition();
+  bool position_found_ = false;
+  int block_index_ = -1, op_index_ = -1;
+  const char* detail_names_[2] = {nullptr, nullptr};  // "<type>/infer_shape", "<type>/compute" (OpDetail)
   std::shared_ptr<void> state_;  // per-op state kept across runs (e.g. recurrent's prepared step block)
   bool check_forward_;           // a grad op whose forward InferShape can run over its inputs (CheckAgainstForward)
   std::vector<DDim> forward_checked_dims_;  // the input dims it last passed with: rerun only when they change

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "logging.h"
 #include "op_builder.h"
@@ -412,6 +414,53 @@ std::string PreparedOp::DebugString(const Place& place) const {
 // batch of many sequences keeps its args short.
 constexpr size_t kProfiledLoDOffsets = 8;
 
+namespace {
+
+// A JSON string literal's body: the names and paths profiled here are plain, but a quote or backslash in one must
+// not break the trace.
+std::string JsonEscaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out;
+}
+
+// "X":["a","b"],"Y":["w"] for the slots of one side, in declaration order.
+void AppendSlotVars(std::string& out, const std::vector<SlotSpec>& specs, const OpDesc& desc, bool inputs) {
+  bool first = true;
+  for (const SlotSpec& spec : specs) {
+    const auto& names = inputs ? desc.Input(spec.name) : desc.Output(spec.name);
+    if (names.empty()) continue;
+    if (!first) out += ",";
+    first = false;
+    out += "\"" + spec.name + "\":[";
+    for (size_t j = 0; j < names.size(); ++j) out += (j ? ",\"" : "\"") + JsonEscaped(names[j]) + "\"";
+    out += "]";
+  }
+}
+
+}  // namespace
+
+// The op's place in its program (block, index), found once: the profiler names it so that an event can be
+// matched to the program's op.
+void PreparedOp::FindPosition() {
+  position_found_ = true;
+  const ProgramDesc* program = desc_->program();
+  if (!program) return;
+  for (size_t b = 0; b < program->Size(); ++b) {
+    const auto& ops = program->Block(b)->AllOps();
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].get() == desc_) {
+        block_index_ = static_cast<int>(b);
+        op_index_ = static_cast<int>(i);
+        return;
+      }
+  }
+}
+
 const char* PreparedOp::ProfileArgs() {
   // Fast path: compare the current dims and LoDs with those the cached string was built from.
   if (profile_args_) {
@@ -448,8 +497,97 @@ const char* PreparedOp::ProfileArgs() {
         if (!t->lod().empty() && !v->IsSelectedRows()) out += "(" + LoDString(t->lod(), kProfiledLoDOffsets) + ")";
       }
   }
-  profile_args_ = Intern("\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\"");
+  // Attribution: the variables of each slot, where the user created the op, and its place in the program.
+  if (!position_found_) FindPosition();
+  std::string args = "\"inputs\":" + parts[0] + "\",\"outputs\":" + parts[1] + "\",\"input_vars\":{";
+  AppendSlotVars(args, info_->inputs, *desc_, true);
+  args += "},\"output_vars\":{";
+  AppendSlotVars(args, info_->outputs, *desc_, false);
+  args += "}";
+  const std::string site = desc_->CreationSite();
+  if (!site.empty()) args += ",\"site\":\"" + JsonEscaped(site) + "\"";
+  if (op_index_ >= 0) args += Str(",\"block\":", block_index_, ",\"index\":", op_index_);
+  profile_args_ = Intern(args);
   return profile_args_;
+}
+
+std::string PreparedOp::ArgumentHolding(const void* p) const {
+  int side_index = 0;
+  for (const auto* side : {&ins_, &outs_}) {
+    const auto& specs = side_index++ == 0 ? info_->inputs : info_->outputs;
+    for (size_t s = 0; s < side->size(); ++s)
+      for (size_t j = 0; j < (*side)[s].size(); ++j) {
+        const Tensor* t = TensorOrValue((*side)[s][j]);
+        if (!t || !t->IsInitialized()) continue;
+        const char* begin = static_cast<const char*>(t->raw_data());
+        if (p < begin || p >= begin + std::max<size_t>(t->nbytes(), 1)) continue;
+        const auto& names = side == &ins_ ? desc_->Input(specs[s].name) : desc_->Output(specs[s].name);
+        return j < names.size() ? names[j] : "";
+      }
+  }
+  return "";
+}
+
+// ------------------------------------------------------------------ copy attribution
+
+namespace {
+
+// A copy's cause when the code making it did not say: from the type of the op running it.
+const char* CauseOfOp(const std::string& type) {
+  static const std::unordered_map<std::string, const char*> causes = {
+      {"feed", "feed"},
+      {"fetch", "fetch"},
+      {"assign", "assign"},
+      {"select_input", "assign"},
+      {"select_output", "assign"},
+      {"split_lod_tensor", "assign"},
+      {"merge_lod_tensor", "assign"},
+      {"reorder_lod_tensor_by_rank", "assign"},
+      {"write_to_array", "array"},
+      {"read_from_array", "array"},
+      {"lod_tensor_to_array", "array"},
+      {"array_to_lod_tensor", "array"},
+      {"tensor_array_to_tensor", "array"},
+      {"rnn_memory_helper", "memory_link"},
+      {"rnn_memory_helper_grad", "memory_link"},
+      {"shrink_rnn_memory", "memory_link"},
+      {"sum", "gradient"},
+  };
+  auto it = causes.find(type);
+  if (it != causes.end()) return it->second;
+  if (type.size() > 5 && type.compare(type.size() - 5, 5, "_grad") == 0) return "gradient";
+  return "other";
+}
+
+}  // namespace
+
+CopyAttribution DescribeCopy(const void* src, const void* dst) {
+  CopyAttribution a;
+  const PreparedOp* op = CurrentOp();
+  const CopyCause* given = CopyCause::Current();
+  if (op) a.op = op->info()->type;
+  a.cause = given ? given->cause : (op ? CauseOfOp(a.op) : "other");
+  if (given && given->src) a.src = *given->src;
+  else if (op) a.src = op->ArgumentHolding(src);
+  if (given && given->dst) a.dst = *given->dst;
+  else if (op) a.dst = op->ArgumentHolding(dst);
+  a.step = given ? given->step : -1;
+  return a;
+}
+
+std::string CopyAttribution::Json() const {
+  std::string s = Str("\"cause\":\"", cause, "\",\"op\":\"", JsonEscaped(op), "\",\"src\":\"", JsonEscaped(src),
+                      "\",\"dst\":\"", JsonEscaped(dst), "\"");
+  if (step >= 0) s += Str(",\"step\":", step);
+  return s;
+}
+
+std::string CopyAttribution::Text() const {
+  std::string s = Str(" for ", cause);
+  if (!src.empty() || !dst.empty()) s += Str(" ", src.empty() ? "?" : src, " -> ", dst.empty() ? "?" : dst);
+  if (step >= 0) s += Str(" at step ", step);
+  if (!op.empty()) s += Str(" (op ", op, ")");
+  return s;
 }
 
 bool PreparedOp::InputDimsChanged(const std::vector<DDim>& dims) const {
@@ -510,7 +648,14 @@ void PreparedOp::Run(const Place& place) {
     info_->run(ctx);
     return;
   }
+  // Fluid's OpDetail: the kernel and the shape inference as children of the op's event.
+  const bool detail = ProfilerEnabled() && ProfilerOpDetail();
+  if (detail && !detail_names_[0]) {
+    detail_names_[0] = Intern(info_->type + "/infer_shape");
+    detail_names_[1] = Intern(info_->type + "/compute");
+  }
   if (info_->infer_shape) {
+    RecordEvent infer_event(detail ? detail_names_[0] : nullptr, "OperatorInner", detail);
     RuntimeInferShapeContext isc(*this);
     if (check_forward_ && InputDimsChanged(forward_checked_dims_)) {
       check_forward_ = CheckAgainstForward(isc);
@@ -547,7 +692,10 @@ void PreparedOp::Run(const Place& place) {
     FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt) << "]:data_layout[ANY_LAYOUT]:place["
                << place.ToString() << "]:library_type[PLAIN]";
   }
-  (*kernel_)(ctx);
+  {
+    RecordEvent compute_event(detail ? detail_names_[1] : nullptr, "OperatorInner", detail);
+    (*kernel_)(ctx);
+  }
   if (!grad_lod_.empty()) ShareForwardLoDWithGrads();
 }
 

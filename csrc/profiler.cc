@@ -1,13 +1,22 @@
 #include "profiler.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
+
+#include "allocator.h"
+#include "enforce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -17,6 +26,7 @@
 namespace fl {
 
 std::atomic<bool> g_profiler_enabled{false};
+std::atomic<bool> g_profiler_op_detail{false};
 
 namespace {
 
@@ -35,6 +45,8 @@ struct RawEvent {
   uint64_t start;
   uint64_t end;
   int64_t bytes;
+  int64_t value;
+  int64_t mem_in_use, mem_peak;
   int32_t parent;
   int32_t depth;
   std::atomic<uint32_t> done;  // release-stored by CloseEvent; the collector reads only done events
@@ -58,9 +70,14 @@ struct ThreadBuffer {
   int64_t limit = 0;             // slots this thread may use under the global cap
   uint64_t epoch = 0;
   int32_t stack[kMaxDepth];
-  int depth = 0;
+  std::atomic<int> depth{0};  // written by the owner only (relaxed: plain moves); read by the CPU sampler
   int32_t thread_index = 0;
   int32_t os_tid = 0;
+  clockid_t cpu_clock{};  // this thread's CPU clock, read by the sampler
+  bool has_cpu_clock = false;
+  std::vector<std::pair<uint64_t, int64_t>> cpu_samples;  // (steady ns, thread CPU ns), under chunks_mu
+  uint64_t samples_epoch = 0;
+  bool sampled_busy = false;  // the last sample found an event open (the next one closes the bracket)
 };
 
 namespace {
@@ -79,6 +96,7 @@ ThreadBuffer& Local() {
   thread_local ThreadBuffer* buf = [] {
     auto* b = new ThreadBuffer();
     b->os_tid = static_cast<int32_t>(syscall(SYS_gettid));
+    b->has_cpu_clock = pthread_getcpuclockid(pthread_self(), &b->cpu_clock) == 0;
     Registry& r = Reg();
     std::lock_guard<std::mutex> lock(r.mu);
     b->thread_index = static_cast<int32_t>(r.buffers.size());
@@ -144,6 +162,106 @@ Clock& TheClock() {
   return c;
 }
 
+// The CPU-time sampler: while the profiler is on, a thread of its own reads every recording thread's CPU clock each
+// kCpuSampleNs (a system call, ~0.5 us here: far too slow for the per-event path) and keeps (wall, CPU) pairs per
+// thread. An event spanning two samples or more gets its CPU time from them at collection, so a preempted sample
+// (a 20 us op that took 4 ms because the OS ran something else) shows wall >> CPU; shorter events get -1.
+constexpr uint64_t kCpuSampleNs = 1'000'000;
+
+constexpr size_t kMaxCpuSamples = 4'000'000;  // per thread (64 MB): about an hour of a busy thread
+
+struct CpuSampler {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread* thread = nullptr;
+  pid_t pid = 0;  // a forked child has no sampler thread: it must not join the parent's
+  bool running = false;
+};
+
+CpuSampler& Sampler() {
+  static CpuSampler* s = new CpuSampler();
+  return *s;
+}
+
+// One sample of every thread with an event open (and one more after its events closed, ending the bracket).
+void SampleThreads() {
+  std::vector<ThreadBuffer*> buffers;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    buffers = Reg().buffers;
+  }
+  const uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
+  for (ThreadBuffer* b : buffers) {
+    if (!b->has_cpu_clock) continue;
+    const bool busy = b->depth.load(std::memory_order_relaxed) > 0;
+    if (!busy && !b->sampled_busy) continue;
+    b->sampled_busy = busy;
+    timespec ts;
+    if (clock_gettime(b->cpu_clock, &ts) != 0) {  // the thread has exited
+      b->has_cpu_clock = false;
+      continue;
+    }
+    const uint64_t now = NowNs();
+    std::lock_guard<std::mutex> lock(b->chunks_mu);
+    if (b->samples_epoch != epoch) {
+      b->cpu_samples.clear();
+      b->samples_epoch = epoch;
+    }
+    if (b->cpu_samples.size() < kMaxCpuSamples)
+      b->cpu_samples.emplace_back(now, int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec);
+  }
+}
+
+void StartSampler() {
+  CpuSampler& s = Sampler();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.running) return;
+  s.running = true;
+  s.pid = getpid();
+  s.thread = new std::thread([&s] {
+    std::unique_lock<std::mutex> l(s.mu);
+    while (s.running) {
+      s.cv.wait_for(l, std::chrono::nanoseconds(kCpuSampleNs));
+      if (!s.running) break;
+      l.unlock();
+      SampleThreads();
+      l.lock();
+    }
+  });
+}
+
+void StopSampler() {
+  CpuSampler& s = Sampler();
+  std::thread* t;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.running) return;
+    s.running = false;
+    t = s.thread;
+    s.thread = nullptr;
+  }
+  s.cv.notify_all();
+  if (t && getpid() == s.pid) {
+    t->join();
+    delete t;
+  }  // in a forked child the thread does not exist: the object is left behind
+}
+
+// The CPU time inside [start, end] on thread `b`, from the samples within it scaled to the event's length; -1
+// when fewer than two samples fall inside (a short event). Caller holds b.chunks_mu.
+int64_t CpuTimeFromSamples(const ThreadBuffer& b, uint64_t start, uint64_t end) {
+  const auto& v = b.cpu_samples;
+  auto first = std::lower_bound(v.begin(), v.end(), std::make_pair(start, std::numeric_limits<int64_t>::min()));
+  auto last = std::upper_bound(v.begin(), v.end(), std::make_pair(end, std::numeric_limits<int64_t>::max()));
+  if (last - first < 2) return -1;
+  --last;
+  const double wall = double(last->first - first->first), cpu = double(last->second - first->second);
+  if (wall <= 0) return -1;
+  return std::min<int64_t>(int64_t(end - start), int64_t(cpu / wall * double(end - start)));
+}
+
+Allocator* g_cpu_allocator = nullptr;  // for the memory fields (set when the profiler starts)
+
 }  // namespace
 
 uint64_t NowNs() {
@@ -159,6 +277,19 @@ const char* Intern(const std::string& s) {
   return pool->insert(s).first->c_str();
 }
 
+const char* IndexArgs(const char* key, int64_t k) {
+  // Per thread, per key: the strings of the steps seen so far (a loop asks for the same ones every run).
+  thread_local std::unordered_map<const char*, std::vector<const char*>> cache;
+  auto& strings = cache[key];
+  if (k >= 0 && k < 1'000'000) {
+    if (static_cast<size_t>(k) >= strings.size()) strings.resize(static_cast<size_t>(k) + 1, nullptr);
+    const char*& s = strings[static_cast<size_t>(k)];
+    if (!s) s = Intern(Str("\"", key, "\":", k));
+    return s;
+  }
+  return Intern(Str("\"", key, "\":", k));
+}
+
 uint64_t ProfilerTicks() { return Ticks(); }
 ThreadBuffer* ProfilerThreadBuffer() { return &Local(); }
 
@@ -169,7 +300,7 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
   if (b.epoch != epoch) {  // a Reset happened: start this thread's buffer over
     b.size.store(0, std::memory_order_relaxed);
-    b.depth = 0;
+    b.depth.store(0, std::memory_order_relaxed);
     b.limit = 0;
     b.epoch = epoch;
   }
@@ -178,7 +309,8 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  if (b.depth >= kMaxDepth) {
+  const int depth = b.depth.load(std::memory_order_relaxed);
+  if (depth >= kMaxDepth) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
@@ -187,18 +319,22 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   e.category = category;
   e.args = nullptr;
   e.bytes = -1;
-  e.parent = b.depth ? b.stack[b.depth - 1] : -1;
-  e.depth = b.depth;
+  e.parent = depth ? b.stack[depth - 1] : -1;
+  e.depth = depth;
   e.done.store(0, std::memory_order_relaxed);
-  b.stack[b.depth++] = static_cast<int32_t>(i);
+  b.stack[depth] = static_cast<int32_t>(i);
+  b.depth.store(depth + 1, std::memory_order_relaxed);
   b.size.store(i + 1, std::memory_order_release);
-  e.start = start_ticks ? start_ticks : Ticks();
+  const uint64_t start = start_ticks ? start_ticks : Ticks();
+  e.start = start;
   return i;
 }
 
-void CloseEvent(int64_t token, const char* args, int64_t bytes) { CloseEventAt(&Local(), token, Ticks(), args, bytes); }
+void CloseEvent(int64_t token, const char* args, int64_t bytes, int64_t value) {
+  CloseEventAt(&Local(), token, Ticks(), args, bytes, value);
+}
 
-void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* args, int64_t bytes) {
+void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* args, int64_t bytes, int64_t value) {
   ThreadBuffer& b = *buffer;
   if (b.epoch != g_epoch.load(std::memory_order_relaxed) || token >= b.size.load(std::memory_order_relaxed))
     return;  // reset while open: drop
@@ -206,9 +342,14 @@ void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* a
   e.end = t;
   e.args = args;
   e.bytes = bytes;
+  e.value = value;
+  e.mem_in_use = g_cpu_allocator->InUse();
+  e.mem_peak = g_cpu_allocator->ProfilePeak();
   e.done.store(1, std::memory_order_release);
-  while (b.depth > 0 && b.stack[b.depth - 1] != token) --b.depth;  // RAII keeps this a plain pop
-  if (b.depth > 0) --b.depth;
+  int depth = b.depth.load(std::memory_order_relaxed);
+  while (depth > 0 && b.stack[depth - 1] != token) --depth;  // RAII keeps this a plain pop
+  if (depth > 0) --depth;
+  b.depth.store(depth, std::memory_order_relaxed);
 }
 
 RecordMemcpy::RecordMemcpy(const Place& src, const Place& dst, size_t bytes) {
@@ -219,15 +360,46 @@ RecordMemcpy::RecordMemcpy(const Place& src, const Place& dst, size_t bytes) {
 }
 
 RecordMemcpy::~RecordMemcpy() {
-  if (token_ >= 0) CloseEvent(token_, nullptr, bytes_);
+  if (token_ >= 0) CloseEvent(token_, args_, bytes_);
 }
+
+namespace {
+thread_local const CopyCause* t_copy_cause = nullptr;
+thread_local const PreparedOp* t_current_op = nullptr;
+}  // namespace
+
+CopyCause::CopyCause(const char* c, const std::string* s, const std::string* d, int64_t k)
+    : cause(c), src(s), dst(d), step(k), prev_(t_copy_cause) {
+  t_copy_cause = this;
+}
+CopyCause::~CopyCause() { t_copy_cause = prev_; }
+const CopyCause* CopyCause::Current() { return t_copy_cause; }
+
+const PreparedOp* CurrentOp() { return t_current_op; }
+CurrentOpScope::CurrentOpScope(bool on) : on_(on), prev_(t_current_op) {}
+CurrentOpScope::~CurrentOpScope() {
+  if (on_) t_current_op = prev_;
+}
+void CurrentOpScope::Set(const PreparedOp* op) {
+  if (on_) t_current_op = op;
+}
+
+void SetProfilerOpDetail(bool on) { g_profiler_op_detail.store(on); }
 
 void EnableProfiler() {
-  if (!g_profiler_enabled.load()) TheClock().Anchor();
+  if (!g_profiler_enabled.load()) {
+    TheClock().Anchor();
+    g_cpu_allocator = &GetAllocator(Place::CPU());
+    g_cpu_allocator->ResetProfilePeak();
+  }
   g_profiler_enabled.store(true, std::memory_order_release);
+  StartSampler();
 }
 
-void DisableProfiler() { g_profiler_enabled.store(false, std::memory_order_release); }
+void DisableProfiler() {
+  g_profiler_enabled.store(false, std::memory_order_release);
+  StopSampler();
+}
 
 void ResetProfiler() {
   Registry& r = Reg();
@@ -269,6 +441,10 @@ std::vector<ProfEvent> CollectEvents() {
       p.os_tid = b->os_tid;
       p.depth = e.depth;
       p.parent = e.parent >= 0 ? remap[e.parent] : -1;
+      p.cpu_ns = b->samples_epoch == epoch ? CpuTimeFromSamples(*b, p.start_ns, p.end_ns) : -1;
+      p.mem_in_use = e.mem_in_use;
+      p.mem_peak = e.mem_peak;
+      p.value = e.value;
       out.push_back(p);
     }
   }

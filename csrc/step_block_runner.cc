@@ -145,6 +145,7 @@ void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const
       g->Clear();  // the step's next write must not land in the outer gradient
     } else {
       outer->Clear();  // never write into a buffer this tensor shared with someone else
+      CopyCause why("gradient", &grad_name, &grad_name, t);
       TensorCopy(*g, place, outer);
     }
     outer->Resize(param.dims());
@@ -313,6 +314,7 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
   for (int64_t t = 0; t < seq_len; ++t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
     RecordEvent ev(kStepEvent, "Recurrent");
+    if (ev.active()) ev.SetArgs(IndexArgs("step", t));
     FL_VLOG(3) << "Recurrent operate at the time step " << t;
     Scope& s = *scopes[t];
     auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
@@ -326,14 +328,19 @@ void StepBlockRunner::Forward(const StepBlockIO& io, Scope& parent, StepScopes* 
         const Tensor* prev = Local(*scopes[t - 1], states[j], "memory update")->GetTensor();
         FL_ENFORCE(prev && prev->IsInitialized(), "recurrent: memory '", states[j], "' was not computed at step ",
                    t - 1);
-        if (fluid_mode) TensorCopy(*prev, place, ex);
-        else ex->ShareDataWith(*prev);
+        if (fluid_mode) {
+          CopyCause why("memory_link", &states[j], &ex_states[j], t);
+          TensorCopy(*prev, place, ex);
+        } else {
+          ex->ShareDataWith(*prev);
+        }
       }
     }
     RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
     for (size_t k = 0; k < out_names.size(); ++k) {
       const Tensor* inner = Local(s, out_names[k], "step output")->GetTensor();
       FL_ENFORCE(inner && inner->IsInitialized(), "recurrent: step output '", out_names[k], "' was not computed");
+      CopyCause why("step_output", &out_names[k], &out_names[k], t);
       CopyIntoStep(*inner, seq_len, off, t == 0, place, io.outputs[k]);
     }
   }
@@ -358,6 +365,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
   for (int64_t t = seq_len - 1; t >= 0; --t) {
     const int64_t off = io.reverse ? seq_len - 1 - t : t;
     RecordEvent ev(kGradStepEvent, "Recurrent");
+    if (ev.active()) ev.SetArgs(IndexArgs("step", t));
     FL_VLOG(3) << "Recurrent grad operate at the time step " << t;
     Scope& s = *scopes[t];
     auto& ops = prepared_.Get(static_cast<size_t>(t), &s, *io.block, kPrepareEvent);
@@ -407,6 +415,7 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
         Tensor slice = outer->Slice(off, off + 1);
         FL_ENFORCE(g->numel() == slice.numel(), "recurrent_grad: gradient of step input '", in_names[i], "' has dims ",
                    g->dims(), ", a step of the input has ", slice.numel(), " elements");
+        CopyCause why("gradient", &plan.input_grads[i], &plan.input_grads[i], t);
         MemCopy(place, slice.raw_mutable(), g->place(), g->raw_data(), g->nbytes());
       } else {
         ZeroStep(off, outer);
@@ -420,8 +429,12 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     Variable* v = scopes[0]->FindLocalVar(GradName(ex_states[j]));
     if (outer) {
       const Tensor* g = v ? v->GetTensor() : nullptr;
-      if (g && g->IsInitialized()) TensorCopy(*g, place, outer);
-      else FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+      if (g && g->IsInitialized()) {
+        CopyCause why("gradient", nullptr, nullptr, 0);
+        TensorCopy(*g, place, outer);
+      } else {
+        FillZerosLike(Required(io.initial_states[j], "initial state", ex_states[j]), place, outer);
+      }
     }
     if (v && eager) ReleaseTensor(v);
   }

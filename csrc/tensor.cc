@@ -113,7 +113,13 @@ void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void
 void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes) {
   if (bytes == 0) return;
   RecordMemcpy rec(src_place, dst_place, bytes);
-  FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to " << dst_place.ToString();
+  const bool log = FL_VLOG_IS_ON(4);
+  if (rec.active() || log) {  // say why: the cause, the variables, the op (profiler.h: CopyCause)
+    const CopyAttribution why = DescribeCopy(src, dst);
+    if (rec.active()) rec.SetArgs(Intern(why.Json()));
+    FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to " << dst_place.ToString()
+               << why.Text();
+  }
   if (src_place.is_cpu() && dst_place.is_cpu()) {
     std::memcpy(dst, src, bytes);
   } else {

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "enforce.h"
 #include "parse_int.h"
+#include "profiler.h"
 
 namespace fl {
 
@@ -64,19 +66,33 @@ bool ThreadPool::Run(int parts, const std::function<void(int)>& f) {
   pending_.store(parts - 1);  // parts 1.. not yet finished, whoever runs them
   job_ = &f;
   ++job_id_;
+  // The profiler sees the job on the caller and every part on the thread that ran it (linked by the job id), so
+  // the report can show each op's parallel efficiency and the time cores sat idle.
+  RecordEvent job_event("ThreadPool::job", "ThreadPool");
+  if (job_event.active()) {
+    thread_local int cached_parts = 0, cached_threads = 0;  // a job's args repeat: intern them once
+    thread_local const char* cached_args = nullptr;
+    if (!cached_args || cached_parts != parts || cached_threads != Size()) {
+      cached_parts = parts;
+      cached_threads = Size();
+      cached_args = Intern(Str("\"parts\":", parts, ",\"threads\":", cached_threads));
+    }
+    job_event.SetArgs(cached_args);
+    job_event.SetValue(job_id_);
+  }
   claim_.store((uint64_t(job_id_) << (2 * kPartBits)) | (uint64_t(parts) << kPartBits) | 1, std::memory_order_release);
   for (int i = 1; i < parts; ++i) slots_[i].generation.fetch_add(1);  // wakes worker i
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> l(mu_);
     cv_.notify_all();
   }
-  RunPart(f, 0);
+  RunPart(f, 0, job_id_);
   // Then whatever parts no worker has claimed yet (only the caller adds to a live job's claim word
   // without a compare-and-swap: the job cannot change under it).
   for (;;) {
     const int part = static_cast<int>(claim_.fetch_add(1, std::memory_order_acq_rel) & kPartMask);
     if (part >= parts) break;
-    RunPart(f, part);
+    RunPart(f, part, job_id_);
     pending_.fetch_sub(1, std::memory_order_release);
   }
   for (int64_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) Pause(spins);
@@ -106,7 +122,9 @@ void ThreadPool::Pause(int64_t spins) {
 }
 
 // f(part), keeping the job's first exception for Run to rethrow.
-void ThreadPool::RunPart(const std::function<void(int)>& f, int part) {
+void ThreadPool::RunPart(const std::function<void(int)>& f, int part, uint32_t job) {
+  RecordEvent part_event("ThreadPool::part", "ThreadPool");
+  part_event.SetValue(job);
   try {
     f(part);
   } catch (...) {
@@ -122,7 +140,7 @@ void ThreadPool::HelpWithParts() {
     if (next >= parts) return;  // nothing left (or the job has ended: its word counts past its parts)
     if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire))
       continue;  // `word` now holds the current value
-    RunPart(*job_, static_cast<int>(next));
+    RunPart(*job_, static_cast<int>(next), static_cast<uint32_t>(word >> (2 * kPartBits)));
     pending_.fetch_sub(1, std::memory_order_release);
     word = claim_.load(std::memory_order_acquire);
   }

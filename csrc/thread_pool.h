@@ -53,7 +53,7 @@ class ThreadPool {
   static std::chrono::microseconds SpinTime();
   static constexpr int kDefaultSpinUs = 200;
   static void Pause(int64_t spins);
-  void RunPart(const std::function<void(int)>& f, int part);
+  void RunPart(const std::function<void(int)>& f, int part, uint32_t job);
   void HelpWithParts();  // a worker: run parts of the current job while any is unclaimed
   void Loop(int index, uint64_t seen);
 

@@ -47,9 +47,6 @@ const BlockDesc& SubBlock(const ExecutionContext& ctx) {
   return *program->Block(static_cast<size_t>(idx));
 }
 
-// "\"iteration\":k", interned (profiler args are process-lifetime strings).
-const char* IterationArgs(int64_t k) { return Intern("\"iteration\":" + std::to_string(k)); }
-
 // The grad scope of a step scope: made on first use, kept with it (in the step scope's kGradScopeVar).
 Scope* GradScope(Scope* step) {
   StepScopes* holder = step->Var(kGradScopeVar)->GetMutableStepScopes();
@@ -194,25 +191,32 @@ void RunWhile(const ExecutionContext& ctx) {
   StepScopes& used = *ctx.OutputVar("StepScopes")->GetMutableStepScopes();
   used.clear();
   // The outer tensors to snapshot, resolved once per run.
-  std::vector<std::pair<const std::string*, Variable*>> snapshots;  // (snapshot name, outer variable)
+  struct Snapshot {
+    const std::string* outer_name;
+    const std::string* name;
+    Variable* outer;
+  };
+  std::vector<Snapshot> snapshots;
   if (!is_test)
     for (size_t i = 0; i < st.facts->snapshots.size(); ++i)
-      if (Variable* v = parent.FindVar(st.facts->snapshots[i])) snapshots.emplace_back(&st.facts->snapshot_names[i], v);
+      if (Variable* v = parent.FindVar(st.facts->snapshots[i]))
+        snapshots.push_back({&st.facts->snapshots[i], &st.facts->snapshot_names[i], v});
   st.ValidateScopes(parent);
   const Variable* cond = ctx.InputVar("Condition");
   FL_VLOG(3) << "while: enter the loop of block " << block.idx() << (is_test ? " (is_test)" : "");
   int64_t k = 0;
   while (ConditionHolds(ctx, cond)) {
     RecordEvent ev("while::step", "While");
-    if (ev.active()) ev.SetArgs(IterationArgs(k));
+    if (ev.active()) ev.SetArgs(IndexArgs("iteration", k));
     const size_t slot = is_test ? 0 : static_cast<size_t>(k);
     Scope* s = st.StepScope(slot, parent);
     auto& ops = st.body.Get(slot, s, block, "while::prepare_step");
     st.ResetLocalArrays(slot, s);
-    for (auto& [name, var] : snapshots) {
-      const Tensor* t = var->GetTensor();
-      Tensor* copy = s->Var(*name)->GetMutableTensor();
+    for (const Snapshot& snap : snapshots) {
+      const Tensor* t = snap.outer->GetTensor();
+      Tensor* copy = s->Var(*snap.name)->GetMutableTensor();
       if (t && t->IsInitialized()) {
+        CopyCause why("snapshot", snap.outer_name, snap.name, k);
         TensorCopy(*t, place, copy);
         copy->set_lod(t->lod());
       } else {
@@ -315,7 +319,7 @@ void RunWhileGrad(const ExecutionContext& ctx) {
   FL_VLOG(3) << "while_grad: " << n << " iterations of block " << block.idx() << " in reverse";
   for (int64_t k = n - 1; k >= 0; --k) {
     RecordEvent ev("while_grad::step", "While");
-    if (ev.active()) ev.SetArgs(IterationArgs(k));
+    if (ev.active()) ev.SetArgs(IndexArgs("iteration", k));
     Scope* g = st.grads.Get(static_cast<size_t>(k), scopes[static_cast<size_t>(k)]);
     for (size_t j = 0; j < outside_og.size(); ++j) {
       if (!og[j]) continue;

@@ -23,7 +23,6 @@ import contextlib
 import functools
 import sys
 import threading
-import time
 
 from .. import core
 from ._session import _SORT_KEYS as _SORT_KEYS
@@ -62,11 +61,12 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
         _state.saved_cap = core.profiler_event_cap()
         set_event_cap(max_events)
     core.reset_profiler()
+    _state.tracer_option = tracer_option or "Default"
+    core.set_profiler_op_detail(_state.tracer_option != "Default")
+    _state.start_ns, _state.stop_ns = core.profiler_now_ns(), None
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
-    _state.tracer_option = tracer_option or "Default"
-    _state.start_ns, _state.stop_ns = time.monotonic_ns(), None
     _apply_schedule()
 
 
@@ -119,7 +119,8 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
     if not _state.enabled:
         return
     core.disable_profiler()
-    _state.stop_ns = time.monotonic_ns()
+    core.set_profiler_op_detail(False)
+    _state.stop_ns = core.profiler_now_ns()
     _state.enabled = _state.recording = False
     _state.last_events = _collect()
     _state.last_dropped = core.profiler_dropped_events()

@@ -20,9 +20,9 @@ class _State:
     last_dropped = 0
     last_cap = 0  # the event cap in force during the last profile (its report's drop warning names it)
     saved_cap = None  # the cap to restore at stop when start_profiler(max_events=...) set one for this profile
-    start_ns = None  # time.monotonic_ns() at start_profiler (the events' clock)
-    stop_ns = None  # time.monotonic_ns() at stop_profiler; None while running
-    tracer_option = None
+    start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
+    stop_ns = None
+    tracer_option = "Default"
 
 
 _state = _State()
@@ -44,16 +44,20 @@ def _check_sorted_key(sorted_key):
 
 
 class Event(dict):
-    """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args."""
+    """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args,
+    cpu_ns (thread CPU time inside it, -1 when not measured: events shorter than the recorder's ~50 us CPU-clock
+    checkpoint), mem_in_use and mem_peak (CPU allocator bytes in use at its close, and the most since the profile
+    started), value (a thread-pool job id, else -1). Fields and names: docs/profiling.md."""
     __slots__ = ()
 
 
 def _collect():
     raw = core.collect_events()
     out = []
-    for name, cat, start, end, thread, tid, depth, parent, nbytes, args in raw:
+    for name, cat, start, end, thread, tid, depth, parent, nbytes, args, cpu, in_use, peak, value in raw:
         out.append(Event(name=name, category=cat, start_ns=start, end_ns=end, dur_ns=end - start, thread=thread,
-                         tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args))
+                         tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args, cpu_ns=cpu,
+                         mem_in_use=in_use, mem_peak=peak, value=value))
     return out
 
 

@@ -8,7 +8,6 @@ profile diff aggregate the same way.
 import functools
 import json
 import math
-import time
 
 from .. import core
 from ._session import _SORT_KEYS, _PLACE_NAME, _check_sorted_key, _state, events as _session_events
@@ -82,7 +81,7 @@ def session_wall_ns(evs=None):
     schedule only some steps were recorded, so it is the span of the recorded events instead; so it is for
     events that do not come from the session (``evs`` given)."""
     if evs is None and _session_clock_applies():
-        stop = _state.stop_ns if _state.stop_ns is not None else time.monotonic_ns()
+        stop = _state.stop_ns if _state.stop_ns is not None else core.profiler_now_ns()
         return max(0, stop - _state.start_ns)
     return _span_ns(_checked_events(evs))
 
