@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import re
+import time
 
 import numpy as np
 import pytest
@@ -414,3 +415,88 @@ def test_summaries_reject_what_is_not_an_event_list():
     with pytest.raises(ValueError, match="wall_ns must be an int >= 0, got -3"):
         profiler.summary(events=[], wall_ns=-3)
     assert profiler.summary(events=[]) == [] and profiler.coverage([])["coverage"] is None
+
+
+# ---- the same figures from real profiles (the recorder's new fields)
+
+def test_op_detail_real_profile_splits_ops_into_kernel_infer_shape_and_framework():
+    evs = _profile_mlp(runs=3, tracer_option="OpDetail")
+    fw = profiler.framework_summary()
+    assert fw["op_detail"]
+    by_op = {r["op"]: r for r in fw["ops"]}
+    assert {"mul", "relu", "sgd", "mul_grad"} <= set(by_op)
+    compute = {}
+    for e in evs:
+        if e["category"] == "OperatorInner" and e["name"].endswith("/compute"):
+            op = evs[e["parent"]]["name"]
+            assert e["name"] == op + "/compute"
+            compute[op] = compute.get(op, 0) + e["dur_ns"]
+    for op, r in by_op.items():
+        assert r["kernel_ms"] == pytest.approx(compute.get(op, 0) / 1e6)
+        assert r["kernel_ms"] + r["infer_shape_ms"] + r["framework_ms"] == pytest.approx(r["total_ms"])
+    assert by_op["mul"]["calls"] == 2 * 3
+    assert fw["op_framework_ms"] == pytest.approx(sum(r["framework_ms"] for r in fw["ops"]))
+    text = profiler.report()
+    assert "Framework vs Kernel" in text and "per-op framework time %g ms" % fw["op_framework_ms"] in text
+
+
+def test_thread_pool_real_profile():
+    before = fluid.core.get_num_threads()
+    fluid.core.set_num_threads(2)
+    try:
+        main, startup = fluid.Program(), fluid.Program()
+        with fluid.program_guard(main, startup):
+            x = fluid.layers.data(name="x", shape=[1 << 17], dtype="float32")
+            y = fluid.layers.relu(x)  # 4 x 128K elements: split over the pool (32K elements per thread at least)
+        exe = fluid.Executor(fluid.CPUPlace())
+        feed = {"x": np.ones((4, 1 << 17), "float32")}
+        exe.run(main, feed=feed, fetch_list=[y])
+        with profiler.profiler("CPU", profile_path=None, print_report=False):
+            for _ in range(3):
+                exe.run(main, feed=feed, fetch_list=[y])
+    finally:
+        fluid.core.set_num_threads(before)
+    evs = profiler.events()
+    jobs = [e for e in evs if e["name"] == "ThreadPool::job"]
+    parts = [e for e in evs if e["name"] == "ThreadPool::part"]
+    assert jobs and {p["value"] for p in parts} <= {j["value"] for j in jobs}
+    pool = profiler.thread_pool_summary()
+    relu = next(r for r in pool["ops"] if r["op"] == "relu")
+    relu_jobs = [j for j in jobs if evs[j["parent"]]["name"] == "relu"]
+    assert relu["jobs"] == len(relu_jobs) >= 3 and relu["threads"] == 2
+    ids = {j["value"] for j in relu_jobs}
+    assert relu["busy_ms"] == pytest.approx(sum(p["dur_ns"] for p in parts if p["value"] in ids) / 1e6)
+    assert relu["efficiency"] == pytest.approx(relu["busy_ms"] / relu["core_ms"]) and 0 < relu["efficiency"]
+    assert pool["workers"] and all(all(e["name"] == "ThreadPool::part" for e in evs if e["thread"] == t)
+                                   for t in pool["workers"])
+    assert "Thread Pool Summary" in profiler.report()
+
+
+def test_memory_real_profile(tmp_path):
+    evs = _profile_mlp(runs=2)
+    mem = profiler.memory_summary()
+    peak = max(e["mem_peak"] for e in evs)
+    assert mem["peak_bytes"] == peak >= max(e["mem_in_use"] for e in evs) > 0
+    at = evs[mem["event"]]
+    assert at["category"] == "Operator" and at["mem_peak"] == peak and mem["op"] == at["name"]
+    earlier = [e for e in evs if e["category"] == "Operator" and e["end_ns"] < at["end_ns"]]
+    assert all(e["mem_peak"] < peak for e in earlier)
+    assert "Memory: peak %d bytes" % peak in profiler.report()
+    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"))))["traceEvents"]
+    counter = [e["args"]["bytes_in_use"] for e in trace if e["ph"] == "C"]
+    ops = sorted((e for e in evs if e["category"] == "Operator" and e["mem_in_use"] >= 0), key=lambda e: e["end_ns"])
+    assert counter == [e["mem_in_use"] for e in ops] and counter
+
+
+def test_a_sleeping_range_is_flagged_like_a_preempted_one():
+    def body():
+        with profiler.RecordEvent("sleeps"):
+            time.sleep(0.02)  # off the CPU for 20 ms: what a preempted sample looks like
+
+    with profiler.profiler("CPU", profile_path=None, print_report=False):
+        body()
+    evs = {e["name"]: e for e in profiler.events()}
+    assert 0 <= evs["sleeps"]["cpu_ns"] and profiler.preempted(evs["sleeps"])
+    rows = _rows(profiler.summary())
+    assert rows["sleeps"]["preempted"] == 1 and rows["sleeps"]["cpu_samples"] == 1
+    assert re.search(r"^thread0::sleeps\*\s+1\s", profiler.report(), re.M)
