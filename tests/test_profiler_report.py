@@ -270,11 +270,30 @@ def test_thread_pool_efficiency_and_idle_time(tmp_path):
     text = profiler.report(events=evs)
     section = text[text.index("Thread Pool Summary"):]
     assert re.search(r"^mul\s+1\s+2\s+0\.0008\s+0\.0011\s+0\.688\s+0\.0005$", section, re.M)
-    assert "Pool workers: 1 threads, busy 0.0008 ms over 0.002 ms of exe.run: 40.0 % utilised" in section
+    assert "Pool workers (1 thread): busy 0.0008 ms over 0.002 ms of exe.run: 40.0 % utilised" in section
     assert "Thread Pool" not in profiler.report(events=_op_detail_events())
     trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in trace if e["name"] == "thread_name"}
     assert names == {1000: "thread0", 1001: "pool worker 1"}
+
+
+def test_waiting_for_the_pool_is_not_preemption(tmp_path):
+    us = 1000
+    # mul [0, 1000us) on 1 ms of wall has 350 us of CPU: its job [100, 900us) ran the caller's part [100, 300us),
+    # so the caller waited 600 us for the worker: 400 us on the CPU by design, 350 measured: not preempted
+    evs = [_ev("ThreadPool::part", "ThreadPool", 100 * us, 300 * us, parent=1, depth=3, value=1),
+           _ev("ThreadPool::job", "ThreadPool", 100 * us, 900 * us, parent=2, depth=2, value=1,
+               args='"parts":2,"threads":2'),
+           _ev("mul", "Operator", 0, 1000 * us, parent=3, depth=1, cpu=350 * us),
+           _ev("Executor::run", "Executor", 0, 1100 * us, cpu=440 * us),
+           _ev("ThreadPool::part", "ThreadPool", 100 * us, 890 * us, thread=1, value=1)]
+    assert profiler.pool_wait_ns(evs) == [0, 600 * us, 600 * us, 600 * us, 0]
+    assert profiler.preempted(evs[2]) and not profiler.preempted(evs[2], 600 * us)
+    assert all(r["preempted"] == 0 for r in profiler.summary(events=evs))
+    xs = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
+    assert not any(e.get("args", {}).get("preempted") for e in xs)
+    evs[2]["cpu_ns"] = 100 * us  # now it did lose the CPU: 100 of 400 us
+    assert _rows(profiler.summary(events=evs))["mul"]["preempted"] == 1
 
 
 # ---- memory

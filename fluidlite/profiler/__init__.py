@@ -28,14 +28,14 @@ from .. import core
 from ._session import _SORT_KEYS as _SORT_KEYS
 from ._session import Event, _check_sorted_key, _check_state, _check_tracer_option, _collect, _state, events
 from . import report as _report
-from .report import (coverage, framework_summary, memcpy_summary, memory_summary, preempted, report,
-                     scope_summary, summary, thread_pool_summary)
+from .report import (coverage, framework_summary, memcpy_summary, memory_summary, pool_wait_ns, preempted,
+                     report, scope_summary, summary, thread_pool_summary)
 from .trace import export_chrome_trace
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
            "scope_summary", "Event", "step", "Profiler", "coverage", "framework_summary", "thread_pool_summary",
-           "memory_summary", "preempted"]
+           "memory_summary", "preempted", "pool_wait_ns"]
 
 
 def set_event_cap(max_events):

@@ -21,11 +21,32 @@ GAP_SUFFIX = "/gaps"
 _PREEMPT_MIN_LOST_NS = 200_000
 
 
-def preempted(e):
+def preempted(e, wait_ns=0):
     """True when the event's thread had the CPU for under half of its wall time and lost more than 200 us: the
-    sample measures the machine's load, not the code (``cpu_ns`` is -1, or absent, where not measured)."""
+    sample measures the machine's load, not the code (``cpu_ns`` is -1, or absent, where not measured).
+    `wait_ns`: time the thread was off the CPU by design inside the event (waiting for the pool's workers to
+    finish a job's parts: ``pool_wait_ns()``), taken out of the wall time first."""
     cpu = e.get("cpu_ns", -1)
-    return 0 <= cpu < 0.5 * e["dur_ns"] and e["dur_ns"] - cpu > _PREEMPT_MIN_LOST_NS
+    on = e["dur_ns"] - wait_ns
+    return 0 <= cpu < 0.5 * on and on - cpu > _PREEMPT_MIN_LOST_NS
+
+
+def pool_wait_ns(evs):
+    """Per event: the time its thread waited inside it for thread-pool workers (per ThreadPool::job nested in it:
+    the job's duration minus the caller's own parts). A caller blocks while it waits, so that time has no CPU."""
+    wait = [0] * len(evs)
+    caller_parts = {}
+    for e in evs:
+        if e["name"] == "ThreadPool::part" and e["parent"] >= 0:
+            caller_parts[e["parent"]] = caller_parts.get(e["parent"], 0) + e["dur_ns"]
+    for j, e in enumerate(evs):
+        if e["name"] == "ThreadPool::job":
+            w = max(0, e["dur_ns"] - caller_parts.get(j, 0))
+            i = j
+            while i >= 0:
+                wait[i] += w
+                i = evs[i]["parent"]
+    return wait
 
 
 @functools.lru_cache(maxsize=8192)
@@ -94,6 +115,7 @@ class ProfileView:
             raise ValueError("wall_ns must be an int >= 0, got %r" % (wall_ns,))
         self.events = _checked_events(evs)
         self.self_ns = self_times(self.events)
+        self.wait_ns = pool_wait_ns(self.events)
         if wall_ns is None:
             wall_ns = session_wall_ns() if evs is None and _session_clock_applies() else _span_ns(self.events)
         self.wall_ns = wall_ns
@@ -159,7 +181,7 @@ def _summary(view, sorted_key, merge_threads):
             if cpu >= 0:
                 r["cpu_ns"] += cpu
                 r["cpu_samples"] += 1
-                r["preempted"] += preempted(e)
+                r["preempted"] += preempted(e, view.wait_ns[i])
             if e["name"] in GAP_PARENTS:  # its gaps: a row of their own, right after the parent's first end
                 gap_name = e["name"] + GAP_SUFFIX
                 g = table.get(gap_name)
@@ -180,7 +202,8 @@ def _summary(view, sorted_key, merge_threads):
 def summary(sorted_key=None, merge_threads=None, events=None, wall_ns=None):
     """Report rows as dicts: event, thread (None when merged), category, calls, total_ms, self_ms, min_ms, max_ms,
     ave_ms, median_ms, p95_ms, ratio (total over the sum of the thread's totals, as Fluid computes it), wall_ratio
-    (total over the session's wall time), bytes, preempted (samples flagged by ``preempted()``), cpu_ms and
+    (total over the session's wall time), bytes, preempted (samples flagged by ``preempted()``, pool waits
+    discounted), cpu_ms and
     cpu_samples (thread CPU time summed over the samples long enough to be measured, and their count).
     Each event in GAP_PARENTS adds a row ``<name>/gaps`` (category ``Gap``): the parents' self time, one sample
     per parent event. `events`: another profile's events (default: the last profile's)."""
@@ -435,8 +458,9 @@ def _thread_pool_lines(pool):
                      + _fmt(r["job_ms"]).ljust(12) + _fmt(r["busy_ms"]).ljust(12)
                      + ("%.3f" % r["efficiency"]).ljust(12) + _fmt(r["idle_core_ms"]))
     if pool["utilisation"] is not None:
-        lines.append("Pool workers: %d threads, busy %s ms over %s ms of exe.run: %.1f %% utilised"
-                     % (len(pool["workers"]), _fmt(pool["worker_busy_ms"]), _fmt(pool["exe_run_ms"]),
+        n = len(pool["workers"])
+        lines.append("Pool workers (%d thread%s): busy %s ms over %s ms of exe.run: %.1f %% utilised"
+                     % (n, "" if n == 1 else "s", _fmt(pool["worker_busy_ms"]), _fmt(pool["exe_run_ms"]),
                         100 * pool["utilisation"]))
     return lines + ["(Efficiency = a job's parts' time / (job time x threads); idle core time = job time x "
                     "threads - parts' time)", ""]

@@ -2,7 +2,7 @@
 import json
 import os
 
-from .report import _checked_events, event_args, preempted
+from .report import _checked_events, event_args, pool_wait_ns, preempted
 
 
 def _thread_names(evs):
@@ -34,13 +34,14 @@ def export_chrome_trace(path, events=None):
         trace.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
     t0 = min((e["start_ns"] for e in evs), default=0)
     memory = []
-    for e in evs:
+    waits = pool_wait_ns(evs)
+    for e, wait in zip(evs, waits):
         args = event_args(e) if e["args"] else {}  # shared parse: copied only below, before adding keys
         if e["bytes"] >= 0:
             args = dict(args, bytes=e["bytes"])
             if e["dur_ns"] > 0:
                 args["GB/s"] = round(e["bytes"] / e["dur_ns"], 3)
-        if e.get("cpu_ns", -1) >= 0 and preempted(e):
+        if e.get("cpu_ns", -1) >= 0 and preempted(e, wait):
             args = dict(args, preempted=True, cpu_us=e["cpu_ns"] / 1000.0)
         trace.append({"ph": "X", "name": e["name"], "cat": e["category"], "pid": pid, "tid": e["tid"],
                       "ts": (e["start_ns"] - t0) / 1000.0, "dur": e["dur_ns"] / 1000.0, "args": args})
