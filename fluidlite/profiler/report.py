@@ -436,12 +436,17 @@ def _time_lines(view):
     return lines + [""], fw
 
 
+def _op_width(rows):
+    return max([len(r["op"]) for r in rows] + [24]) + 4
+
+
 def _framework_lines(fw):
+    w = _op_width(fw["ops"])
     lines = [_banner("Framework vs Kernel"), "",
-             "Op".ljust(28) + "".join(c.ljust(14) for c in ("Calls", "Total", "Kernel", "InferShape",
+             "Op".ljust(w) + "".join(c.ljust(14) for c in ("Calls", "Total", "Kernel", "InferShape",
                                                               "Framework")) + "Framework %"]
     for r in fw["ops"]:
-        lines.append(r["op"].ljust(28) + str(r["calls"]).ljust(14)
+        lines.append(r["op"].ljust(w) + str(r["calls"]).ljust(14)
                      + "".join(_fmt(r[k]).ljust(14) for k in ("total_ms", "kernel_ms", "infer_shape_ms",
                                                               "framework_ms"))
                      + "%.2f" % (100 * r["framework_ms"] / r["total_ms"] if r["total_ms"] else 0.0))
@@ -450,11 +455,12 @@ def _framework_lines(fw):
 
 
 def _thread_pool_lines(pool):
+    w = _op_width(pool["ops"])
     lines = [_banner("Thread Pool Summary"), "",
-             "Op".ljust(28) + "".join(c.ljust(12) for c in ("Jobs", "Threads", "Job ms", "Busy ms",
+             "Op".ljust(w) + "".join(c.ljust(12) for c in ("Jobs", "Threads", "Job ms", "Busy ms",
                                                               "Efficiency")) + "Idle core ms"]
     for r in pool["ops"]:
-        lines.append(r["op"].ljust(28) + str(r["jobs"]).ljust(12) + str(r["threads"]).ljust(12)
+        lines.append(r["op"].ljust(w) + str(r["jobs"]).ljust(12) + str(r["threads"]).ljust(12)
                      + _fmt(r["job_ms"]).ljust(12) + _fmt(r["busy_ms"]).ljust(12)
                      + ("%.3f" % r["efficiency"]).ljust(12) + _fmt(r["idle_core_ms"]))
     if pool["utilisation"] is not None:
