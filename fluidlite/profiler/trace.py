@@ -26,7 +26,8 @@ def export_chrome_trace(path, events=None):
     """Write the recorded events (or `events`) as Chrome trace JSON: ``traceEvents`` with ``ph: "X"`` complete
     events (``ts``/``dur`` in microseconds; args as recorded, plus bytes and GB/s on memcpys and
     ``preempted``/``cpu_us`` on preempted samples), a ``memory`` counter track (``ph: "C"``, bytes in use in the
-    CPU allocator as each op closed) and process/thread name metadata. Written to a temporary file and renamed."""
+    CPU allocator as each op closed, written where it changes) and process/thread name metadata. Written to a
+    temporary file and renamed."""
     evs = _checked_events(events)
     pid = os.getpid()
     trace = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "fluidlite (CPU)"}}]
@@ -48,8 +49,12 @@ def export_chrome_trace(path, events=None):
         if e.get("mem_in_use", -1) >= 0 and e["category"] == "Operator":
             memory.append((e["end_ns"], e["mem_in_use"]))
     memory.sort()
-    trace += [{"ph": "C", "name": "memory", "pid": pid, "ts": (end - t0) / 1000.0, "args": {"bytes_in_use": n}}
-              for end, n in memory]
+    last = None
+    for end, n in memory:  # a counter holds its value until the next point: only changes are written
+        if n != last:
+            trace.append({"ph": "C", "name": "memory", "pid": pid, "ts": (end - t0) / 1000.0,
+                          "args": {"bytes_in_use": n}})
+            last = n
     directory = os.path.dirname(os.path.abspath(path)) or "."
     os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp%d" % pid
