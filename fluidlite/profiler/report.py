@@ -203,8 +203,8 @@ def summary(sorted_key=None, merge_threads=None, events=None, wall_ns=None):
     """Report rows as dicts: event, thread (None when merged), category, calls, total_ms, self_ms, min_ms, max_ms,
     ave_ms, median_ms, p95_ms, ratio (total over the sum of the thread's totals, as Fluid computes it), wall_ratio
     (total over the session's wall time), bytes, preempted (samples flagged by ``preempted()``, pool waits
-    discounted), cpu_ms and
-    cpu_samples (thread CPU time summed over the samples long enough to be measured, and their count).
+    discounted), cpu_ms and cpu_samples (thread CPU time summed over the samples long enough to be measured, and
+    their count).
     Each event in GAP_PARENTS adds a row ``<name>/gaps`` (category ``Gap``): the parents' self time, one sample
     per parent event. `events`: another profile's events (default: the last profile's)."""
     _check_sorted_key(sorted_key)
