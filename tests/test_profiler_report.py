@@ -190,13 +190,13 @@ def test_framework_vs_kernel_from_op_detail_children():
     assert relu["kernel_ms"] == 0.018 and relu["infer_shape_ms"] == 0 and relu["framework_ms"] == 0.01
     assert fw["gaps_ms"] == pytest.approx(0.022) and fw["op_framework_ms"] == pytest.approx(0.017)
     assert fw["framework_ms"] == pytest.approx(0.039) and fw["share"] == pytest.approx(0.39)
-    text = profiler.report(events=evs, wall_ns=200_000)
+    text = profiler.report(event_list=evs, wall_ns=200_000)
     assert "Framework time: 0.039 ms (39.00 % of exe.run): executor gaps 0.022 ms + per-op framework time 0.017 ms" \
         in text
     section = text[text.index("Framework vs Kernel"):]
     assert re.search(r"^mul\s+1\s+0\.05\s+0\.04\s+0\.003\s+0\.007\s+14\.00$", section, re.M)
     assert re.search(r"^relu\s+1\s+0\.028\s+0\.018\s+0\s+0\.01\s+35\.71$", section, re.M)
-    assert _rows(profiler.summary(events=evs, wall_ns=200_000))["Executor::run"]["wall_ratio"] == 0.5
+    assert _rows(profiler.summary(event_list=evs, wall_ns=200_000))["Executor::run"]["wall_ratio"] == 0.5
 
 
 @pytest.mark.parametrize("option", ["OpDetail", "AllOpDetail"])
@@ -222,16 +222,16 @@ def test_preempted_rows_are_marked_and_counted(tmp_path):
            _ev("mul", "Operator", 30_000, 30_000 + 4 * ms, parent=3, depth=1, cpu=30_000),
            _ev("relu", "Operator", 5 * ms, 6 * ms, parent=3, depth=1, cpu=900_000),
            _ev("Executor::run", "Executor", 0, 7 * ms, cpu=2 * ms)]
-    rows = _rows(profiler.summary(events=evs))
+    rows = _rows(profiler.summary(event_list=evs))
     assert rows["mul"]["preempted"] == 1 and rows["mul"]["cpu_samples"] == 1
     assert rows["mul"]["cpu_ms"] == 0.03
     assert rows["relu"]["preempted"] == 0 and rows["relu"]["cpu_ms"] == 0.9
     assert rows["Executor::run"]["preempted"] == 1
-    text = profiler.report(events=evs)
+    text = profiler.report(event_list=evs)
     assert re.search(r"^thread0::mul\*\s+2\s", text, re.M) and re.search(r"^thread0::relu\s+1\s", text, re.M)
     assert "* 2 samples preempted (wall >> thread CPU time): rerun on a quiet machine\n" in text
-    assert "preempted" not in profiler.report(events=[_ev("relu", "Operator", 0, ms, cpu=900_000)])
-    path = profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)
+    assert "preempted" not in profiler.report(event_list=[_ev("relu", "Operator", 0, ms, cpu=900_000)])
+    path = profiler.export_chrome_trace(str(tmp_path / "t.json"), event_list=evs)
     xs = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
     assert [e["args"].get("preempted") for e in xs] == [None, True, None, True]
     assert xs[1]["args"]["cpu_us"] == 30.0 and "cpu_us" not in xs[2]["args"]
@@ -267,12 +267,12 @@ def test_thread_pool_efficiency_and_idle_time(tmp_path):
     assert [r["op"] for r in pool["ops"]] == ["mul", "relu"]  # most idle core time first
     assert pool["workers"] == [1] and pool["worker_busy_ms"] == pytest.approx(800 / 1e6)
     assert pool["utilisation"] == pytest.approx(800 / 2000)
-    text = profiler.report(events=evs)
+    text = profiler.report(event_list=evs)
     section = text[text.index("Thread Pool Summary"):]
     assert re.search(r"^mul\s+1\s+2\s+0\.0008\s+0\.0011\s+0\.688\s+0\.0005$", section, re.M)
     assert "Pool workers (1 thread): busy 0.0008 ms over 0.002 ms of exe.run: 40.0 % utilised" in section
-    assert "Thread Pool" not in profiler.report(events=_op_detail_events())
-    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
+    assert "Thread Pool" not in profiler.report(event_list=_op_detail_events())
+    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), event_list=evs)))["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in trace if e["name"] == "thread_name"}
     assert names == {1000: "thread0", 1001: "pool worker 1"}
 
@@ -289,11 +289,11 @@ def test_waiting_for_the_pool_is_not_preemption(tmp_path):
            _ev("ThreadPool::part", "ThreadPool", 100 * us, 890 * us, thread=1, value=1)]
     assert profiler.pool_wait_ns(evs) == [0, 600 * us, 600 * us, 600 * us, 0]
     assert profiler.preempted(evs[2]) and not profiler.preempted(evs[2], 600 * us)
-    assert all(r["preempted"] == 0 for r in profiler.summary(events=evs))
-    xs = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
+    assert all(r["preempted"] == 0 for r in profiler.summary(event_list=evs))
+    xs = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), event_list=evs)))["traceEvents"]
     assert not any(e.get("args", {}).get("preempted") for e in xs)
     evs[2]["cpu_ns"] = 100 * us  # now it did lose the CPU: 100 of 400 us
-    assert _rows(profiler.summary(events=evs))["mul"]["preempted"] == 1
+    assert _rows(profiler.summary(event_list=evs))["mul"]["preempted"] == 1
 
 
 # ---- memory
@@ -321,14 +321,14 @@ def test_memory_peak_and_the_op_at_it(tmp_path):
     assert (mem["op"], mem["block"], mem["index"], mem["outputs"], mem["site"]) == ("recurrent", 0, 1, ["h"],
                                                                                    "train.py:7")
     assert "Memory: peak 900 bytes (0.00 MB) in use in the CPU allocator, at op recurrent (block 0, op 1) writing " \
-           "h, created at train.py:7\n" in profiler.report(events=evs)
+           "h, created at train.py:7\n" in profiler.report(event_list=evs)
     assert profiler.memory_summary(_pool_events()) is None
-    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
+    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), event_list=evs)))["traceEvents"]
     counter = [(e["ts"], e["args"]["bytes_in_use"]) for e in trace if e["ph"] == "C"]
     assert all(e["name"] == "memory" for e in trace if e["ph"] == "C")
     assert counter == [(0.01, 100), (0.03, 500), (0.06, 300), (0.08, 200)]  # op events only, in close order
     evs[3]["mem_in_use"] = 300  # unchanged since the op before: no point of its own
-    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), events=evs)))["traceEvents"]
+    trace = json.load(open(profiler.export_chrome_trace(str(tmp_path / "t.json"), event_list=evs)))["traceEvents"]
     assert [(e["ts"], e["args"]["bytes_in_use"]) for e in trace if e["ph"] == "C"] == [(0.01, 100), (0.03, 500),
                                                                                          (0.06, 300)]
 
@@ -427,17 +427,17 @@ def test_profiler_checks_every_argument_before_starting():
 
 
 def test_summaries_reject_what_is_not_an_event_list():
-    with pytest.raises(TypeError, match="events must be a list of profiler Event dicts, got str"):
-        profiler.summary(events="profile.json")
-    with pytest.raises(ValueError, match=r"events\[1\] is not a profiler event: it lacks 'dur_ns', 'parent'"):
-        profiler.report(events=[_ev("x", "User", 0, 1), {"name": "y", "category": "User", "start_ns": 0,
+    with pytest.raises(TypeError, match="event_list must be a list of profiler Event dicts, got str"):
+        profiler.summary(event_list="profile.json")
+    with pytest.raises(ValueError, match=r"event_list\[1\] is not a profiler event: it lacks 'dur_ns', 'parent'"):
+        profiler.report(event_list=[_ev("x", "User", 0, 1), {"name": "y", "category": "User", "start_ns": 0,
                                                           "end_ns": 1, "thread": 0, "tid": 1, "depth": 0,
                                                           "bytes": -1, "args": None}])
-    with pytest.raises(ValueError, match=r"events\[0\]\['parent'\] = 5 is not an event index \(1 events\)"):
-        profiler.summary(events=[_ev("x", "User", 0, 1, parent=5)])
+    with pytest.raises(ValueError, match=r"event_list\[0\]\['parent'\] = 5 is not an event index \(1 events\)"):
+        profiler.summary(event_list=[_ev("x", "User", 0, 1, parent=5)])
     with pytest.raises(ValueError, match="wall_ns must be an int >= 0, got -3"):
-        profiler.summary(events=[], wall_ns=-3)
-    assert profiler.summary(events=[]) == [] and profiler.coverage([])["coverage"] is None
+        profiler.summary(event_list=[], wall_ns=-3)
+    assert profiler.summary(event_list=[]) == [] and profiler.coverage([])["coverage"] is None
 
 
 # ---- the same figures from real profiles (the recorder's new fields)

@@ -204,14 +204,14 @@ class Profiler:
         return list(self._events) if self._events is not None else events()
 
     def summary(self, sorted_key=None, merge_threads=None):
-        return summary(sorted_key, merge_threads, events=self._events, wall_ns=self._wall_ns)
+        return summary(sorted_key, merge_threads, event_list=self._events, wall_ns=self._wall_ns)
 
     def report(self, sorted_key=None):
-        return report(sorted_key, events=self._events, wall_ns=self._wall_ns)
+        return report(sorted_key, event_list=self._events, wall_ns=self._wall_ns)
 
     def export(self, path):
         """Write this profile's Chrome trace to `path`."""
-        return export_chrome_trace(path, events=self._events)
+        return export_chrome_trace(path, event_list=self._events)
 
 
 @contextlib.contextmanager

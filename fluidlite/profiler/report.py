@@ -1,7 +1,7 @@
 """Fluid's "Profiling Report" and the summaries beside it (gaps and coverage, framework vs kernel time, thread
 pool, memory, memcpy, scopes), as data for programs and as text.
 
-Every function takes the recorded events (``events=None``: the last profile) and shares one pass over them
+Every function takes the recorded events (``event_list=None``: the last profile) and shares one pass over them
 (``ProfileView``: self times, the parent chain, the session's wall time), so the report, the advisor and the
 profile diff aggregate the same way.
 """
@@ -78,14 +78,14 @@ def _checked_events(evs):
     if evs is None:
         return _session_events()
     if not isinstance(evs, (list, tuple)):
-        raise TypeError("events must be a list of profiler Event dicts, got %s" % type(evs).__name__)
+        raise TypeError("event_list must be a list of profiler Event dicts, got %s" % type(evs).__name__)
     n = len(evs)
     for i, e in enumerate(evs):
         if not isinstance(e, dict) or not _EVENT_KEY_SET <= e.keys():
             missing = [k for k in _EVENT_KEYS if k not in e] if isinstance(e, dict) else list(_EVENT_KEYS)
-            raise ValueError("events[%d] is not a profiler event: it lacks %s" % (i, ", ".join(map(repr, missing))))
+            raise ValueError("event_list[%d] is not a profiler event: it lacks %s" % (i, ", ".join(map(repr, missing))))
         if not -1 <= e["parent"] < n:
-            raise ValueError("events[%d]['parent'] = %r is not an event index (%d events)" % (i, e["parent"], n))
+            raise ValueError("event_list[%d]['parent'] = %r is not an event index (%d events)" % (i, e["parent"], n))
     return evs
 
 
@@ -199,16 +199,16 @@ def _summary(view, sorted_key, merge_threads):
     return rows
 
 
-def summary(sorted_key=None, merge_threads=None, events=None, wall_ns=None):
+def summary(sorted_key=None, merge_threads=None, event_list=None, wall_ns=None):
     """Report rows as dicts: event, thread (None when merged), category, calls, total_ms, self_ms, min_ms, max_ms,
     ave_ms, median_ms, p95_ms, ratio (total over the sum of the thread's totals, as Fluid computes it), wall_ratio
     (total over the session's wall time), bytes, preempted (samples flagged by ``preempted()``, pool waits
     discounted), cpu_ms and cpu_samples (thread CPU time summed over the samples long enough to be measured, and
     their count).
     Each event in GAP_PARENTS adds a row ``<name>/gaps`` (category ``Gap``): the parents' self time, one sample
-    per parent event. `events`: another profile's events (default: the last profile's)."""
+    per parent event. `event_list`: another profile's events (default: the last profile's)."""
     _check_sorted_key(sorted_key)
-    return _summary(ProfileView(events, wall_ns), sorted_key, merge_threads)
+    return _summary(ProfileView(event_list, wall_ns), sorted_key, merge_threads)
 
 
 def _coverage(view):
@@ -219,12 +219,12 @@ def _coverage(view):
             "coverage": (run_ns - unexplained) / run_ns if run_ns else None}
 
 
-def coverage(events=None):
+def coverage(event_list=None):
     """The share of ``Executor::run`` wall time that its events explain: (sum of Executor::run durations -
     unexplained) / that sum, where unexplained = the gaps: the self time of Executor::run and of the loop steps
     (GAP_PARENTS), i.e. time inside exe.run between ops that no event covers. Returns exe_run_ms, runs,
     unexplained_ms, coverage (None without an Executor::run)."""
-    return _coverage(ProfileView(events, 0))
+    return _coverage(ProfileView(event_list, 0))
 
 
 def _framework(view):
@@ -255,13 +255,13 @@ def _framework(view):
             "share": framework_ms / cov["exe_run_ms"] if cov["exe_run_ms"] else None, "ops": rows}
 
 
-def framework_summary(events=None):
+def framework_summary(event_list=None):
     """Framework vs kernel time. framework_ms = gaps_ms (executor and loop-step gaps, see coverage()) +
     op_framework_ms (the op events' self time outside their ``<type>/compute`` and ``<type>/infer_shape``
     children: kernel lookup, argument checks, LoD sharing; only with tracer_option 'OpDetail' or 'AllOpDetail',
     else 0 and op_detail False); share = framework_ms over exe.run time. ops: per op type with OpDetail children:
     op, calls, total_ms, kernel_ms, infer_shape_ms, framework_ms (largest total first)."""
-    return _framework(ProfileView(events, 0))
+    return _framework(ProfileView(event_list, 0))
 
 
 def _thread_pool(view):
@@ -299,20 +299,20 @@ def _thread_pool(view):
             "utilisation": worker_busy / (run_ns * len(workers)) if run_ns and workers else None}
 
 
-def thread_pool_summary(events=None):
+def thread_pool_summary(event_list=None):
     """From ThreadPool events. ops: per op type that issued parallel jobs (largest idle core time first): op, jobs,
     threads, job_ms, core_ms (job time x threads), busy_ms (its parts' time), efficiency (busy / core) and
     idle_core_ms (core - busy). workers: the threads that ran only parts (the pool's workers), worker_busy_ms,
     exe_run_ms and utilisation = worker_busy_ms / (workers x exe_run_ms): how busy the workers were while
     exe.run ran (None without workers or exe.run)."""
-    return _thread_pool(ProfileView(events, 0))
+    return _thread_pool(ProfileView(event_list, 0))
 
 
-def memory_summary(events=None):
+def memory_summary(event_list=None):
     """The allocator's peak: peak_bytes (the largest ``mem_peak``), and the op at the peak: the first Operator
     event, in close order, whose mem_peak reaches it (op, event index, block, index, outputs, site; a sub-range
     names no variables). None when the profile recorded no memory figures."""
-    return _memory(_checked_events(events))
+    return _memory(_checked_events(event_list))
 
 
 def _memory(evs):
@@ -329,9 +329,9 @@ def _memory(evs):
     return out
 
 
-def memcpy_summary(events=None):
+def memcpy_summary(event_list=None):
     """Per direction: count, bytes, total ms and GB/s."""
-    return _memcpy(_checked_events(events))
+    return _memcpy(_checked_events(event_list))
 
 
 def _memcpy(evs):
@@ -349,11 +349,11 @@ def _memcpy(evs):
     return [out[k] for k in sorted(out)]
 
 
-def scope_summary(events=None):
+def scope_summary(event_list=None):
     """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it; and the loop iterations
     (While and StaticRNN steps, forward and backward) with the step scopes created for them (the others reuse
     the scopes of earlier runs)."""
-    return _scopes(_checked_events(events))
+    return _scopes(_checked_events(event_list))
 
 
 def _scopes(evs):
@@ -486,13 +486,13 @@ def _memory_line(mem):
                                                                             mem["peak_bytes"] / 1e6, where), ""]
 
 
-def report(sorted_key=None, events=None, wall_ns=None):
+def report(sorted_key=None, event_list=None, wall_ns=None):
     """The printed report, as a string: Fluid's layout (merged report first with several threads, then per
     thread) with Self., Median, P95 and % wall columns and the /gaps rows; wall time, coverage and framework time
     lines; then the memcpy, scope, framework-vs-kernel (OpDetail), thread pool and memory summaries."""
     _check_sorted_key(sorted_key)
     state = _state.state or "CPU"
-    view = ProfileView(events, wall_ns)
+    view = ProfileView(event_list, wall_ns)
     per_thread = _summary(view, sorted_key, False)
     lines = []
     if len({r["thread"] for r in per_thread}) > 1:  # as Fluid's DisableProfiler: merged report first
@@ -524,7 +524,7 @@ def report(sorted_key=None, events=None, wall_ns=None):
     peak = _memory(view.events)
     if peak is not None:
         lines += _memory_line(peak)
-    if events is None:
+    if event_list is None:
         dropped = _state.last_dropped if not _state.enabled else core.profiler_dropped_events()
         cap = _state.last_cap if not _state.enabled else core.profiler_event_cap()
         if dropped:

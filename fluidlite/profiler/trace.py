@@ -22,13 +22,13 @@ def _thread_names(evs):
     return names
 
 
-def export_chrome_trace(path, events=None):
-    """Write the recorded events (or `events`) as Chrome trace JSON: ``traceEvents`` with ``ph: "X"`` complete
+def export_chrome_trace(path, event_list=None):
+    """Write the recorded events (or `event_list`) as Chrome trace JSON: ``traceEvents`` with ``ph: "X"`` complete
     events (``ts``/``dur`` in microseconds; args as recorded, plus bytes and GB/s on memcpys and
     ``preempted``/``cpu_us`` on preempted samples), a ``memory`` counter track (``ph: "C"``, bytes in use in the
     CPU allocator as each op closed, written where it changes) and process/thread name metadata. Written to a
     temporary file and renamed."""
-    evs = _checked_events(events)
+    evs = _checked_events(event_list)
     pid = os.getpid()
     trace = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "fluidlite (CPU)"}}]
     for tid, name in _thread_names(evs).values():
