@@ -1057,8 +1057,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("profiler_dropped_events", &ProfilerDroppedEvents);
   m.def("now_ns", &NowNs);
   m.def(
-      "push_event", [](const std::string& name) { return OpenEvent(Intern(name), "User"); },
-      "open a user range on this thread; returns a token for pop_event (-1 when off)");
+      "push_event",
+      [](const std::string& name, const std::string& category) { return OpenEvent(Intern(name), Intern(category)); },
+      py::arg("name"), py::arg("category") = "User",
+      "open a range on this thread (a user range by default); returns a token for pop_event (-1 when off)");
   m.def("pop_event", [](int64_t token) {
     if (token >= 0) CloseEvent(token);
   });
@@ -1084,5 +1086,4 @@ PYBIND11_MODULE(_core, m) {
       "value) per closed event, grouped by thread in record order; parent indexes this list");
   m.def("set_profiler_op_detail", &SetProfilerOpDetail,
         "Fluid's tracer_option OpDetail: op events get <type>/infer_shape and <type>/compute children");
-  m.def("profiler_now_ns", &NowNs, "the profiler's clock (CLOCK_MONOTONIC ns, as time.monotonic_ns())");
 }

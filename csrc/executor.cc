@@ -247,6 +247,11 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   }
   for (auto& op : block->AllOps()) {
     ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
+    // The profiler names an op by its index in the user's block (the feed and fetch ops added here have none).
+    const int index = static_cast<int>(ops_.size()) - 1 - static_cast<int>(feed_names.size());
+    const bool added =
+        index < 0 || index >= static_cast<int>(block->AllOps().size() - feed_names.size() - fetch_names.size());
+    ops_.back()->SetPosition(block_id, added ? -1 : index);
     for (auto& n : op->OutputArgumentNames()) {
       const VarDesc* v = block->FindVarRecursive(n);
       writes_persistables_ = writes_persistables_ || (v && v->persistable());

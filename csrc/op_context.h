@@ -100,6 +100,13 @@ class PreparedOp {
   const char* ProfileArgs();
   // The name of the argument whose tensor holds address `p`, or "" (attributing a copy to its variables).
   std::string ArgumentHolding(const void* p) const;
+  // The op's place in the user's program for the profiler's args (index -1: an op the executor added). Ops of
+  // sub-blocks find theirs in the program on first use.
+  void SetPosition(int block, int index) {
+    block_index_ = block;
+    op_index_ = index;
+    position_found_ = true;
+  }
 
   const OpInfo* info() const { return info_; }
   const OpDesc* desc() const { return desc_; }

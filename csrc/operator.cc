@@ -571,6 +571,9 @@ CopyAttribution DescribeCopy(const void* src, const void* dst) {
   else if (op) a.src = op->ArgumentHolding(src);
   if (given && given->dst) a.dst = *given->dst;
   else if (op) a.dst = op->ArgumentHolding(dst);
+  // A feed reads from, and a fetch writes into, a list variable (no tensor of its own holds the bytes): name it.
+  if (op && a.src.empty() && a.op == "feed") a.src = op->desc()->Input("X").at(0);
+  if (op && a.dst.empty() && a.op == "fetch") a.dst = op->desc()->Output("Out").at(0);
   a.step = given ? given->step : -1;
   return a;
 }

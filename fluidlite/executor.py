@@ -17,6 +17,7 @@ import numpy as np
 from . import core
 from .framework import Program, Variable, default_main_program, dtype_to_numpy
 from .numpy_compat import ScalarArray
+from .profiler._session import _state as _profiler_state
 
 __all__ = ["Executor", "global_scope", "scope_guard", "Scope", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace"]
 
@@ -126,6 +127,17 @@ class Executor:
         lists or scalars; returns one numpy array per `fetch_list`
         entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
+        if not _profiler_state.recording:
+            return self._run(program, feed, fetch_list, scope, return_numpy)
+        # Profiled: the whole call is an event, so the Python side (feed checks, the program cache, numpy
+        # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run.
+        token = core.push_event("Executor.run", "Python")
+        try:
+            return self._run(program, feed, fetch_list, scope, return_numpy)
+        finally:
+            core.pop_event(token)
+
+    def _run(self, program, feed, fetch_list, scope, return_numpy):
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:

@@ -153,13 +153,15 @@ SETTLE_SECONDS = 0.25
 
 def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, threads=None, seed=0,
               device="cpu", compare=(), profile=False, sorted_key=None, timeline=None, cprofile=None,
-              progress=True, footprint=None):
+              progress=True, footprint=None, record=False):
     """Benchmark model `name`; arguments left as None take the model's DEFAULTS. Returns a dict of figures.
 
     compare: reference frameworks ("torch", "paddle", "numpy") timed interleaved with fluidlite after
     their first step's result was checked against fluidlite's (AgreementError if it differs).
     profile / timeline: fluidlite's profiler records the timed steps; the report goes to
-    result["profile"]["report"], the Chrome trace to `timeline`. cprofile: path of a pstats file covering
+    result["profile"]["report"], the Chrome trace to `timeline`. record: profile the timed steps without a
+    report (for save_profile / diff: the events stay in fluid.profiler.events()). When profiling, each
+    fluidlite step is also timed alone: result["profile"]["step_ms"]. cprofile: path of a pstats file covering
     the model's whole run (construction, append_backward, startup, warm-up, timed steps).
     footprint: measure each framework's peak RSS growth in a fresh subprocess (default: when comparing).
 
@@ -213,7 +215,8 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
         rss_timed = {r.name: None for r in runners}
         peak = _measure.PeakRSS()
         interrupted = False
-        profiling = bool(profile or timeline)
+        profiling = bool(profile or timeline or record)
+        step_s = []  # per-step times of fluidlite's profiled steps: a profile diff's noise band
         try:
             core.reset_peak_memory(place)
             for r in runners:
@@ -232,8 +235,14 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                             time.sleep(SETTLE_SECONDS)
                         peak.start()
                         t0 = time.perf_counter()
-                        for _ in range(n):
-                            step()
+                        if profiling and r is fl:
+                            for _ in range(n):
+                                s0 = time.perf_counter()
+                                step()
+                                step_s.append(time.perf_counter() - s0)
+                        else:
+                            for _ in range(n):
+                                step()
                         dt = time.perf_counter() - t0
                         grown = peak.stop()
                         times[r.name].append(dt / n)
@@ -253,7 +262,7 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                 fl_profiler.stop_profiler(sorted_key, profile_path=None, print_report=False)
                 profile_doc = {"sorted_key": sorted_key, "timeline": timeline,
                                "report": fl_profiler.report(sorted_key) if profile else None,
-                               "rows": fl_profiler.summary(sorted_key)}
+                               "rows": fl_profiler.summary(sorted_key), "step_ms": [s * 1e3 for s in step_s]}
                 if timeline:
                     fl_profiler.export_chrome_trace(timeline)
     finally:

@@ -20,12 +20,16 @@ examples:
   python -m fluidlite.bench --model mlp --compare torch,numpy,paddle
   python -m fluidlite.bench --model mlp --profile --sorted_key total --timeline /tmp/mlp.json
   python -m fluidlite.bench --model fit_a_line --cprofile /tmp/fit.pstats
+  python -m fluidlite.bench --model mlp --save-profile A.json        # profile the timed steps, save them
+  python -m fluidlite.bench --model mlp --baseline A.json            # after a fix: per-op diff against A
   python -m fluidlite.bench --model overhead --iterations 1 --repeat 1 --warmup 0 --glog_v 3
 
   --compare checks that each reference's first step gives fluidlite's result (exit code 1 if not), then
   times them interleaved in this process; a framework that is not installed is reported as skipped.
   With --model all, --timeline and --cprofile write one file per model (PATH with .MODEL before its
-  extension). Exit codes: 0 done, 1 a model failed or disagreed with a reference, 2 bad arguments,
+  extension), and so do --save-profile and --baseline. --baseline warns (stderr) when A ran another model,
+  batch size, thread count or device; the step-time change comes with its noise band from both runs' per-step
+  times. Exit codes: 0 done, 1 a model failed or disagreed with a reference, 2 bad arguments,
   130 interrupted (Ctrl-C; what was measured is printed).
 
 models:
@@ -94,6 +98,10 @@ def build_parser():
     p.add_argument("--profile", action="store_true", help="print fluidlite's Profiling Report for the timed steps")
     p.add_argument("--sorted_key", choices=SORTED_KEYS, help="sort the report by this column (with --profile)")
     p.add_argument("--timeline", metavar="PATH", help="write the timed steps' Chrome trace (Perfetto) to PATH")
+    p.add_argument("--save-profile", "--save_profile", metavar="PATH", dest="save_profile",
+                   help="profile the timed steps and save the profile (events, per-step times, settings) to PATH")
+    p.add_argument("--baseline", metavar="PATH",
+                   help="profile the timed steps and print their diff against the profile saved in PATH")
     p.add_argument("--glog_v", type=_int_at_least(0), metavar="N", help="GLOG verbose level while running (stderr)")
     p.add_argument("--cprofile", metavar="PATH",
                    help="write a cProfile (pstats) file of the Python side to PATH and print its top entries")
@@ -123,14 +131,46 @@ def _fail(message, code):
     return code
 
 
+PROFILE_SETTINGS = ("model", "device", "batch_size", "threads", "iterations", "warmup", "repeat", "seed")
+MATCHED_SETTINGS = (("model", "model"), ("batch_size", "batch"), ("threads", "threads"), ("device", "device"))
+
+
+def _save_and_diff(result, machine, baseline, save_path):
+    """--save-profile: write this run's profile; --baseline: print its diff against the baseline, after a
+    warning line if the baseline ran other settings. Returns an error message if the profile could not be
+    written, else None."""
+    from fluidlite import profiler as fl_profiler
+    from fluidlite.profiler.diff import current_profile
+    prof = current_profile(step_ms=result["profile"]["step_ms"] or None,
+                           settings={key: result[key] for key in PROFILE_SETTINGS}, machine=machine,
+                           name="this run")
+    if save_path:
+        try:
+            prof.save(save_path)
+        except OSError as e:
+            return "--save-profile %s: %s" % (save_path, e.strerror or e)
+        print("profile     %s (%d events, %d step times)" % (save_path, len(prof.events), len(prof.step_ms or ())))
+    if baseline is not None:
+        differs = ["%s %s (this run: %s)" % (label, baseline.settings[key], result[key])
+                   for key, label in MATCHED_SETTINGS
+                   if key in baseline.settings and baseline.settings[key] != result[key]]
+        if differs:
+            sys.stdout.flush()  # the warning comes right before the diff it qualifies
+            print("%s: warning: --baseline %s was recorded with other settings: %s" % (
+                PROG, baseline.path, ", ".join(differs)), file=sys.stderr)
+        print()
+        sys.stdout.write(fl_profiler.diff(baseline, prof).text())
+    return None
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.sorted_key and not args.profile:
         parser.error("--sorted_key needs --profile")
-    for flag in ("timeline", "cprofile", "json"):
+    for flag in ("timeline", "cprofile", "json", "save_profile"):
         if getattr(args, flag):
-            _check_writable(parser, "--" + flag, getattr(args, flag))
+            _check_writable(parser, "--" + flag.replace("_", "-"), getattr(args, flag))
     if args.device == "gpu":
         reason = gpu_unavailable_reason()
         if reason:
@@ -143,6 +183,15 @@ def main(argv=None):
 
     names = list(models.MODELS) if args.model == "all" else [args.model]
     many = len(names) > 1
+    baselines = {}
+    if args.baseline:  # read before running, so a bad file costs no run
+        from fluidlite import profiler as fl_profiler
+        for name in names:
+            path = _per_model(args.baseline, name, many)
+            try:
+                baselines[name] = fl_profiler.load_profile(path)
+            except (OSError, ValueError) as e:
+                return _fail("--baseline %s: %s" % (path, e), 2)
     machine = machine_info()
     results, code, shown_header = [], 0, False
     for name in names:
@@ -151,7 +200,8 @@ def main(argv=None):
                                repeat=args.repeat, threads=args.threads, seed=args.seed, device=args.device,
                                compare=args.compare, profile=args.profile, sorted_key=args.sorted_key,
                                timeline=_per_model(args.timeline, name, many),
-                               cprofile=_per_model(args.cprofile, name, many), progress=not args.no_progress)
+                               cprofile=_per_model(args.cprofile, name, many), progress=not args.no_progress,
+                               record=bool(args.save_profile or args.baseline))
         except KeyboardInterrupt:
             print("%s: interrupted before a timed repetition of %s finished" % (PROG, name), file=sys.stderr)
             code = 130
@@ -171,6 +221,10 @@ def main(argv=None):
         if shown_header:
             print()
         print(format_summary(result, machine if not shown_header else None))
+        if args.save_profile or args.baseline:
+            error = _save_and_diff(result, machine, baselines.get(name), _per_model(args.save_profile, name, many))
+            if error:
+                return _fail(error, 2)
         sys.stdout.flush()
         shown_header = True
         if result["interrupted"]:

@@ -31,11 +31,12 @@ from . import report as _report
 from .report import (coverage, framework_summary, memcpy_summary, memory_summary, pool_wait_ns, preempted,
                      report, scope_summary, summary, thread_pool_summary)
 from .trace import export_chrome_trace
+from .diff import Profile, diff, load_profile, save_profile
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
            "scope_summary", "Event", "step", "Profiler", "coverage", "framework_summary", "thread_pool_summary",
-           "memory_summary", "preempted", "pool_wait_ns"]
+           "memory_summary", "preempted", "pool_wait_ns", "save_profile", "load_profile", "diff", "Profile"]
 
 
 def set_event_cap(max_events):
@@ -63,7 +64,7 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     core.reset_profiler()
     _state.tracer_option = tracer_option or "Default"
     core.set_profiler_op_detail(_state.tracer_option != "Default")
-    _state.start_ns, _state.stop_ns = core.profiler_now_ns(), None
+    _state.start_ns, _state.stop_ns = core.now_ns(), None
     _state.enabled, _state.state, _state.schedule, _state.step_num = True, state, schedule, 0
     _state.phase = "none"
     _state.last_events = None
@@ -120,7 +121,7 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
         return
     core.disable_profiler()
     core.set_profiler_op_detail(False)
-    _state.stop_ns = core.profiler_now_ns()
+    _state.stop_ns = core.now_ns()
     _state.enabled = _state.recording = False
     _state.last_events = _collect()
     _state.last_dropped = core.profiler_dropped_events()

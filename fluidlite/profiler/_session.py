@@ -61,6 +61,21 @@ def _collect():
     return out
 
 
+# One event per exe.run call at the top of its thread: the Python-side `Executor.run` (the whole call), or the C++
+# `Executor::run` where the program was run without the Python executor (or profiled by core.enable_profiler()).
+RUN_EVENTS = ("Executor.run", "Executor::run")
+
+
+def step_events(evs):
+    """The events that are one exe.run each (see RUN_EVENTS): the top-level `Executor.run` events, else the
+    top-level `Executor::run` ones."""
+    for name in RUN_EVENTS:
+        runs = [e for e in evs if e["name"] == name and e["parent"] < 0]
+        if runs:
+            return runs
+    return []
+
+
 def events():
     """Every recorded event (of the last stopped session, or so far if still running) as dicts."""
     if _state.enabled:

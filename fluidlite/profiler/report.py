@@ -102,7 +102,7 @@ def session_wall_ns(evs=None):
     schedule only some steps were recorded, so it is the span of the recorded events instead; so it is for
     events that do not come from the session (``evs`` given)."""
     if evs is None and _session_clock_applies():
-        stop = _state.stop_ns if _state.stop_ns is not None else core.profiler_now_ns()
+        stop = _state.stop_ns if _state.stop_ns is not None else core.now_ns()
         return max(0, stop - _state.start_ns)
     return _span_ns(_checked_events(evs))
 
