@@ -1,17 +1,23 @@
 """The built-in profiler: Fluid's ``fluid.profiler`` API plus what users of other profilers expect.
 
-    with fluid.profiler.profiler("CPU", sorted_key="total", profile_path="/tmp/profile") as prof:
+    with fluid.profiler.profiler("CPU", sorted_key="total", profile_path="/tmp/profile"):   # yields None
         for step in range(10):
             exe.run(...)
-            prof.step()          # only needed with a schedule
+
+    with fluid.profiler.Profiler("CPU", schedule=fluid.profiler.make_schedule(wait=1, active=3)) as prof:
+        for step in range(10):
+            exe.run(...)
+            prof.step()          # drives the schedule
+    rows = prof.summary("total")
 
 On stop it prints Fluid's "Profiling Report" (per-thread rows ``threadN::name`` and, with several threads,
-the merged report), a memcpy summary, a scope summary, and writes a Chrome trace (open it in Perfetto or
-chrome://tracing). ``summary()`` and ``events()`` give the same numbers to programs.
+the merged report first), the wall time, coverage and framework time, a memcpy summary, a scope summary,
+the thread pool and memory summaries, and writes a Chrome trace (open it in Perfetto or chrome://tracing).
+``summary()`` and ``events()`` give the same numbers to programs.
 
 Events come from the C++ recorder (``csrc/profiler.h``): ops, executor phases, memcpys, scope creation and
-deletion, and user ranges (``RecordEvent``). Nesting comes from an explicit per-thread stack, so self
-time is total minus the children's totals and is never negative.
+deletion, thread pool jobs and user ranges (``RecordEvent``). Nesting comes from an explicit per-thread stack,
+so self time is total minus the children's totals and is never negative.
 """
 import contextlib
 import functools
@@ -20,15 +26,18 @@ import threading
 
 from .. import core
 from ._session import _SORT_KEYS as _SORT_KEYS
-from ._session import _TRACER_OPTIONS, Event, _check_sorted_key, _check_state, _collect, _state, events
+from ._session import Event, _check_sorted_key, _check_state, _check_tracer_option, _collect, _state, events
+from . import report as _report
 from .advisor import Advice, Finding, advise
-from .report import memcpy_summary, report, scope_summary, summary
+from .report import (coverage, framework_summary, memcpy_summary, memory_summary, pool_wait_ns, preempted,
+                     report, scope_summary, summary, thread_pool_summary)
 from .trace import export_chrome_trace
 from .diff import Profile, diff, load_profile, save_profile
 
 __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "RecordEvent", "summary", "events",
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
-           "scope_summary", "Event", "step", "save_profile", "load_profile", "diff", "Profile", "advise",
+           "scope_summary", "Event", "step", "Profiler", "coverage", "framework_summary", "thread_pool_summary",
+           "memory_summary", "preempted", "pool_wait_ns", "save_profile", "load_profile", "diff", "Profile", "advise",
            "Advice", "Finding"]
 
 
@@ -48,8 +57,7 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     """Start recording. `state` is 'CPU', 'GPU' or 'All' (GPU time needs a CUDA build). With a
     `schedule` (see make_schedule) recording follows the steps counted by ``step()``."""
     _check_state(state)
-    if tracer_option is not None and tracer_option not in _TRACER_OPTIONS:
-        raise ValueError("tracer option must be 'Default', 'OpDetail', 'AllOpDetail'.")  # Fluid 1.8's words
+    _check_tracer_option(tracer_option)
     if _state.enabled:
         return
     if max_events is not None:  # for this profile only: stop_profiler restores the cap in force before
@@ -134,24 +142,82 @@ def stop_profiler(sorted_key=None, profile_path="/tmp/profile", print_report=Tru
 
 
 @contextlib.contextmanager
-def profiler(state, sorted_key=None, profile_path="/tmp/profile", tracer_option=None, schedule=None,
+def profiler(state, sorted_key=None, profile_path="/tmp/profile", tracer_option="Default", schedule=None,
              max_events=None, print_report=True):
-    """Context manager form of start_profiler/stop_profiler; yields an object with ``step()``."""
-    _check_state(state)
-    _check_sorted_key(sorted_key)
+    """Fluid's context manager form of start_profiler/stop_profiler. Yields None, as Fluid's does: use
+    ``Profiler`` for a handle (``step()``, ``summary()``, ``events()``, ``export()``). Every argument is checked
+    before anything starts."""
+    _check_arguments(state, sorted_key, tracer_option, schedule, max_events)
     start_profiler(state, tracer_option, schedule, max_events)
     try:
-        yield _Handle()
+        yield
     finally:
         stop_profiler(sorted_key, profile_path, print_report)
 
 
-class _Handle:
+def _check_arguments(state, sorted_key, tracer_option, schedule, max_events):
+    _check_state(state)
+    _check_sorted_key(sorted_key)
+    _check_tracer_option(tracer_option)
+    if schedule is not None and not callable(schedule):
+        raise TypeError("schedule must be a function step -> 'none' | 'warmup' | 'record' (see make_schedule), "
+                        "got %r" % (schedule,))
+    if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0):
+        raise ValueError("max_events must be an int >= 0 (0 = unlimited), got %r" % (max_events,))
+
+
+class Profiler:
+    """A profiling session as an object: ``with Profiler("CPU", schedule=...) as prof: ... prof.step()``, or
+    ``prof.start()`` / ``prof.stop()``. Arguments as ``profiler()``'s, checked here. After stop, ``summary()``,
+    ``events()``, ``report()`` and ``export(path)`` give this profile's results even after later profiles."""
+
+    def __init__(self, state="CPU", sorted_key=None, profile_path="/tmp/profile", tracer_option="Default",
+                 schedule=None, max_events=None, print_report=True):
+        _check_arguments(state, sorted_key, tracer_option, schedule, max_events)
+        self.state, self.sorted_key, self.profile_path = state, sorted_key, profile_path
+        self.tracer_option, self.schedule, self.max_events = tracer_option, schedule, max_events
+        self.print_report = print_report
+        self._events = self._wall_ns = None
+
+    def start(self):
+        if _state.enabled:  # (Fluid's start_profiler would silently keep the running one)
+            raise RuntimeError("Profiler.start: a profiler is already running; stop it before starting another")
+        start_profiler(self.state, self.tracer_option, self.schedule, self.max_events)
+        self._events = self._wall_ns = None
+        return self
+
+    def stop(self):
+        if not _state.enabled:
+            return
+        stop_profiler(self.sorted_key, self.profile_path, self.print_report)
+        self._events = _state.last_events
+        self._wall_ns = _report.session_wall_ns()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
     step = staticmethod(step)
 
     @property
     def step_num(self):
         return _state.step_num
+
+    def events(self):
+        return list(self._events) if self._events is not None else events()
+
+    def summary(self, sorted_key=None, merge_threads=None):
+        return summary(sorted_key, merge_threads, event_list=self._events, wall_ns=self._wall_ns)
+
+    def report(self, sorted_key=None):
+        return report(sorted_key, event_list=self._events, wall_ns=self._wall_ns)
+
+    def export(self, path):
+        """Write this profile's Chrome trace to `path`."""
+        return export_chrome_trace(path, event_list=self._events)
 
 
 @contextlib.contextmanager

@@ -57,6 +57,11 @@ def _check_state(state):
         raise ValueError("profiler state must be one of 'CPU', 'GPU', 'All'; got %r" % (state,))
 
 
+def _check_tracer_option(tracer_option):
+    if tracer_option is not None and tracer_option not in _TRACER_OPTIONS:
+        raise ValueError("tracer option must be 'Default', 'OpDetail', 'AllOpDetail'.")  # Fluid 1.8's words
+
+
 def _check_sorted_key(sorted_key):
     if sorted_key not in _SORT_KEYS:
         raise ValueError("sorted_key must be None, 'calls', 'total', 'max', 'min' or 'ave'; got %r" % (sorted_key,))

@@ -13,7 +13,7 @@ import re
 
 from ._session import _state, step_event_indices
 from ._session import events as _session_events
-from .report import _self_times, preempted
+from .report import pool_wait_ns, preempted, self_times
 
 __all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
 
@@ -122,7 +122,7 @@ class _Profile:
 
     def __init__(self, evs, programs, from_session):
         self.evs = evs
-        self.selfs = _self_times(evs)
+        self.selfs = self_times(evs)
         self._args = {}
         self.args = [self._parse(e) for e in evs]
         # Steps: the exe.run calls (_session.step_event_indices: Executor.run, the whole call).
@@ -681,7 +681,8 @@ def _thread_utilisation(p):
 # -- 8. preempted samples ------------------------------------------------------------------------------------
 
 def _preempted(p, kids):
-    flagged = [i for i, e in enumerate(p.evs) if preempted(e)]
+    waits = pool_wait_ns(p.evs)  # waiting for the pool's workers is off the CPU by design, not preemption
+    flagged = [i for i, e in enumerate(p.evs) if preempted(e, waits[i])]
     if not flagged:
         return []
     flagged_set = set(flagged)
