@@ -385,7 +385,7 @@ def test_profiler_args_and_chrome_trace_show_the_lod(exe, tmp_path):
     with profiler.profiler("CPU", profile_path=path, print_report=False):
         for b in batches:
             exe.run(main, feed={"x": b}, fetch_list=[y], return_numpy=False)
-    args = [e["args"] for e in profiler.events() if e["name"] == "scale"]
+    args = [e["args"].split(",\"input_vars\"")[0] for e in profiler.events() if e["name"] == "scale"]  # shapes, LoD
     assert args == ['"inputs":"X[3, 2]({{0, 1, 3}})","outputs":"Out[3, 2]({{0, 1, 3}})"',
                     '"inputs":"X[3, 2]({{0, 2, 3}})","outputs":"Out[3, 2]({{0, 2, 3}})"',  # same dims, new LoD
                     '"inputs":"X[10, 2]({{0, 1, 2, 3, 4, 5, ..., 10}})","outputs":"Out[10, 2]({{0, 1, 2, 3, 4, 5, '
@@ -393,7 +393,8 @@ def test_profiler_args_and_chrome_trace_show_the_lod(exe, tmp_path):
                     '"inputs":"X[3, 2]","outputs":"Out[3, 2]"']
     with open(path) as f:
         trace = [e for e in json.load(f)["traceEvents"] if e.get("name") == "scale"]
-    assert trace[0]["args"] == {"inputs": "X[3, 2]({{0, 1, 3}})", "outputs": "Out[3, 2]({{0, 1, 3}})"}
+    assert {k: trace[0]["args"][k] for k in ("inputs", "outputs")} == {"inputs": "X[3, 2]({{0, 1, 3}})",
+                                                                     "outputs": "Out[3, 2]({{0, 1, 3}})"}
 
 
 def test_print_program_shows_lod_levels():

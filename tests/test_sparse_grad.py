@@ -393,7 +393,7 @@ def test_glog_and_profiler_show_selected_rows_by_value_dims():
     with fluid.profiler.profiler("CPU", profile_path=None, print_report=False):
         exe.run(main, feed={"ids": np.array([[1], [3]], "int64")})
     sgd = next(e for e in fluid.profiler.events() if e["name"] == "sgd")
-    assert sgd["args"] == '"inputs":"Param[10, 4], LearningRate[1], Grad[2, 4]","outputs":"ParamOut[10, 4]"'
+    assert sgd["args"].startswith('"inputs":"Param[10, 4], LearningRate[1], Grad[2, 4]","outputs":"ParamOut[10, 4]",')
 
 
 @pytest.mark.parametrize("fluid_mode", [False, True])

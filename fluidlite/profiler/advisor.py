@@ -1,11 +1,12 @@
 """The tuning advisor: ``fluid.profiler.advise()`` reads a profile plus the programs it ran and returns ranked
 findings (what costs time, the measured share of the step, the estimated saving, the evidence, the fix).
 
-Every detector reads one ``_Profile``: the events, their self times and parsed args, the steps (top-level
-``Executor::run`` events) and the op instances (op events grouped by block and index, with the variables they
+Every detector reads one ``_Profile``: the events, their self times and parsed args, the steps (one
+``Executor.run`` event per exe.run) and the op instances (op events grouped by block and index, with the variables they
 read and write). Estimates are models fed with the profile's own numbers: a fused op streams its external inputs
-and outputs once at the bandwidth the unfused ops reached, plus one op's dispatch cost; removable work (copies,
-re-preparation, Python time between runs) saves its measured time.
+and outputs once at the fastest rate the unfused ops reached, keeps their arithmetic, costs one op's dispatch, and
+each op call it removes also saves the executor's measured gap per op; removable work (copies, re-preparation,
+Python time between runs) saves its measured time.
 """
 import collections
 import json
@@ -13,7 +14,7 @@ import re
 
 from ._session import _state, step_event_indices
 from ._session import events as _session_events
-from .report import pool_wait_ns, preempted, self_times
+from .report import GAP_PARENTS, pool_wait_ns, preempted, self_times
 
 __all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
 
@@ -173,6 +174,12 @@ class _Profile:
         self._consumers = None
         # The executor's per-op floor: the cheapest op call of the profile (an op that does next to nothing).
         self.dispatch_ns = min((n.min_ns for n in self.nodes.values()), default=0)
+        # And the executor's work between ops (the gap rows: freeing temporaries, log checks), per op it runs: an op
+        # that a fusion removes saves its share of that too.
+        gap_ns = sum(self.selfs[i] for i, e in enumerate(evs) if e["name"] in GAP_PARENTS)
+        gap_ops = sum(1 for e in evs if e["category"] == "Operator" and e["parent"] >= 0
+                      and evs[e["parent"]]["name"] in GAP_PARENTS)
+        self.gap_per_op_ns = gap_ns / gap_ops if gap_ops else 0.0
 
     def _parse(self, e):
         text = e.get("args")
@@ -357,6 +364,8 @@ def _fusable_chains(p):
         saving, fused_ns, bw = _fused_estimate(comp, sum(ext_in.values()) + sum(ext_out.values()), fused_calls,
                                                itemsize, p.dispatch_ns)
         total = sum(n.total_ns for n in comp)
+        gaps_saved = max(sum(n.calls for n in comp) - fused_calls, 0) * p.gap_per_op_ns
+        saving += gaps_saved
         if saving <= 0:
             continue
         types = _type_counts(comp)
@@ -367,7 +376,8 @@ def _fusable_chains(p):
             {"ops": types, "blocks": sorted(calls_per_block), "calls_per_step": sum(n.calls for n in comp) / p.n_steps,
              "inputs": sorted(ext_in), "outputs": sorted(ext_out), "intermediates": len(inner),
              "sites": _sites(comp), "chain_ms_per_step": p.per_step_ms(total),
-             "fused_ms_per_step": p.per_step_ms(fused_ns), "bandwidth_gb_s": round(bw, 3)},
+             "fused_ms_per_step": p.per_step_ms(fused_ns), "gaps_saved_ms_per_step": p.per_step_ms(gaps_saved),
+             "bandwidth_gb_s": round(bw, 3)},
             _chain_fix(types)))
     return findings
 

@@ -253,5 +253,5 @@ def test_the_ops_are_profiled_as_ordinary_op_events():
         exe.run(main, feed=feed, fetch_list=[back], return_numpy=False)
     ops = {e["name"]: e for e in fluid.profiler.events() if e["category"] == "Operator"}
     assert {"lod_rank_table", "lod_tensor_to_array", "array_to_lod_tensor", "lod_array_length"} <= set(ops)
-    assert ops["lod_tensor_to_array"]["args"] == '"inputs":"X[4, 2]({{0, 3, 4}})","outputs":""'
-    assert ops["array_to_lod_tensor"]["args"] == '"inputs":"","outputs":"Out[4, 2]({{0, 3, 4}})"'
+    assert ops["lod_tensor_to_array"]["args"].startswith('"inputs":"X[4, 2]({{0, 3, 4}})","outputs":"",')
+    assert ops["array_to_lod_tensor"]["args"].startswith('"inputs":"","outputs":"Out[4, 2]({{0, 3, 4}})",')
