@@ -13,12 +13,14 @@ Cases: every bench model (python -m fluidlite.bench --model all) as the bench bu
 - rebuilt_mlp: the bench MLP with its main program rebuilt before every exe.run (a common script mistake); fix:
   build it once.
 Each case is profiled for --steps steps after warm-up; the "before" and "after" steps are then timed interleaved
-(--repeat rounds of --steps steps each; the fastest round of each, since noise on a shared machine only adds
-time) so machine noise hits both alike. ratio = estimated / measured.
+(--repeat rounds of --steps steps each) so machine noise hits both alike; the measured saving is the median over
+rounds of the round's before - after (the step times printed are the medians).
+ratio = estimated / measured.
 """
 import argparse
 import gc
 import os
+import statistics
 import sys
 import time
 
@@ -161,9 +163,12 @@ def measure(case, steps, repeat):
                 for _ in range(steps):
                     fn()
                 times[k].append((time.perf_counter() - t0) / steps * 1e3)
-        # The fastest repetition of each: on a shared machine noise only ever adds time.
-        row["before_ms"] = min(times.pop("before"))
-        row["fixes"] = {k: (min(v), row["before_ms"] - min(v)) for k, v in times.items()}
+        # The saving is the median over rounds of (before - after) within the round: a noisy moment slows both
+        # sides of a round alike, and the median drops the rounds where it did not.
+        before = times.pop("before")
+        row["before_ms"] = statistics.median(before)
+        row["fixes"] = {k: (statistics.median(v), statistics.median(b - a for b, a in zip(before, v)))
+                        for k, v in times.items()}
     return row
 
 
