@@ -1061,6 +1061,9 @@ PYBIND11_MODULE(_core, m) {
       [](const std::string& name, const std::string& category) { return OpenEvent(Intern(name), Intern(category)); },
       py::arg("name"), py::arg("category") = "User",
       "open a range on this thread (a user range by default); returns a token for pop_event (-1 when off)");
+  m.def(
+      "push_run_event", []() { return OpenEvent("Executor.run", "Python"); },
+      "open the Python-side Executor.run event of one exe.run call (push_event without interning its names)");
   m.def("pop_event", [](int64_t token) {
     if (token >= 0) CloseEvent(token);
   });

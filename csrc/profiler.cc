@@ -1,18 +1,14 @@
 #include "profiler.h"
 
-#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -47,6 +43,9 @@ struct RawEvent {
   uint64_t end;
   int64_t bytes;
   int64_t value;
+  uint64_t cpu_mark_ticks;  // the thread's CPU-time checkpoint at the open
+  int64_t cpu_mark_ns;
+  int64_t cpu_end_ns;  // the thread's CPU time at the close, -1 when not read (a short event)
   int64_t mem_in_use, mem_peak;
   int32_t parent;
   int32_t depth;
@@ -71,14 +70,11 @@ struct ThreadBuffer {
   int64_t limit = 0;             // slots this thread may use under the global cap
   uint64_t epoch = 0;
   int32_t stack[kMaxDepth];
-  std::atomic<int> depth{0};  // written by the owner only (relaxed: plain moves); read by the CPU sampler
+  int depth = 0;
   int32_t thread_index = 0;
   int32_t os_tid = 0;
-  clockid_t cpu_clock{};  // this thread's CPU clock, read by the sampler
-  bool has_cpu_clock = false;
-  std::vector<std::pair<uint64_t, int64_t>> cpu_samples;  // (steady ns, thread CPU ns), under chunks_mu
-  uint64_t samples_epoch = 0;
-  bool sampled_busy = false;  // the last sample found an event open (the next one closes the bracket)
+  uint64_t cpu_mark_ticks = 0;  // the thread's CPU-time checkpoint: when it was read (ticks) and its value
+  int64_t cpu_mark_ns = 0;
 };
 
 namespace {
@@ -97,7 +93,6 @@ ThreadBuffer& Local() {
   thread_local ThreadBuffer* buf = [] {
     auto* b = new ThreadBuffer();
     b->os_tid = static_cast<int32_t>(syscall(SYS_gettid));
-    b->has_cpu_clock = pthread_getcpuclockid(pthread_self(), &b->cpu_clock) == 0;
     Registry& r = Reg();
     std::lock_guard<std::mutex> lock(r.mu);
     b->thread_index = static_cast<int32_t>(r.buffers.size());
@@ -163,14 +158,21 @@ Clock& TheClock() {
   return c;
 }
 
-// The CPU-time sampler: while the profiler is on, a thread of its own reads every recording thread's CPU clock each
-// millisecond (FLUIDLITE_PROFILER_CPU_SAMPLE_US; 0 turns the sampler off) (a system call, ~0.5 us here: far too slow
-// for the per-event path) and keeps (wall, CPU) pairs per thread. An event spanning two samples or more gets its CPU
-// time from them at collection, so a preempted sample (a 20 us op that took 4 ms because the OS ran something else)
-// shows wall >> CPU; shorter events get -1.
-int64_t CpuSampleNs() {
+// Thread CPU time, for spotting preempted samples. Reading the thread's CPU clock is a system call (~0.5 us here), so
+// it is read at most about twice per kCpuCheckMs of a thread's wall time: at an open when the thread's checkpoint is
+// older than that (refreshing it), and at the close of an event that began more than that after its checkpoint. Such
+// an event's CPU time is the clock's advance since the checkpoint (capped at its wall time): an upper bound, so a
+// sample is flagged only when really preempted (a 20 us op that took 4 ms shows ~1 ms of CPU at most). Shorter
+// events get -1. FLUIDLITE_PROFILER_CPU_CHECK_US sets the interval (default 1000); 0 turns the reads off.
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t CpuCheckNs() {
   static const int64_t ns = [] {
-    const char* v = std::getenv("FLUIDLITE_PROFILER_CPU_SAMPLE_US");
+    const char* v = std::getenv("FLUIDLITE_PROFILER_CPU_CHECK_US");
     int64_t us = 1000;
     if (v && *v) us = std::max<int64_t>(0, std::atoll(v));
     return us * 1000;
@@ -178,97 +180,7 @@ int64_t CpuSampleNs() {
   return ns;
 }
 
-constexpr size_t kMaxCpuSamples = 4'000'000;  // per thread (64 MB): about an hour of a busy thread
-
-struct CpuSampler {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::thread* thread = nullptr;
-  pid_t pid = 0;  // a forked child has no sampler thread: it must not join the parent's
-  bool running = false;
-};
-
-CpuSampler& Sampler() {
-  static CpuSampler* s = new CpuSampler();
-  return *s;
-}
-
-// One sample of every thread with an event open (and one more after its events closed, ending the bracket).
-void SampleThreads() {
-  std::vector<ThreadBuffer*> buffers;
-  {
-    std::lock_guard<std::mutex> lock(Reg().mu);
-    buffers = Reg().buffers;
-  }
-  const uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
-  for (ThreadBuffer* b : buffers) {
-    if (!b->has_cpu_clock) continue;
-    const bool busy = b->depth.load(std::memory_order_relaxed) > 0;
-    if (!busy && !b->sampled_busy) continue;
-    b->sampled_busy = busy;
-    timespec ts;
-    if (clock_gettime(b->cpu_clock, &ts) != 0) {  // the thread has exited
-      b->has_cpu_clock = false;
-      continue;
-    }
-    const uint64_t now = NowNs();
-    std::lock_guard<std::mutex> lock(b->chunks_mu);
-    if (b->samples_epoch != epoch) {
-      b->cpu_samples.clear();
-      b->samples_epoch = epoch;
-    }
-    if (b->cpu_samples.size() < kMaxCpuSamples)
-      b->cpu_samples.emplace_back(now, int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec);
-  }
-}
-
-void StartSampler() {
-  CpuSampler& s = Sampler();
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.running || CpuSampleNs() == 0) return;
-  s.running = true;
-  s.pid = getpid();
-  s.thread = new std::thread([&s] {
-    std::unique_lock<std::mutex> l(s.mu);
-    while (s.running) {
-      s.cv.wait_for(l, std::chrono::nanoseconds(CpuSampleNs()));
-      if (!s.running) break;
-      l.unlock();
-      SampleThreads();
-      l.lock();
-    }
-  });
-}
-
-void StopSampler() {
-  CpuSampler& s = Sampler();
-  std::thread* t;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.running) return;
-    s.running = false;
-    t = s.thread;
-    s.thread = nullptr;
-  }
-  s.cv.notify_all();
-  if (t && getpid() == s.pid) {
-    t->join();
-    delete t;
-  }  // in a forked child the thread does not exist: the object is left behind
-}
-
-// The CPU time inside [start, end] on thread `b`, from the samples within it scaled to the event's length; -1
-// when fewer than two samples fall inside (a short event). Caller holds b.chunks_mu.
-int64_t CpuTimeFromSamples(const ThreadBuffer& b, uint64_t start, uint64_t end) {
-  const auto& v = b.cpu_samples;
-  auto first = std::lower_bound(v.begin(), v.end(), std::make_pair(start, std::numeric_limits<int64_t>::min()));
-  auto last = std::upper_bound(v.begin(), v.end(), std::make_pair(end, std::numeric_limits<int64_t>::max()));
-  if (last - first < 2) return -1;
-  --last;
-  const double wall = double(last->first - first->first), cpu = double(last->second - first->second);
-  if (wall <= 0) return -1;
-  return std::min<int64_t>(int64_t(end - start), int64_t(cpu / wall * double(end - start)));
-}
+uint64_t g_cpu_check_ticks = ~uint64_t(0);  // the interval in ticks (set when the profiler starts; ~0: off)
 
 Allocator* g_cpu_allocator = nullptr;  // for the memory fields (set when the profiler starts)
 
@@ -310,7 +222,7 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
   if (b.epoch != epoch) {  // a Reset happened: start this thread's buffer over
     b.size.store(0, std::memory_order_relaxed);
-    b.depth.store(0, std::memory_order_relaxed);
+    b.depth = 0;
     b.limit = 0;
     b.epoch = epoch;
   }
@@ -319,7 +231,7 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  const int depth = b.depth.load(std::memory_order_relaxed);
+  const int depth = b.depth;
   if (depth >= kMaxDepth) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
@@ -333,9 +245,15 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   e.depth = depth;
   e.done.store(0, std::memory_order_relaxed);
   b.stack[depth] = static_cast<int32_t>(i);
-  b.depth.store(depth + 1, std::memory_order_relaxed);
+  b.depth = depth + 1;
   b.size.store(i + 1, std::memory_order_release);
   const uint64_t start = start_ticks ? start_ticks : Ticks();
+  if (start - b.cpu_mark_ticks > g_cpu_check_ticks) {
+    b.cpu_mark_ns = ThreadCpuNs();
+    b.cpu_mark_ticks = start;
+  }
+  e.cpu_mark_ticks = b.cpu_mark_ticks;
+  e.cpu_mark_ns = b.cpu_mark_ns;
   e.start = start;
   return i;
 }
@@ -353,13 +271,17 @@ void CloseEventAt(ThreadBuffer* buffer, int64_t token, uint64_t t, const char* a
   e.args = args;
   e.bytes = bytes;
   e.value = value;
+  if (t - e.cpu_mark_ticks > g_cpu_check_ticks) {  // long enough for a CPU-clock read to be noise
+    e.cpu_end_ns = b.cpu_mark_ns = ThreadCpuNs();
+    b.cpu_mark_ticks = t;
+  } else {
+    e.cpu_end_ns = -1;
+  }
   e.mem_in_use = g_cpu_allocator->InUse();
   e.mem_peak = g_cpu_allocator->ProfilePeak();
   e.done.store(1, std::memory_order_release);
-  int depth = b.depth.load(std::memory_order_relaxed);
-  while (depth > 0 && b.stack[depth - 1] != token) --depth;  // RAII keeps this a plain pop
-  if (depth > 0) --depth;
-  b.depth.store(depth, std::memory_order_relaxed);
+  while (b.depth > 0 && b.stack[b.depth - 1] != token) --b.depth;  // RAII keeps this a plain pop
+  if (b.depth > 0) --b.depth;
 }
 
 RecordMemcpy::RecordMemcpy(const Place& src, const Place& dst, size_t bytes) {
@@ -401,15 +323,22 @@ void EnableProfiler() {
     TheClock().Anchor();
     g_cpu_allocator = &GetAllocator(Place::CPU());
     g_cpu_allocator->ResetProfilePeak();
+    static const uint64_t check_ticks = [] {  // the CPU-time check interval in ticks (a rough rate is enough)
+      if (CpuCheckNs() == 0) return ~uint64_t(0);
+#ifdef FL_HAVE_TSC
+      const uint64_t t0 = Ticks(), n0 = NowNs();
+      while (NowNs() - n0 < 200'000) {}
+      return static_cast<uint64_t>(double(Ticks() - t0) / double(NowNs() - n0) * double(CpuCheckNs()));
+#else
+      return static_cast<uint64_t>(CpuCheckNs());
+#endif
+    }();
+    g_cpu_check_ticks = check_ticks;
   }
   g_profiler_enabled.store(true, std::memory_order_release);
-  StartSampler();
 }
 
-void DisableProfiler() {
-  g_profiler_enabled.store(false, std::memory_order_release);
-  StopSampler();
-}
+void DisableProfiler() { g_profiler_enabled.store(false, std::memory_order_release); }
 
 void ResetProfiler() {
   Registry& r = Reg();
@@ -451,7 +380,8 @@ std::vector<ProfEvent> CollectEvents() {
       p.os_tid = b->os_tid;
       p.depth = e.depth;
       p.parent = e.parent >= 0 ? remap[e.parent] : -1;
-      p.cpu_ns = b->samples_epoch == epoch ? CpuTimeFromSamples(*b, p.start_ns, p.end_ns) : -1;
+      p.cpu_ns =
+          e.cpu_end_ns >= 0 ? std::min<int64_t>(e.cpu_end_ns - e.cpu_mark_ns, int64_t(p.end_ns - p.start_ns)) : -1;
       p.mem_in_use = e.mem_in_use;
       p.mem_peak = e.mem_peak;
       p.value = e.value;

@@ -8,9 +8,9 @@
 // through Intern(). A cap on recorded events keeps long runs bounded; drops are counted and reported.
 //
 // Beside wall time each event carries what the tune loop needs to explain it (docs/profiling.md):
-// - thread CPU time, for spotting preempted samples. Reading a thread's CPU clock is a system call (~0.5 us
-//   here), too slow for every event: a sampler thread reads the clocks of the threads with open events once a
-//   millisecond, and an event spanning two samples or more gets its CPU time from them (shorter ones: -1);
+// - thread CPU time, for spotting preempted samples. Reading the thread's CPU clock is a system call (~0.5 us
+//   here), too slow for every event: it is read about once per millisecond of a thread's time at most, and an event
+//   longer than that gets its CPU time (an upper bound; shorter ones: -1);
 // - the CPU allocator's bytes in use at its close and the peak so far (two relaxed loads);
 // - an integer `value` (a thread-pool job id links the job's parts on other threads to it).
 #pragma once
@@ -151,7 +151,7 @@ struct ProfEvent {
   int32_t os_tid;
   int32_t depth;
   int64_t parent;      // index into the returned vector, -1 at top level
-  int64_t cpu_ns;      // thread CPU time inside the event, -1 when not measured (a short event)
+  int64_t cpu_ns;      // thread CPU time inside the event (an upper bound), -1 when not measured (a short event)
   int64_t mem_in_use;  // CPU allocator bytes in use at the close
   int64_t mem_peak;    // the most bytes in use since the profile started, as of the close
   int64_t value;       // -1 unless set (thread-pool job id)

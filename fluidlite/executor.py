@@ -10,7 +10,6 @@ temporaries) dies with its scope, and a program keeps at most ``EXEC_CACHE_LIMIT
 goes first), so a fresh Scope per run does not grow memory.
 """
 import contextlib
-import time
 import weakref
 
 import numpy as np
@@ -132,23 +131,16 @@ class Executor:
         if not _profiler_state.recording or _profiler_state.in_run:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         # Profiled: the whole call is an event, so the Python side (feed checks, the program cache, numpy
-        # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run. The advisor also
-        # keeps the wall time of the outermost runs and the span from the first one's start to the last one's end
-        # (its Python time outside exe.run is the span minus the runs).
+        # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run, and the advisor
+        # finds the Python time between runs from these events. Only the outermost call (a CompiledProgram runs
+        # through here again).
         _profiler_state.in_run = True
-        token = core.push_event("Executor.run", "Python")
-        t0 = time.monotonic_ns()
+        token = core.push_run_event()
         try:
             return self._run(program, feed, fetch_list, scope, return_numpy)
         finally:
-            t1 = time.monotonic_ns()
             core.pop_event(token)
             _profiler_state.in_run = False
-            _profiler_state.run_wall_ns += t1 - t0
-            _profiler_state.run_calls += 1
-            if _profiler_state.first_run_ns is None:
-                _profiler_state.first_run_ns = t0
-            _profiler_state.last_run_end_ns = t1
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         if self._closed:

@@ -71,8 +71,6 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     _state.phase = "none"
     _state.last_events = None
     _state.programs, _state.programs_seen = [], 0
-    _state.run_wall_ns = _state.run_calls = 0
-    _state.first_run_ns = _state.last_run_end_ns = None
     _apply_schedule()
 
 

@@ -24,11 +24,7 @@ class _State:
     # advisor: op events name their block and index, the program gives their consumers and attributes.
     programs = []
     programs_seen = 0  # distinct programs run while recording, kept or not (a program rebuilt per step)
-    run_wall_ns = 0  # wall time of the outermost Executor.run calls while recording, Python side included
-    run_calls = 0
-    in_run = False
-    first_run_ns = None  # time.monotonic_ns() at the first recorded run's start and the last one's end
-    last_run_end_ns = None
+    in_run = False  # inside a recorded Executor.run (a nested call records no second event)
     start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
     stop_ns = None
     tracer_option = "Default"

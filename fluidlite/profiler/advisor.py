@@ -131,12 +131,14 @@ class _Profile:
         self.n_steps = max(len(self.runs), 1)
         self.run_ns = sum(evs[i]["dur_ns"] for i in self.runs)
         self.from_session = from_session
-        # The profiled time: from the first recorded exe.run's start to the last one's end (Executor.run measures
-        # it while recording; start/stop_profiler's own work, e.g. dropping a previous profile, is not the step's),
-        # else the runs' events.
+        # The profiled time: from the first recorded exe.run's start to the last one's end (the Python-side
+        # Executor.run events; start/stop_profiler's own work, e.g. dropping a previous profile, is not the step's),
+        # else the runs' events. Only for the session's own profile, and not under a schedule (its windows leave steps
+        # unrecorded).
         self.span_ns = None
-        if from_session and _state.first_run_ns is not None and _state.schedule is None:
-            self.span_ns = _state.last_run_end_ns - _state.first_run_ns
+        self.python_runs = [evs[i] for i in self.runs if evs[i]["name"] == "Executor.run"]
+        if self.python_runs and from_session and _state.schedule is None:
+            self.span_ns = max(e["end_ns"] for e in self.python_runs) - min(e["start_ns"] for e in self.python_runs)
         if self.span_ns:
             self.wall_ns = self.span_ns
         elif self.run_ns:
@@ -765,16 +767,17 @@ def _preempted(p, kids):
 # -- 9. Python-side time outside exe.run ---------------------------------------------------------------------
 
 def _python_time(p):
-    # Between the first recorded exe.run's start and the last one's end, the time not inside an exe.run (measured by
-    # Executor.run while recording): only for the session's own profile, not under a schedule (its windows leave
-    # steps unrecorded), and with two runs at least.
-    if not p.span_ns or _state.run_calls < 2:
+    # Between the first recorded exe.run's start and the last one's end, the time not inside an exe.run (the
+    # Python-side Executor.run events), with two runs at least.
+    runs = len(p.python_runs)
+    if not p.span_ns or runs < 2:
         return []
     span = p.span_ns
-    outside = span - _state.run_wall_ns
+    run_wall = sum(e["dur_ns"] for e in p.python_runs)
+    outside = span - run_wall
     if outside <= 0:
         return []
-    gaps = _state.run_calls - 1
+    gaps = runs - 1
     users = collections.Counter()
     for e in p.evs:
         if e["category"] == "User" and e["parent"] < 0:
@@ -782,8 +785,7 @@ def _python_time(p):
     return [Finding(
         "python_time", "%.3f ms per step in Python between exe.run calls" % (outside / gaps / 1e6),
         outside / span, outside / gaps / 1e6,
-        {"runs": _state.run_calls, "span_ms": _ms(span), "exe_run_wall_ms": _ms(_state.run_wall_ns),
-         "outside_ms": _ms(outside), "executor_run_events_ms": _ms(p.run_ns),
+        {"runs": runs, "span_ms": _ms(span), "exe_run_wall_ms": _ms(run_wall), "outside_ms": _ms(outside),
          "user_ranges_ms": {k: _ms(v) for k, v in users.most_common(5)}},
         "the time between exe.run calls (data feeding, program building, fetch handling): build programs once, "
         "prepare batches ahead (fluid.io.DataLoader.from_generator), fetch only what you read; cProfile it "
