@@ -308,6 +308,36 @@ CopyCause::~CopyCause() { t_copy_cause = prev_; }
 const CopyCause* CopyCause::Current() { return t_copy_cause; }
 
 const PreparedOp* CurrentOp() { return t_current_op; }
+
+const char* CopyArgs(const void* src, const void* dst) {
+  struct Entry {
+    const PreparedOp* op;
+    const char* cause;
+    const std::string *src_name, *dst_name;
+    int64_t step;
+    const void *src, *dst;
+    const char* args;
+  };
+  thread_local Entry cache[64] = {};
+  const CopyCause* given = CopyCause::Current();
+  const Entry key{CurrentOp(),
+                  given ? given->cause : nullptr,
+                  given ? given->src : nullptr,
+                  given ? given->dst : nullptr,
+                  given ? given->step : -1,
+                  src,
+                  dst,
+                  nullptr};
+  Entry& slot = cache[(reinterpret_cast<uintptr_t>(dst) >> 4 ^ reinterpret_cast<uintptr_t>(key.op) >> 6 ^
+                       static_cast<uintptr_t>(key.step)) %
+                      64];
+  if (!(slot.args && slot.op == key.op && slot.cause == key.cause && slot.src_name == key.src_name &&
+        slot.dst_name == key.dst_name && slot.step == key.step && slot.src == src && slot.dst == dst)) {
+    slot = key;
+    slot.args = Intern(DescribeCopy(src, dst).Json());
+  }
+  return slot.args;
+}
 CurrentOpScope::CurrentOpScope(bool on) : on_(on), prev_(t_current_op) {}
 CurrentOpScope::~CurrentOpScope() {
   if (on_) t_current_op = prev_;

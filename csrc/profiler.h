@@ -110,6 +110,9 @@ struct CopyAttribution {
   std::string Text() const;  // " for feed x -> feed (op feed)"
 };
 CopyAttribution DescribeCopy(const void* src, const void* dst);
+// DescribeCopy's Json(), interned, for the copy's profiler event. The same copy repeats every run (a feed, a step
+// output): the answer is cached per thread by the running op, the given cause and the two addresses.
+const char* CopyArgs(const void* src, const void* dst);
 
 // The op whose kernel runs on this thread (set by the executor's op loop while the profiler is on or level-4
 // logs are; restored when a nested block's loop returns), for attributing copies to ops.

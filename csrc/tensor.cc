@@ -114,11 +114,13 @@ void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const vo
   if (bytes == 0) return;
   RecordMemcpy rec(src_place, dst_place, bytes);
   const bool log = FL_VLOG_IS_ON(4);
-  if (rec.active() || log) {  // say why: the cause, the variables, the op (profiler.h: CopyCause)
+  if (log) {  // say why: the cause, the variables, the op (profiler.h: CopyCause)
     const CopyAttribution why = DescribeCopy(src, dst);
     if (rec.active()) rec.SetArgs(Intern(why.Json()));
     FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to " << dst_place.ToString()
                << why.Text();
+  } else if (rec.active()) {
+    rec.SetArgs(CopyArgs(src, dst));
   }
   if (src_place.is_cpu() && dst_place.is_cpu()) {
     std::memcpy(dst, src, bytes);
