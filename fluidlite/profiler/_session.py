@@ -66,8 +66,8 @@ def _check_sorted_key(sorted_key):
 class Event(dict):
     """One recorded event: name, category, start_ns, end_ns, dur_ns, thread, tid, depth, parent, bytes, args,
     cpu_ns (thread CPU time inside it, an upper bound; -1 when not measured: events shorter than the recorder's
-    ~1 ms CPU-clock check interval), mem_in_use and mem_peak (CPU allocator bytes in use at its close, and the most since the profile
-    started), value (a thread-pool job id, else -1). Fields and names: docs/profiling.md."""
+    ~1 ms CPU-clock check interval), mem_in_use and mem_peak (CPU allocator bytes in use at its close, and the
+    most since the profile started), value (a thread-pool job id, else -1). Fields and names: docs/profiling.md."""
     __slots__ = ()
 
 
