@@ -30,7 +30,7 @@ import fluidlite as fluid
 from fluidlite.bench import models
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rnn_profile import lstm_program  # noqa: E402  (the primitive LSTM program)
+from rnn_profile import lstm_program, primitive_cell  # noqa: E402  (the primitive LSTM program)
 
 from fluidlite.bench.models.lstm import lstm_unit_cell  # noqa: E402
 
@@ -84,37 +84,21 @@ def bench_case(name):
     return Case(name, _runner(built.main, built.startup, built.feed(), built.fetch_list))
 
 
-def prim_lstm_program(cell="unfused", seq=20, batch=32, hidden=128):
-    """cell: "unfused" (the primitive ops), "layers.lstm_unit" (concat + fc + lstm_unit), "lstm_unit op" (the
-    same fc, the lstm_unit op on its gates)."""
-    if cell == "unfused":
-        return lstm_program(seq, batch, hidden)
-    main, startup = fluid.Program(), fluid.Program()
-    startup.random_seed = 1
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        x = fluid.layers.data(name="x", shape=[seq, batch, hidden], dtype="float32", append_batch_size=False)
-        rnn = fluid.layers.StaticRNN()
-        with rnn.step():
-            x_t = rnn.step_input(x)
-            h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            c_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            if cell == "layers.lstm_unit":
-                h, c = fluid.layers.lstm_unit(x_t, h_prev, c_prev)
-            else:
-                h, c = lstm_unit_cell(fluid.layers.fc(input=[x_t, h_prev], size=4 * hidden), c_prev)
-            rnn.update_memory(h_prev, h)
-            rnn.update_memory(c_prev, c)
-            rnn.step_output(h)
-        loss = fluid.layers.mean(rnn())
-        fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
-    return main, startup, loss
+# The primitive cell and the two fixes the advisor names: Fluid's layers.lstm_unit (concat + fc + lstm_unit), and the
+# same fc as the primitive cell with the lstm_unit op on its gates.
+CELLS = {
+    "unfused": primitive_cell,
+    "layers.lstm_unit": lambda x_t, h_prev, c_prev: fluid.layers.lstm_unit(x_t, h_prev, c_prev),
+    "lstm_unit op": lambda x_t, h_prev, c_prev: lstm_unit_cell(
+        fluid.layers.fc(input=[x_t, h_prev], size=4 * c_prev.shape[-1]), c_prev),
+}
 
 
 def prim_lstm_case():
     feed = {"x": np.random.RandomState(0).rand(20, 32, 128).astype("float32")}
     steps = {}
     for cell in ("unfused", "layers.lstm_unit", "lstm_unit op"):
-        main, startup, loss = prim_lstm_program(cell)
+        main, startup, loss = lstm_program(20, 32, 128, CELLS[cell])
         steps[cell] = _runner(main, startup, feed, [loss])
     before = steps.pop("unfused")
     return Case("prim_lstm", before, steps)

@@ -19,7 +19,14 @@ from fluidlite.bench import seconds_per_call
 from fluidlite.bench.models.lstm import unfused_cell
 
 
-def lstm_program(seq, batch, hidden):
+def primitive_cell(x_t, h_prev, c_prev):
+    """The LSTM cell from primitives, as Fluid users write it: fc on [x_t, h_prev], then split, sigmoid/tanh and
+    elementwise ops. Returns (h, c)."""
+    return unfused_cell(fluid.layers.fc(input=[x_t, h_prev], size=4 * c_prev.shape[-1]), c_prev)
+
+
+def lstm_program(seq, batch, hidden, cell=primitive_cell):
+    """A StaticRNN LSTM training step (SGD on the mean of the hidden states); `cell(x_t, h_prev, c_prev) -> (h, c)`."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
@@ -29,7 +36,7 @@ def lstm_program(seq, batch, hidden):
             x_t = rnn.step_input(x)
             h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
             c_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            h, c = unfused_cell(fluid.layers.fc(input=[x_t, h_prev], size=4 * hidden), c_prev)
+            h, c = cell(x_t, h_prev, c_prev)
             rnn.update_memory(h_prev, h)
             rnn.update_memory(c_prev, c)
             rnn.step_output(h)
