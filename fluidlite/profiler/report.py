@@ -440,29 +440,32 @@ def _op_width(rows):
     return max([len(r["op"]) for r in rows] + [24]) + 4
 
 
+def _op_table(title, rows, columns, width, cells):
+    """A section's per-op table: banner, header ("Op" then `columns`, each `width` wide but the last) and one line
+    per row from `cells(row)` (the cells' strings, in column order)."""
+    w = _op_width(rows)
+    lines = [_banner(title), "", "Op".ljust(w) + "".join(c.ljust(width) for c in columns[:-1]) + columns[-1]]
+    for r in rows:
+        values = cells(r)
+        lines.append(r["op"].ljust(w) + "".join(v.ljust(width) for v in values[:-1]) + values[-1])
+    return lines
+
+
 def _framework_lines(fw):
-    w = _op_width(fw["ops"])
-    lines = [_banner("Framework vs Kernel"), "",
-             "Op".ljust(w) + "".join(c.ljust(14) for c in ("Calls", "Total", "Kernel", "InferShape",
-                                                              "Framework")) + "Framework %"]
-    for r in fw["ops"]:
-        lines.append(r["op"].ljust(w) + str(r["calls"]).ljust(14)
-                     + "".join(_fmt(r[k]).ljust(14) for k in ("total_ms", "kernel_ms", "infer_shape_ms",
-                                                              "framework_ms"))
-                     + "%.2f" % (100 * r["framework_ms"] / r["total_ms"] if r["total_ms"] else 0.0))
+    lines = _op_table("Framework vs Kernel", fw["ops"],
+                      ("Calls", "Total", "Kernel", "InferShape", "Framework", "Framework %"), 14,
+                      lambda r: [str(r["calls"])] + [_fmt(r[k]) for k in ("total_ms", "kernel_ms", "infer_shape_ms",
+                                                                          "framework_ms")]
+                      + ["%.2f" % (100 * r["framework_ms"] / r["total_ms"] if r["total_ms"] else 0.0)])
     return lines + ["(Kernel = <op>/compute, InferShape = <op>/infer_shape, Framework = the op's time outside "
                     "both)", ""]
 
 
 def _thread_pool_lines(pool):
-    w = _op_width(pool["ops"])
-    lines = [_banner("Thread Pool Summary"), "",
-             "Op".ljust(w) + "".join(c.ljust(12) for c in ("Jobs", "Threads", "Job ms", "Busy ms",
-                                                              "Efficiency")) + "Idle core ms"]
-    for r in pool["ops"]:
-        lines.append(r["op"].ljust(w) + str(r["jobs"]).ljust(12) + str(r["threads"]).ljust(12)
-                     + _fmt(r["job_ms"]).ljust(12) + _fmt(r["busy_ms"]).ljust(12)
-                     + ("%.3f" % r["efficiency"]).ljust(12) + _fmt(r["idle_core_ms"]))
+    lines = _op_table("Thread Pool Summary", pool["ops"],
+                      ("Jobs", "Threads", "Job ms", "Busy ms", "Efficiency", "Idle core ms"), 12,
+                      lambda r: [str(r["jobs"]), str(r["threads"]), _fmt(r["job_ms"]), _fmt(r["busy_ms"]),
+                                 "%.3f" % r["efficiency"], _fmt(r["idle_core_ms"])])
     if pool["utilisation"] is not None:
         n = len(pool["workers"])
         lines.append("Pool workers (%d thread%s): busy %s ms over %s ms of exe.run: %.1f %% utilised"
