@@ -329,3 +329,40 @@ def test_models_have_numpy_and_torch_references(name):
     mod = models.load(name)
     assert callable(reference.factory(mod, "numpy")) and callable(reference.factory(mod, "torch"))
     assert reference.factory(mod, "paddle") is None
+
+
+def _children(pid):
+    """The pids of `pid`'s live child processes (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def test_background_load_runs_busy_processes_for_the_run_only(tmp_path):
+    from fluidlite.bench._load import background_load
+    with background_load(2) as pids:
+        assert len(pids) == 2 and set(pids) <= set(_children(os.getpid()))
+        time.sleep(0.2)
+        for pid in pids:  # spinning: they use CPU
+            with open("/proc/%d/stat" % pid) as f:
+                utime = int(f.read().rsplit(")", 1)[1].split()[11])
+            assert utime > 0
+    assert not set(pids) & set(_children(os.getpid()))  # gone when the block ends
+    with background_load(0) as none:
+        assert none == []
+    out = tmp_path / "r.json"
+    r = run_cli("--model", "overhead", *FAST, "--background-load", "1", "--json", str(out), "--no_progress")
+    assert r.returncode == 0, r.stderr
+    assert "with 1 busy background process (--background-load)" in r.stdout
+    assert json.loads(out.read_text())["machine"]["background_load"] == 1
+    r = run_cli("--background-load", "-1")
+    assert r.returncode == 2 and "argument --background-load/--background_load: expected an integer >= 0, got -1" \
+        in r.stderr

@@ -451,9 +451,12 @@ def _fmt(x):
 def machine_line(machine):
     blas = machine["blas"]
     blas_name = " ".join(blas.get("config", "").split()[:2]) or blas.get("library", "BLAS")
-    return "fluidlite %s on %s (%d cores), %s (%s), numpy %s, python %s" % (
+    line = "fluidlite %s on %s (%d cores), %s (%s), numpy %s, python %s" % (
         machine["fluidlite"], machine["cpu_model"], machine["cpu_usable"], blas_name,
         blas.get("corename", "?"), machine["numpy"], machine["python"])
+    load = machine.get("background_load")
+    return line + (", with %d busy background process%s (--background-load)" % (load, "" if load == 1 else "es")
+                   if load else "")
 
 
 def format_summary(result, machine=None):

@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+from ._load import background_load
 from . import (AgreementError, format_summary, gpu_unavailable_reason, machine_info, models, reference,
                run_model)
 
@@ -21,6 +22,7 @@ examples:
   python -m fluidlite.bench --model mlp --profile --sorted_key total --timeline /tmp/mlp.json
   python -m fluidlite.bench --model lstm --advise                 # ranked tuning findings after the timing
   python -m fluidlite.bench --model fit_a_line --cprofile /tmp/fit.pstats
+  python -m fluidlite.bench --model mlp --threads 2 --background-load 1   # on a machine with one core taken
   python -m fluidlite.bench --model mlp --save-profile A.json        # profile the timed steps, save them
   python -m fluidlite.bench --model mlp --baseline A.json            # after a fix: per-op diff against A
   python -m fluidlite.bench --model overhead --iterations 1 --repeat 1 --warmup 0 --glog_v 3
@@ -93,6 +95,10 @@ def build_parser():
     p.add_argument("--threads", type=_int_at_least(1),
                    help="threads for fluidlite's pool, also for torch and numpy's BLAS (default: leave as is)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--background-load", "--background_load", type=_int_at_least(0), default=0, metavar="N",
+                   dest="background_load",
+                   help="run N busy background processes during the run (a loaded machine, the same way every "
+                        "time; default: %(default)s)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="device (default: %(default)s)")
     p.add_argument("--compare", type=_framework_list, metavar="FW[,FW...]",
                    help="also time the same model in these reference frameworks (%s)" % ",".join(reference.FRAMEWORKS))
@@ -166,36 +172,8 @@ def _save_and_diff(result, machine, baseline, save_path):
     return None
 
 
-def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.sorted_key and not args.profile:
-        parser.error("--sorted_key needs --profile")
-    for flag in ("timeline", "cprofile", "json", "save_profile"):
-        if getattr(args, flag):
-            _check_writable(parser, "--" + flag.replace("_", "-"), getattr(args, flag))
-    if args.device == "gpu":
-        reason = gpu_unavailable_reason()
-        if reason:
-            return _fail("--device gpu: %s" % reason, 2)
-        if args.compare:
-            return _fail("--compare runs the references on the CPU: use it with --device cpu", 2)
-    if args.glog_v is not None:
-        import fluidlite
-        fluidlite.set_vlog_level(args.glog_v)
-
-    names = list(models.MODELS) if args.model == "all" else [args.model]
-    many = len(names) > 1
-    baselines = {}
-    if args.baseline:  # read before running, so a bad file costs no run
-        from fluidlite import profiler as fl_profiler
-        for name in names:
-            path = _per_model(args.baseline, name, many)
-            try:
-                baselines[name] = fl_profiler.load_profile(path)
-            except (OSError, ValueError) as e:
-                return _fail("--baseline %s: %s" % (path, e), 2)
-    machine = machine_info()
+def _run_models(args, names, many, machine, baselines):
+    """Runs and prints each model in turn; returns (exit code, results)."""
     results, code, shown_header = [], 0, False
     for name in names:
         try:
@@ -229,12 +207,48 @@ def main(argv=None):
         if args.save_profile or args.baseline:
             error = _save_and_diff(result, machine, baselines.get(name), _per_model(args.save_profile, name, many))
             if error:
-                return _fail(error, 2)
+                return _fail(error, 2), results
         sys.stdout.flush()
         shown_header = True
         if result["interrupted"]:
             code = 130
             break
+    return code, results
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.sorted_key and not args.profile:
+        parser.error("--sorted_key needs --profile")
+    for flag in ("timeline", "cprofile", "json", "save_profile"):
+        if getattr(args, flag):
+            _check_writable(parser, "--" + flag.replace("_", "-"), getattr(args, flag))
+    if args.device == "gpu":
+        reason = gpu_unavailable_reason()
+        if reason:
+            return _fail("--device gpu: %s" % reason, 2)
+        if args.compare:
+            return _fail("--compare runs the references on the CPU: use it with --device cpu", 2)
+    if args.glog_v is not None:
+        import fluidlite
+        fluidlite.set_vlog_level(args.glog_v)
+
+    names = list(models.MODELS) if args.model == "all" else [args.model]
+    many = len(names) > 1
+    baselines = {}
+    if args.baseline:  # read before running, so a bad file costs no run
+        from fluidlite import profiler as fl_profiler
+        for name in names:
+            path = _per_model(args.baseline, name, many)
+            try:
+                baselines[name] = fl_profiler.load_profile(path)
+            except (OSError, ValueError) as e:
+                return _fail("--baseline %s: %s" % (path, e), 2)
+    machine = machine_info()
+    machine["background_load"] = args.background_load
+    with background_load(args.background_load):
+        code, results = _run_models(args, names, many, machine, baselines)
     if args.json and results:
         doc = {"schema": SCHEMA, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
                "exit_code": code, "results": results}
