@@ -123,6 +123,19 @@ bool Grow(ThreadBuffer& b) {
 
 RawEvent& At(ThreadBuffer& b, int64_t i) { return b.chunks[i / kChunk][i % kChunk]; }
 
+// The TSC's rate, measured by spinning `window_ns` on the steady clock (ns per tick; 1 without a TSC).
+double MeasureNsPerTick(uint64_t window_ns) {
+#ifdef FL_HAVE_TSC
+  const uint64_t ta = Ticks(), na = NowNs();
+  while (NowNs() - na < window_ns) {}
+  const uint64_t tb = Ticks(), nb = NowNs();
+  return double(nb - na) / double(tb - ta);
+#else
+  (void)window_ns;
+  return 1.0;
+#endif
+}
+
 // Maps TSC ticks to steady-clock ns: two (ticks, ns) anchors, the second refreshed at each collect.
 struct Clock {
   uint64_t t0 = 0, n0 = 0;
@@ -135,10 +148,7 @@ struct Clock {
 #ifdef FL_HAVE_TSC
     uint64_t t1 = Ticks(), n1 = NowNs();
     if (n1 - n0 < 20'000'000) {  // too short an interval for a precise rate: measure 20 ms once
-      uint64_t ta = Ticks(), na = NowNs();
-      while (NowNs() - na < 20'000'000) {}
-      uint64_t tb = Ticks(), nb = NowNs();
-      ns_per_tick = double(nb - na) / double(tb - ta);
+      ns_per_tick = MeasureNsPerTick(20'000'000);
     } else {
       ns_per_tick = double(n1 - n0) / double(t1 - t0);
     }
@@ -159,11 +169,11 @@ Clock& TheClock() {
 }
 
 // Thread CPU time, for spotting preempted samples. Reading the thread's CPU clock is a system call (~0.5 us here), so
-// it is read at most about twice per kCpuCheckMs of a thread's wall time: at an open when the thread's checkpoint is
-// older than that (refreshing it), and at the close of an event that began more than that after its checkpoint. Such
-// an event's CPU time is the clock's advance since the checkpoint (capped at its wall time): an upper bound, so a
-// sample is flagged only when really preempted (a 20 us op that took 4 ms shows ~1 ms of CPU at most). Shorter
-// events get -1. FLUIDLITE_PROFILER_CPU_CHECK_US sets the interval (default 1000); 0 turns the reads off.
+// it is read at most about twice per check interval (1 ms) of a thread's wall time: at an open when the thread's
+// checkpoint is older than that (refreshing it), and at the close of an event that began more than that after its
+// checkpoint. Such an event's CPU time is the clock's advance since the checkpoint (capped at its wall time): an upper
+// bound, so a sample is flagged only when really preempted (a 20 us op that took 4 ms shows ~1 ms of CPU at most).
+// Shorter events get -1. FLUIDLITE_PROFILER_CPU_CHECK_US sets the interval (default 1000); 0 turns the reads off.
 int64_t ThreadCpuNs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -231,8 +241,7 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
-  const int depth = b.depth;
-  if (depth >= kMaxDepth) {
+  if (b.depth >= kMaxDepth) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
     return -1;
   }
@@ -241,11 +250,10 @@ int64_t OpenEventAt(ThreadBuffer* buffer, const char* name, const char* category
   e.category = category;
   e.args = nullptr;
   e.bytes = -1;
-  e.parent = depth ? b.stack[depth - 1] : -1;
-  e.depth = depth;
+  e.parent = b.depth ? b.stack[b.depth - 1] : -1;
+  e.depth = b.depth;
   e.done.store(0, std::memory_order_relaxed);
-  b.stack[depth] = static_cast<int32_t>(i);
-  b.depth = depth + 1;
+  b.stack[b.depth++] = static_cast<int32_t>(i);
   b.size.store(i + 1, std::memory_order_release);
   const uint64_t start = start_ticks ? start_ticks : Ticks();
   if (start - b.cpu_mark_ticks > g_cpu_check_ticks) {
@@ -338,6 +346,7 @@ const char* CopyArgs(const void* src, const void* dst) {
   }
   return slot.args;
 }
+
 CurrentOpScope::CurrentOpScope(bool on) : on_(on), prev_(t_current_op) {}
 CurrentOpScope::~CurrentOpScope() {
   if (on_) t_current_op = prev_;
@@ -355,13 +364,7 @@ void EnableProfiler() {
     g_cpu_allocator->ResetProfilePeak();
     static const uint64_t check_ticks = [] {  // the CPU-time check interval in ticks (a rough rate is enough)
       if (CpuCheckNs() == 0) return ~uint64_t(0);
-#ifdef FL_HAVE_TSC
-      const uint64_t t0 = Ticks(), n0 = NowNs();
-      while (NowNs() - n0 < 200'000) {}
-      return static_cast<uint64_t>(double(Ticks() - t0) / double(NowNs() - n0) * double(CpuCheckNs()));
-#else
-      return static_cast<uint64_t>(CpuCheckNs());
-#endif
+      return static_cast<uint64_t>(double(CpuCheckNs()) / MeasureNsPerTick(200'000));
     }();
     g_cpu_check_ticks = check_ticks;
   }
