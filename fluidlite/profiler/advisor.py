@@ -354,7 +354,7 @@ def _fusable_chains(p):
         # fusion pass would save, issue 18) stays in the evidence.
         whole_saving, cell = saving, _lstm_cell_part(comp, consumers)
         if cell:
-            cell_est = _group_estimate(cell, p, consumers, producers, fused_calls_per_block=2)
+            cell_est = _group_estimate(cell, p, consumers, producers)
             saving = cell_est["saving"]
         if saving <= 0:
             continue
@@ -373,10 +373,10 @@ def _fusable_chains(p):
     return findings
 
 
-def _group_estimate(group, p, consumers, producers, fused_calls_per_block=1):
-    """The fused-op estimate of replacing the ops `group` by one fused op (per block: `fused_calls_per_block` calls
-    per call of the group's most-called op there): its external inputs and outputs, the saving (the ops' time less
-    the fused op's, plus the executor's gaps of the removed calls) and the figures behind it."""
+def _group_estimate(group, p, consumers, producers):
+    """The fused-op estimate of replacing the ops `group` by one fused op per block (one call per call of the
+    group's most-called op there): its external inputs and outputs, the saving (the ops' time less the fused op's,
+    plus the executor's gaps of the removed calls) and the figures behind it."""
     keys = {n.key for n in group}
     ext_in, ext_out, inner = {}, {}, set()
     for n in group:
@@ -392,8 +392,7 @@ def _group_estimate(group, p, consumers, producers, fused_calls_per_block=1):
     calls_per_block = collections.defaultdict(int)
     for n in group:
         calls_per_block[n.block] = max(calls_per_block[n.block], n.calls)
-    fused_calls = sum(calls_per_block.values()) * fused_calls_per_block // max(len(calls_per_block), 1) \
-        if fused_calls_per_block > 1 else sum(calls_per_block.values())
+    fused_calls = sum(calls_per_block.values())
     itemsize = p.itemsize(next(iter(ext_in), "")) if ext_in else 4
     saving, fused_ns, bw = _fused_estimate(group, sum(ext_in.values()) + sum(ext_out.values()), fused_calls,
                                            itemsize, p.dispatch_ns)
