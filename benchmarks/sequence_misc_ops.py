@@ -10,11 +10,11 @@ overhead and the loss ops around them are not counted), PyTorch's the wall time 
 checked against each other before timing.
 """
 import argparse
-import time
 
 import numpy as np
 
 import fluidlite as fluid
+from fluidlite.bench import seconds_per_call
 
 L = fluid.layers
 
@@ -33,14 +33,8 @@ def op_times(main, feed, fetch, names, runs):
 
 
 def wall_ms(fn, runs):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts) * 1e3
+    """The fastest of `runs` single calls of fn after 3 warm-up calls, in ms."""
+    return seconds_per_call(fn, 1, runs, 3)[1] * 1e3
 
 
 def lod_program(build, shapes, lod_level=1):

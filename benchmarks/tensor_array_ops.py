@@ -16,11 +16,11 @@ other processes' load); fluidlite's are op events (the executor's overhead is no
 of the same calls. Results are checked against each other before timing.
 """
 import argparse
-import time
 
 import numpy as np
 
 import fluidlite as fluid
+from fluidlite.bench import seconds_per_call
 
 L = fluid.layers
 
@@ -39,14 +39,8 @@ def op_times(main, feed, fetch, names, runs):
 
 
 def wall_us(fn, runs):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts) * 1e6
+    """The fastest of `runs` single calls of fn after 3 warm-up calls, in µs."""
+    return seconds_per_call(fn, 1, runs, 3)[1] * 1e6
 
 
 def main():
