@@ -35,7 +35,10 @@ def test_the_walkthrough_runs_as_printed(tmp_path, monkeypatch):
     text = out.getvalue()
     assert "------------------------->     Profiling Report     <-------------------------" in text
     assert os.path.exists(tmp_path / "lstm_trace.json") and os.path.exists(tmp_path / "before.json")
-    top = namespace["advice"][0]
+    # The top finding of the program's structure. Where findings about the machine's state rank (preemption, a
+    # dispatch-bound step, idle pool threads) depends on how busy the machine is: a timing, not tested here.
+    machine_state = {"preempted", "dispatch_bound", "thread_utilisation"}
+    top = next(f for f in namespace["advice"] if f.kind not in machine_state)
     assert top.kind == "fusable_chain" and "lstm_unit" in top.fix
     assert top.evidence["fix_replaces_ops"] == 21 and top.estimated_saving_ms > 0
     change = namespace["change"]
