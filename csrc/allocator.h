@@ -59,8 +59,13 @@ class Allocation {
   size_t size() const { return size_; }
   const Place& place() const { return place_; }
   bool owned() const { return owner_ != nullptr; }
+  // Bumped by every Tensor::mutable_data on this buffer (every kernel output, feed, load, set): a pass that
+  // caches values computed from a parameter (folded batch_norm weights) recomputes them when it changed.
+  uint64_t writes() const { return writes_; }
+  void NoteWrite() { ++writes_; }
 
  private:
+  uint64_t writes_ = 0;
   void* ptr_;
   size_t size_;
   Place place_;

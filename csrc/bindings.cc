@@ -34,6 +34,19 @@ using namespace fl;
 
 namespace {
 
+py::list PassResultsToPython(const std::vector<PassResult>& results) {
+  py::list l;
+  for (auto& r : results)
+    l.append(py::dict(py::arg("pass") = r.pass, py::arg("changes") = r.changes, py::arg("ops_before") = r.ops_before,
+                      py::arg("ops_after") = r.ops_after, py::arg("details") = r.details,
+                      py::arg("summary") = r.Summary()));
+  return l;
+}
+
+}  // namespace
+
+namespace {
+
 unsigned long& MainThreadIdent() {  // Python's main thread (set at import)
   static unsigned long ident = 0;
   return ident;
@@ -951,14 +964,39 @@ PYBIND11_MODULE(_core, m) {
       },
       "op_role attribute values: Forward, Backward, Optimize, RPC, Dist, LRSched, Loss");
 
+  // ---------------------------------------------------------------- IR passes
+  m.def(
+      "passes",
+      []() {
+        py::list l;
+        for (const PassInfo* p : PassRegistry::Instance().All())
+          l.append(py::dict(py::arg("name") = p->name, py::arg("order") = p->order, py::arg("doc") = p->doc));
+        return l;
+      },
+      "the registered IR passes in the order they run: [{'name', 'order', 'doc'}]");
+  m.def(
+      "apply_passes",
+      [](const ProgramDesc& desc, const std::vector<std::string>& names, const std::vector<std::string>& keep) {
+        auto copy = std::make_unique<ProgramDesc>(desc);
+        PassContext ctx;
+        ctx.protected_vars.insert(keep.begin(), keep.end());
+        auto results = ApplyPasses(*copy, names, ctx);
+        return py::make_tuple(std::move(copy), PassResultsToPython(results));
+      },
+      py::arg("desc"), py::arg("passes"), py::arg("protected") = std::vector<std::string>{},
+      "runs the named passes over a copy of `desc` (the `protected` names keep their values): (copy, results)");
+
   // ---------------------------------------------------------------- executor
   py::class_<PreparedProgram>(m, "PreparedProgram")
       .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
-                       const std::vector<std::string>& feeds, const std::vector<std::string>& fetches) {
-        FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
-                   "Executor: the scope was deleted (its parent called drop_kids())");
-        return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches);
-      }))  // no keep_alive on the scope: the executor's cache holds it weakly, Run checks it is alive
+                       const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
+                       const std::vector<std::string>& passes) {
+             FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
+                        "Executor: the scope was deleted (its parent called drop_kids())");
+             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches, passes);
+           }),
+           py::arg("desc"), py::arg("block"), py::arg("scope"), py::arg("place"), py::arg("feeds"), py::arg("fetches"),
+           py::arg("passes") = std::vector<std::string>{})  // no keep_alive on the scope: the executor's cache holds it weakly, Run checks it is alive
       .def(
           "run",
           [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {
@@ -994,6 +1032,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("feeds"), py::arg("return_numpy") = true)
       .def("program", &PreparedProgram::program, py::return_value_policy::reference_internal)
       .def("num_runs", &PreparedProgram::num_runs)
+      .def("pass_results", [](const PreparedProgram& p) { return PassResultsToPython(p.pass_results()); })
       .def(
           "local_scope",
           [](const PreparedProgram& p) { return Scope::IsAlive(p.local_scope()) ? p.local_scope() : nullptr; },

@@ -195,7 +195,8 @@ void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* l
 
 PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
                                  const std::vector<std::string>& feed_names,
-                                 const std::vector<std::string>& fetch_names)
+                                 const std::vector<std::string>& fetch_names,
+                                 const std::vector<std::string>& passes)
     : program_(std::make_unique<ProgramDesc>(program)),
       block_id_(block_id),
       scope_(scope),
@@ -205,6 +206,19 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   FL_ENFORCE(scope_ != nullptr, "Executor: no scope to run in (got None)");
   g_num_prepared.fetch_add(1);
   BlockDesc* block = program_->Block(block_id);
+  // The profiler names an op by its index in the user's block: remember it before the passes move ops around
+  // (an op a pass made has none).
+  std::unordered_map<const OpDesc*, int> user_index;
+  for (size_t i = 0; i < block->OpSize(); ++i) user_index[block->Op(i)] = static_cast<int>(i);
+  if (!passes.empty()) {
+    RecordEvent pass_ev("Executor::apply_passes", "Executor");
+    PassContext ctx;
+    ctx.protected_vars.insert(feed_names.begin(), feed_names.end());
+    ctx.protected_vars.insert(fetch_names.begin(), fetch_names.end());
+    ctx.scope = scope_;
+    ctx.place = place_;
+    pass_results_ = ApplyPasses(*program_, passes, ctx);
+  }
   // Fluid's layout: feed ops first (X=[feed], col=i), fetch ops last (Out=[fetch], col=i).
   // The feed/fetch holders are temporaries of this prepared program (its kid scope), not persistable
   // variables of the user's scope: programs prepared on one scope with other fetch lists run
@@ -247,11 +261,9 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
   }
   for (auto& op : block->AllOps()) {
     ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
-    // The profiler names an op by its index in the user's block (the feed and fetch ops added here have none).
-    const int index = static_cast<int>(ops_.size()) - 1 - static_cast<int>(feed_names.size());
-    const bool added =
-        index < 0 || index >= static_cast<int>(block->AllOps().size() - feed_names.size() - fetch_names.size());
-    ops_.back()->SetPosition(block_id, added ? -1 : index);
+    // The feed and fetch ops added here and the ops passes made have no index in the user's block.
+    auto found = user_index.find(op.get());
+    ops_.back()->SetPosition(block_id, found == user_index.end() ? -1 : found->second);
     for (auto& n : op->OutputArgumentNames()) {
       const VarDesc* v = block->FindVarRecursive(n);
       writes_persistables_ = writes_persistables_ || (v && v->persistable());

@@ -14,6 +14,7 @@
 
 #include "desc.h"
 #include "op_context.h"
+#include "pass.h"
 #include "scope.h"
 
 namespace fl {
@@ -32,7 +33,8 @@ struct FeedTarget {
 class PreparedProgram {
  public:
   PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
-                  const std::vector<std::string>& feed_names, const std::vector<std::string>& fetch_names);
+                  const std::vector<std::string>& feed_names, const std::vector<std::string>& fetch_names,
+                  const std::vector<std::string>& passes = {});
   ~PreparedProgram();
   PreparedProgram(const PreparedProgram&) = delete;
   PreparedProgram& operator=(const PreparedProgram&) = delete;
@@ -43,6 +45,8 @@ class PreparedProgram {
 
   const std::vector<FeedTarget>& feed_targets() const { return feed_targets_; }
   const ProgramDesc& program() const { return *program_; }
+  // What the IR passes named at construction did to the program copy (pass.h), in the order they ran.
+  const std::vector<PassResult>& pass_results() const { return pass_results_; }
   Scope* local_scope() const { return local_; }
   Scope* scope() const { return scope_; }
   int64_t num_runs() const { return runs_; }
@@ -56,6 +60,7 @@ class PreparedProgram {
   void PlanReleases();
 
   std::unique_ptr<ProgramDesc> program_;
+  std::vector<PassResult> pass_results_;
   int block_id_;
   Scope* scope_;
   Scope* local_ = nullptr;

@@ -23,6 +23,7 @@ void* Tensor::mutable_data(const Place& place, DType dtype) {
   }
   dtype_ = dtype;
   place_ = place;
+  holder_->NoteWrite();
   return static_cast<char*>(holder_->ptr()) + offset_;
 }
 

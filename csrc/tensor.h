@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocator.h"
@@ -30,6 +31,12 @@ class Tensor {
 
   // Allocates (or reuses) storage for dims() elements of `dtype` on `place` and returns it.
   void* mutable_data(const Place& place, DType dtype);
+  // Identifies the buffer's contents: it changes whenever any tensor sharing the buffer asks for write access
+  // (mutable_data) or the tensor gets another buffer. {nullptr, 0} when uninitialized.
+  std::pair<const void*, uint64_t> data_version() const {
+    return holder_ ? std::pair<const void*, uint64_t>{holder_.get(), holder_->writes()}
+                   : std::pair<const void*, uint64_t>{nullptr, 0};
+  }
   template <typename T>
   T* mutable_data(const Place& place = Place::CPU()) {
     return static_cast<T*>(mutable_data(place, DTypeOf<T>::value));

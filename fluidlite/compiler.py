@@ -11,8 +11,10 @@ Fluid's observable arithmetic instead of copying the program N times (docs/paral
 - a fetched variable whose dim 0 is the batch (declared -1) comes back whole (the concatenation of the
   devices' parts); any other comes back N times along dim 0, as Fluid concatenates each device's copy.
 
-No BuildStrategy or ExecutionStrategy flag changes how a program runs yet: they are recorded, checked
-and reported by docs/parallel.md, never silently acted on.
+BuildStrategy's fusion flags choose the IR passes (csrc/pass.h, kernels/passes/) that rewrite the executor's
+private copy of a program when it is prepared (``PASS_FLAGS``); a plain ``exe.run(program)`` uses the
+defaults of ``BuildStrategy()``. The other flags are recorded, checked and reported by docs/parallel.md,
+never silently acted on.
 """
 import enum
 
@@ -84,6 +86,12 @@ class BuildStrategy(_Strategy):
         "mkldnn_enabled_op_types": [],
         "is_distribution": False,
         "async_mode": False,
+        # fluidlite's own passes (docs/architecture.md, "IR passes"); on by default where measured to pay.
+        "fuse_elementwise_chains": True,
+        "fuse_reductions": True,
+        "fuse_gradient_sums": False,
+        # None: on for programs from load_inference_model (batch_norm folding, fc and conv fusion).
+        "inference_optimize": None,
     }
 
     def __init__(self):
@@ -97,12 +105,58 @@ class BuildStrategy(_Strategy):
             value = _enum_value(BuildStrategy.ReduceStrategy, value, name)
         elif name == "gradient_scale_strategy":
             value = _enum_value(BuildStrategy.GradientScaleStrategy, value, name)
-        elif name == "memory_optimize" and not (value is None or isinstance(value, bool)):
-            raise core.EnforceNotMet("BuildStrategy.memory_optimize must be None, False or True, got %r" % (value,))
+        elif name in ("memory_optimize", "inference_optimize") and not (value is None or isinstance(value, bool)):
+            raise core.EnforceNotMet("BuildStrategy.%s must be None, False or True, got %r" % (name, value))
+        elif name in PASS_FLAGS and not isinstance(value, bool) and name != "inference_optimize":
+            raise TypeError("BuildStrategy.%s must be True or False, got %r" % (name, value))
         super().__setattr__(name, value)
 
     def _finalize(self):
         object.__setattr__(self, "_finalized", True)
+
+
+# BuildStrategy flag -> the IR passes it turns on. A pass that is not built into this module is left out.
+PASS_FLAGS = {
+    "inference_optimize": ["fold_batch_norm", "fuse_fc", "fuse_conv_bias_act"],
+    "fuse_bn_act_ops": ["fuse_bn_act"],
+    "fuse_elewise_add_act_ops": ["fuse_elewise_add_act"],
+    "fuse_reductions": ["fuse_reductions"],
+    "fuse_elementwise_chains": ["fuse_elementwise_chains"],
+    "fuse_gradient_sums": ["fuse_gradient_sums"],
+    "fuse_all_optimizer_ops": ["fuse_optimizer_ops"],
+    "enable_inplace": ["inplace"],
+}
+
+_DEFAULT_STRATEGY = None
+
+
+def passes_for(program, build_strategy=None):
+    """The IR passes a run of `program` with `build_strategy` (None: BuildStrategy()'s defaults) applies, as a
+    tuple of names (the executor runs them in their registered order)."""
+    global _DEFAULT_STRATEGY
+    if build_strategy is None:
+        if _DEFAULT_STRATEGY is None:
+            _DEFAULT_STRATEGY = BuildStrategy()
+        build_strategy = _DEFAULT_STRATEGY
+    built = _built_passes()
+    names = []
+    for flag, passes in PASS_FLAGS.items():
+        on = getattr(build_strategy, flag)
+        if flag == "inference_optimize" and on is None:
+            on = getattr(program, "_is_inference", False)
+        if on:
+            names.extend(p for p in passes if p in built)
+    return tuple(names)
+
+
+_BUILT = None
+
+
+def _built_passes():
+    global _BUILT
+    if _BUILT is None:
+        _BUILT = frozenset(p["name"] for p in core.passes())
+    return _BUILT
 
 
 def _enum_value(cls, value, field):
@@ -262,7 +316,8 @@ class CompiledProgram:
             if self._loss_name and self._build_strategy.gradient_scale_strategy == \
                     BuildStrategy.GradientScaleStrategy.Customized:
                 feed = self._customized_loss_grad(program, feed, n)
-        results = executor.run(program, feed=feed, fetch_list=fetch_list, scope=scope, return_numpy=return_numpy)
+        results = executor.run(program, feed=feed, fetch_list=fetch_list, scope=scope, return_numpy=return_numpy,
+                               _passes=passes_for(program, self._build_strategy))
         if n == 1 or not fetch_list:
             return results
         if isinstance(fetch_list, (str, Variable)):

@@ -109,9 +109,10 @@ class Executor:
                                                                  sorted(feed_names) or "nothing"))
             produced.update(op.output_arg_names)
 
-    def _prepare(self, program, key, feed_names, fetch_names, scope):
+    def _prepare(self, program, key, feed_names, fetch_names, scope, passes):
         self._check_program(program, feed_names, fetch_names)
-        prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names))
+        prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names),
+                                        list(passes))
         entry = _CacheEntry(prepared, program.desc.version(), weakref.ref(scope, _forget(weakref.ref(program), key)),
                             feed_names)
         cache = program._exec_cache
@@ -122,14 +123,14 @@ class Executor:
         return entry
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
-            scope=None, return_numpy=True, use_program_cache=True):
+            scope=None, return_numpy=True, use_program_cache=True, _passes=None):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
         arrays, LoDTensors (fed with their LoD), ``(array, recursive_seq_lens)`` pairs (a LoDTensor with that LoD),
         lists or scalars; returns one numpy array per `fetch_list`
         entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
         A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
         if not _profiler_state.recording or _profiler_state.in_run:
-            return self._run(program, feed, fetch_list, scope, return_numpy)
+            return self._run(program, feed, fetch_list, scope, return_numpy, _passes)
         # Profiled: the whole call is an event, so the Python side (feed checks, the program cache, numpy
         # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run, and the advisor
         # finds the Python time between runs from these events. Only the outermost call (a CompiledProgram runs
@@ -137,12 +138,12 @@ class Executor:
         _profiler_state.in_run = True
         token = core.push_run_event()
         try:
-            return self._run(program, feed, fetch_list, scope, return_numpy)
+            return self._run(program, feed, fetch_list, scope, return_numpy, _passes)
         finally:
             core.pop_event(token)
             _profiler_state.in_run = False
 
-    def _run(self, program, feed, fetch_list, scope, return_numpy):
+    def _run(self, program, feed, fetch_list, scope, return_numpy, passes=None):
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:
@@ -168,10 +169,12 @@ class Executor:
         if isinstance(fetch_list, (str, Variable)):
             fetch_list = [fetch_list]  # as Fluid 1.6+'s _check_fetch_list: one target, a list of one result
         fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
-        key = (self._place_key, feed_names, fetch_names, id(scope))
+        if passes is None:  # a plain run: BuildStrategy()'s passes (CompiledProgram passes its own)
+            passes = _passes_for(program)
+        key = (self._place_key, feed_names, fetch_names, id(scope), passes)
         entry = program._exec_cache.get(key)
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
-            entry = self._prepare(program, key, feed_names, fetch_names, scope)
+            entry = self._prepare(program, key, feed_names, fetch_names, scope, passes)
         if _profiler_state.recording:  # the advisor reads the programs a profile ran
             _note_program(program)
         values = [feed[n] for n in feed_names]
@@ -179,6 +182,48 @@ class Executor:
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
                 values[i] = _as_array(v, feed_names[i], program)
         return entry.prepared.run(values, return_numpy)
+
+
+    def prepared_program(self, program=None, feed=None, fetch_list=None, scope=None, build_strategy=None):
+        """The program as this executor runs it: the private copy with the IR passes applied and the feed and
+        fetch ops added, as a read-only Program whose ``print`` starts with what each pass changed. `feed`
+        names (a dict or a list of names) and `fetch_list` are those of the run; nothing runs."""
+        from .compiler import CompiledProgram, passes_for
+        if isinstance(program, CompiledProgram):
+            build_strategy = build_strategy or program._build_strategy
+            program = program._program
+        program = program if program is not None else default_main_program()
+        scope = scope if scope is not None else _scope_stack[-1]
+        feed_names = tuple(feed or ())
+        if isinstance(fetch_list, (str, Variable)):
+            fetch_list = [fetch_list]
+        fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
+        self._check_program(program, feed_names, fetch_names)
+        prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names),
+                                        list(passes_for(program, build_strategy)))
+        return PreparedView(prepared)
+
+
+class PreparedView(Program):
+    """Executor.prepared_program's result: the prepared copy of a program (read it, print it; it does not run).
+    ``pass_results`` lists what each pass did."""
+
+    def __init__(self, prepared):
+        self._prepared = prepared  # owns the desc
+        self._init_from_desc(prepared.program(), {})
+        self.pass_results = prepared.pass_results()
+
+    def __str__(self):
+        lines = ["// IR passes: %s" % (", ".join(r["pass"] for r in self.pass_results) or "none")]
+        for r in self.pass_results:
+            lines.append("//   " + r["summary"])
+            lines.extend("//     " + d for d in r["details"])
+        return "\n".join(lines) + "\n" + super().__str__()
+
+
+def _passes_for(program):
+    from .compiler import passes_for  # compiler.py imports this module
+    return passes_for(program)
 
 
 def _read_feed(readers, feed):
