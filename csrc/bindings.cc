@@ -996,7 +996,8 @@ PYBIND11_MODULE(_core, m) {
              return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches, passes);
            }),
            py::arg("desc"), py::arg("block"), py::arg("scope"), py::arg("place"), py::arg("feeds"), py::arg("fetches"),
-           py::arg("passes") = std::vector<std::string>{})  // no keep_alive on the scope: the executor's cache holds it weakly, Run checks it is alive
+           py::arg("passes") = std::vector<std::string>{})  // no keep_alive on the scope: the executor's cache holds it
+                                                            // weakly, Run checks it is alive
       .def(
           "run",
           [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {

@@ -195,8 +195,7 @@ void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* l
 
 PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
                                  const std::vector<std::string>& feed_names,
-                                 const std::vector<std::string>& fetch_names,
-                                 const std::vector<std::string>& passes)
+                                 const std::vector<std::string>& fetch_names, const std::vector<std::string>& passes)
     : program_(std::make_unique<ProgramDesc>(program)),
       block_id_(block_id),
       scope_(scope),

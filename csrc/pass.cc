@@ -39,8 +39,9 @@ const PassInfo* PassRegistry::Find(const std::string& name) const {
 std::vector<const PassInfo*> PassRegistry::All() const {
   std::vector<const PassInfo*> all;
   for (auto& [name, info] : passes_) all.push_back(&info);
-  std::sort(all.begin(), all.end(),
-            [](const PassInfo* a, const PassInfo* b) { return a->order != b->order ? a->order < b->order : a->name < b->name; });
+  std::sort(all.begin(), all.end(), [](const PassInfo* a, const PassInfo* b) {
+    return a->order != b->order ? a->order < b->order : a->name < b->name;
+  });
   return all;
 }
 
@@ -97,8 +98,9 @@ std::vector<PassResult> ApplyPasses(ProgramDesc& program, const std::vector<std:
     try {
       ValidateProgram(program);
     } catch (const EnforceNotMet& e) {
-      FL_THROW("IR pass '", info->name, "' left an invalid program (a fluidlite bug; FLUIDLITE_DISABLE_PASSES=",
-               info->name, " runs without it): ", e.what());
+      FL_THROW("IR pass '", info->name,
+               "' left an invalid program (a fluidlite bug; FLUIDLITE_DISABLE_PASSES=", info->name,
+               " runs without it): ", e.what());
     }
     FL_VLOG(2) << "pass " << r.Summary();
     for (auto& d : r.details) FL_VLOG(2) << "pass " << info->name << ":   " << d;

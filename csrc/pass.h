@@ -26,7 +26,7 @@ class Scope;
 
 struct PassContext {
   std::unordered_set<std::string> protected_vars;  // fed and fetched names
-  Scope* scope = nullptr;                            // where the program will run (may be null: print, tests)
+  Scope* scope = nullptr;                          // where the program will run (may be null: print, tests)
   Place place = Place::CPU();
 };
 
