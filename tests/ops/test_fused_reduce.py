@@ -1,0 +1,121 @@
+"""fused_reduce (made by the fuse_reductions pass; tests/test_fuse_reductions.py tests the pass): every output
+against numpy over the layouts its kernel treats differently (rows of a last-axis reduction, column tiles of a
+first- or middle-axis one, several reduced runs, reduce_all, keep_dim, empty), bit for bit against the unfused
+reduce ops, and its error paths."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+from op_test import OpTest
+
+NUMPY = {
+    "sum": lambda x, axes, keep: np.sum(x, axis=axes, keepdims=keep),
+    "mean": lambda x, axes, keep: np.mean(x, axis=axes, keepdims=keep),
+    "max": lambda x, axes, keep: np.max(x, axis=axes, keepdims=keep),
+    "sum_square": lambda x, axes, keep: np.sum(x * x, axis=axes, keepdims=keep),
+    "mean_square": lambda x, axes, keep: np.mean(x * x, axis=axes, keepdims=keep),
+}
+UNFUSED = {"sum": "reduce_sum", "mean": "reduce_mean", "max": "reduce_max"}
+
+
+def _expected(x, reduction, dim, keep_dim, reduce_all):
+    axes = tuple(range(x.ndim)) if reduce_all else tuple(sorted(d % x.ndim for d in dim))
+    with warnings.catch_warnings():  # the mean of an empty axis is NaN, as fluidlite's
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.asarray(NUMPY[reduction](x, axes, keep_dim), dtype=x.dtype)
+    return out.reshape(out.shape if out.ndim else (1,))
+
+
+CASES = [
+    ((6, 37), [1], False, False),           # rows (inner == 1), a tail after the 8 lanes
+    ((6, 5), [-1], True, False),            # rows shorter than 8
+    ((37, 9), [0], False, False),           # columns, one tile
+    ((5, 2100), [0], True, False),          # columns over three tiles (1024 each)
+    ((3, 7, 1500), [1], False, False),      # middle axis: outer x tiles
+    ((2, 3, 4), [0, 2], False, False),      # two reduced runs: one Reduce per output
+    ((2, 3, 4), [0], True, True),           # reduce_all
+    ((4, 1, 3), [1], False, False),         # only a size-1 axis reduced
+    ((3, 0), [1], False, False),            # empty reduced axis
+]
+ALL = ["sum", "mean", "max", "sum_square", "mean_square"]
+
+
+@pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_reduce_forward(shape, dim, keep_dim, reduce_all, dtype):
+    x = np.random.RandomState(3).uniform(-2, 2, shape).astype(dtype)
+    reductions = ALL if x.size else ["sum", "mean", "sum_square"]  # numpy's max of nothing raises
+    want = [("o%d" % i, _expected(x, r, dim, keep_dim, reduce_all)) for i, r in enumerate(reductions)]
+    attrs = {"dim": dim, "keep_dim": keep_dim, "reduce_all": reduce_all, "reductions": reductions,
+             "fused_ops": ["reduce_sum"] * len(reductions)}
+    OpTest("fused_reduce", {"X": x}, {"Out": want}, attrs).check_output(
+        atol=1e-5, rtol=1e-5 if dtype == "float32" else 1e-12, equal_nan=True)
+
+
+def _run_ops(x, ops):
+    """Runs [(type, input name, dim, keep_dim, reduce_all, reductions or None)] over feed x; returns the fetches."""
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        block = main.global_block()
+        xv = block.create_var(name="x", shape=x.shape, dtype=x.dtype)
+        sq = block.create_var(name="sq", dtype=x.dtype)
+        block.append_op(type="elementwise_mul", inputs={"X": [xv], "Y": [xv]}, outputs={"Out": [sq]})
+        fetch = []
+        for k, (op_type, src, dim, keep, rall, reductions) in enumerate(ops):
+            attrs = {"dim": dim, "keep_dim": keep, "reduce_all": rall}
+            n = len(reductions) if reductions else 1
+            outs = [block.create_var(name="o%d_%d" % (k, i), dtype=x.dtype) for i in range(n)]
+            if reductions:
+                attrs.update(reductions=reductions, fused_ops=["reduce_sum"])
+            block.append_op(type=op_type, inputs={"X": [block.var(src)]}, outputs={"Out": outs}, attrs=attrs)
+            fetch += outs
+    exe = fluid.Executor(fluid.CPUPlace())
+    return exe.run(main, feed={"x": x}, fetch_list=fetch)
+
+
+@pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", CASES[:-1])
+def test_fused_reduce_equals_the_reduce_ops_bit_for_bit(shape, dim, keep_dim, reduce_all):
+    # The same accumulation order as reduce_sum / reduce_mean / reduce_max (of x, and of x * x computed by
+    # elementwise_mul), so the values are identical, not merely close; with 2 threads the rows split.
+    x = np.random.RandomState(4).standard_normal(shape).astype("float32") * 100
+    cfg = (dim, keep_dim, reduce_all)
+    unfused = _run_ops(x, [(UNFUSED[r], "x") + cfg + (None,) for r in ("sum", "mean", "max")] +
+                       [("reduce_sum", "sq") + cfg + (None,), ("reduce_mean", "sq") + cfg + (None,)])
+    fused = _run_ops(x, [("fused_reduce", "x") + cfg + (ALL,)])
+    for f, u in zip(fused, unfused):
+        assert f.shape == u.shape
+        assert np.array_equal(f, u)
+
+
+def test_fused_reduce_large_rows_in_parallel_equal_the_reduce_ops():
+    x = np.random.RandomState(5).standard_normal((300, 4096)).astype("float32")
+    cfg = ([1], False, False)
+    unfused = _run_ops(x, [("reduce_sum", "x") + cfg + (None,), ("reduce_sum", "sq") + cfg + (None,)])
+    fused = _run_ops(x, [("fused_reduce", "x") + cfg + (["sum", "sum_square"],)])
+    assert all(np.array_equal(f, u) for f, u in zip(fused, unfused))
+    np.testing.assert_allclose(fused[1], (x.astype("float64") ** 2).sum(1), rtol=1e-5)
+
+
+def _build(x_dtype="float32", reductions=("sum", "max"), n_out=None, dim=(1,)):
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        block = main.global_block()
+        x = block.create_var(name="x", shape=[2, 3], dtype=x_dtype)
+        n = len(reductions) if n_out is None else n_out
+        outs = [block.create_var(name="o%d" % i, dtype=x_dtype) for i in range(n)]
+        block.append_op(type="fused_reduce", inputs={"X": [x]}, outputs={"Out": outs},
+                        attrs={"dim": list(dim), "reductions": list(reductions)})
+
+
+def test_fused_reduce_errors():
+    with pytest.raises(Exception, match=r"fused_reduce: attribute 'reductions'.*one of sum, mean, max, sum_square, "
+                                        r"mean_square \(got 'min'\)"):
+        _build(reductions=("sum", "min"))
+    with pytest.raises(Exception, match=r"fused_reduce: 2 reductions but 3 Out variables were given"):
+        _build(n_out=3)
+    with pytest.raises(Exception, match=r"fused_reduce: .*'x'.* must be float32 or float64, got int32"):
+        _build(x_dtype="int32")
+    with pytest.raises(Exception, match=r"fused_reduce: dim=2 is out of range for .*'x'.*rank 2"):
+        _build(dim=(2,))
