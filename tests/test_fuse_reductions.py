@@ -1,0 +1,333 @@
+"""The fuse_reductions pass (kernels/passes/fuse_reductions.cc) and its fused_reduce op: the tuning notes' program
+and the other groups it fuses (numpy references, pass on vs off bit for bit, the rewritten op list), training
+programs (gradients and SGD updates equal with the pass on and off, the backward ops untouched), a StaticRNN step
+block, the cases it must leave alone, the profiler row, and FLUIDLITE_DISABLE_PASSES."""
+import json
+
+import numpy as np
+import pytest
+
+import fluidlite as fluid
+from fluidlite import core, profiler
+
+L = fluid.layers
+
+
+def _off():
+    bs = fluid.BuildStrategy()
+    bs.fuse_reductions = False
+    return bs
+
+
+def _build(fn):
+    main, startup = fluid.Program(), fluid.Program()
+    startup.random_seed = main.random_seed = 7  # both runs start from the same weights
+    with fluid.program_guard(main, startup):
+        fetch = fn()
+    return main, startup, fetch
+
+
+def _run_both(fn, feed, steps=1):
+    """(fetches with the pass on, fetches with it off, the prepared copy with it on); each in a fresh scope."""
+    main, startup, fetch = _build(fn)
+    results = []
+    for prog in (main, fluid.CompiledProgram(main, build_strategy=_off())):
+        scope = fluid.Scope()
+        with fluid.scope_guard(scope):
+            exe = fluid.Executor(fluid.CPUPlace())
+            exe.run(startup)
+            for _ in range(steps):
+                out = exe.run(prog, feed=feed, fetch_list=fetch)
+            results.append(out)
+    view = fluid.Executor(fluid.CPUPlace()).prepared_program(main, feed=list(feed), fetch_list=fetch)
+    return results[0], results[1], view
+
+
+def _types(view, block=0):
+    return [op.type for op in view.block(block).ops]
+
+
+def _fused(view, block=0):
+    return [op for op in view.block(block).ops if op.type == "fused_reduce"]
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        assert np.array_equal(x, y), np.abs(x - y).max()
+
+
+X = np.random.RandomState(0).uniform(-2, 2, (6, 37)).astype("float32")
+
+
+# -- the tuning notes' program ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("identity", ["scale", "assign", "none", "square"])
+def test_notes_program_becomes_one_fused_reduce(identity):
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        a = L.reduce_sum(x, dim=[1])
+        if identity == "square":
+            p = L.square(x)
+        else:
+            t = {"scale": lambda: L.scale(x, 1.0), "assign": lambda: L.assign(x), "none": lambda: x}[identity]()
+            p = L.elementwise_mul(x, t)
+        b = L.reduce_sum(p, dim=[1])
+        return [a, b]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    np.testing.assert_allclose(on[0], X.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(on[1], (X * X).sum(1), rtol=1e-5)
+    assert _types(view) == ["feed", "fused_reduce", "fetch", "fetch"]
+    op = _fused(view)[0]
+    assert op.attr("reductions") == ["sum", "sum_square"]
+    assert op.attr("dim") == [1] and op.attr("keep_dim") is False
+    middle = {"scale": ["scale", "elementwise_mul"], "assign": ["assign", "elementwise_mul"],
+              "none": ["elementwise_mul"], "square": ["square"]}[identity]
+    assert op.attr("fused_ops") == ["reduce_sum"] + middle + ["reduce_sum"]
+    # the product (and the identity's output) never materialise: their variables are gone
+    names = {v.name for v in view.global_block().vars.values()}
+    assert not any(n.startswith(("elementwise_mul", "scale", "assign", "square")) for n in names)
+    r = view.pass_results[0]
+    assert r["pass"] == "fuse_reductions" and r["changes"] == 1
+    assert "fused_reduce(" in r["details"][0] and "sum_square" in r["details"][0]
+
+
+def test_identity_on_either_side_and_a_lone_sum_of_squares():
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        b = L.reduce_sum(L.elementwise_mul(L.scale(x, 1.0), x), dim=[-1])  # identity first, dim -1
+        return [b]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    assert _types(view) == ["feed", "fused_reduce", "fetch"]
+    assert _fused(view)[0].attr("reductions") == ["sum_square"]
+
+
+def test_mean_and_variance_moments_and_max_of_one_x():
+    # reduce_mean(x) and reduce_mean(x * x) (a variance's moments), reduce_max and reduce_sum of the same x with the
+    # same axes (dim [-2] and [1] are one axis of a rank-3 x) and keep_dim: one op.
+    x3 = np.random.RandomState(1).standard_normal((4, 9, 5)).astype("float32")
+
+    def fn():
+        x = fluid.data("x", [-1, 9, 5], "float32")
+        m = L.reduce_mean(x, dim=[1], keep_dim=True)
+        ms = L.reduce_mean(L.elementwise_mul(x, x), dim=[-2], keep_dim=True)
+        var = L.elementwise_sub(ms, L.elementwise_mul(m, m))
+        mx = L.reduce_max(x, dim=[1], keep_dim=True)
+        s = L.reduce_sum(x, dim=[1], keep_dim=True)
+        return [m, var, mx, s]
+
+    on, off, view = _run_both(fn, {"x": x3})
+    _same(on, off)
+    np.testing.assert_allclose(on[0], x3.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(on[1], x3.var(1, keepdims=True), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(on[2], x3.max(1, keepdims=True))
+    np.testing.assert_allclose(on[3], x3.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["mean", "mean_square", "max", "sum"]
+    assert op.attr("fused_ops") == ["reduce_mean", "elementwise_mul", "reduce_mean", "reduce_max", "reduce_sum"]
+    assert "elementwise_mul" in _types(view)  # m * m of the variance stays: it is not a reduction's input
+
+
+def test_reduce_all_groups_whatever_dim_says():
+    def fn():
+        x = fluid.data("x", [6, 37], "float32")
+        return [L.reduce_sum(x), L.reduce_max(x), L.reduce_mean(L.square(x))]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    np.testing.assert_allclose(on[2], [(X * X).mean()], rtol=1e-5)
+    assert _fused(view)[0].attr("reductions") == ["sum", "max", "mean_square"]
+
+
+# -- where it must not fuse -----------------------------------------------------------------------------------------
+
+
+def _unfused_types(fn):
+    main, _, fetch = _build(fn)
+    return [op.type for op in main.global_block().ops]
+
+
+@pytest.mark.parametrize("case", ["axes", "keep_dim", "inputs", "product_fetched", "identity_fetched",
+                                  "product_persistable", "scale_not_identity", "product_read_elsewhere",
+                                  "x_written_between"])
+def test_must_not_fuse(case):
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        y = fluid.data("y", [-1, 37], "float32")
+        if case in ("axes", "keep_dim", "inputs"):
+            a = L.reduce_sum(x, dim=[1])
+            b = {"axes": lambda: L.reduce_max(x, dim=[0]), "keep_dim": lambda: L.reduce_max(x, dim=[1], keep_dim=True),
+                 "inputs": lambda: L.reduce_max(y, dim=[1])}[case]()
+            return [a, b]
+        if case == "x_written_between":
+            a = L.reduce_sum(x, dim=[1])
+            L.assign(y, output=x)  # x changes between the two reductions
+            return [a, L.reduce_max(x, dim=[1])]
+        t = L.scale(x, 2.0) if case == "scale_not_identity" else L.scale(x, 1.0)
+        p = L.elementwise_mul(x, t)
+        if case == "product_persistable":
+            p.persistable = True
+        fetch = [L.reduce_sum(p, dim=[1])]
+        if case == "product_fetched":
+            fetch.append(p)
+        if case == "identity_fetched":
+            fetch.append(t)
+        if case == "product_read_elsewhere":
+            fetch.append(L.relu(p))
+        return fetch
+
+    feed = {"x": X, "y": X[::-1].copy()}
+    on, off, view = _run_both(fn, feed)
+    _same(on, off)
+    assert "fused_reduce" not in _types(view)
+    assert [t for t in _types(view) if t not in ("feed", "fetch")] == \
+        [t for t in _unfused_types(fn) if t not in ("feed", "fetch")]
+
+
+def test_product_read_twice_fuses_as_reductions_of_the_product():
+    # p = x * x read by two reductions: each one alone cannot absorb p (the other reads it), so the two reduce p.
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        p = L.elementwise_mul(x, x)
+        return [L.reduce_sum(p, dim=[1]), L.reduce_mean(p, dim=[1])]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["sum", "mean"] and "elementwise_mul" in _types(view)
+
+
+# -- training: forward, gradients and updates ------------------------------------------------------------------------
+
+
+def _train_net():
+    x = fluid.data("x", [-1, 37], "float32")
+    h = L.fc(x, size=16, param_attr=fluid.ParamAttr(name="w"), bias_attr=False)
+    a = L.reduce_sum(h, dim=[1])
+    b = L.reduce_sum(L.elementwise_mul(h, L.scale(h, 1.0)), dim=[1])
+    c = L.reduce_mean(h, dim=[1])
+    loss = L.mean(L.elementwise_add(L.elementwise_add(a, L.scale(b, 0.01)), c))
+    fluid.optimizer.SGD(0.05).minimize(loss)
+    return [loss, a, b, "w@GRAD", "w"]
+
+
+def test_training_gradients_and_updates_equal_with_the_pass_on_and_off():
+    on, off, view = _run_both(_train_net, {"x": X}, steps=3)
+    _same(on, off)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["sum", "sum_square", "mean"]
+    types = _types(view)
+    # forward: the product and the identity are gone; backward: the reductions' grads and the product's stay
+    assert types.count("elementwise_mul") == 0 and "scale" in types  # scale(b, 0.01) and the grads' scale ops
+    for grad in ("reduce_sum_grad", "reduce_mean_grad", "elementwise_mul_grad"):
+        assert grad in types
+    # the backward ops read h where they read the product (shape only) or the identity's output (the same values)
+    mul_grad = [o for o in view.global_block().ops if o.type == "elementwise_mul_grad"][0]
+    assert mul_grad.input("X") == mul_grad.input("Y")
+
+
+def test_training_gradient_against_numpy():
+    # d/dh mean(sum(h) + 0.01 * sum(h * h) + mean(h)) over rows = (1 + 0.02 h + 1/16) / N; w@GRAD = x^T that.
+    on, off, _ = _run_both(_train_net, {"x": X}, steps=1)
+    w0 = on[4] + 0.05 * on[3]  # the weight before the one SGD step
+    h = X @ w0
+    dh = (1 + 0.02 * h + 1.0 / 16) / X.shape[0]
+    np.testing.assert_allclose(on[3], X.T @ dh, rtol=1e-4, atol=1e-5)
+
+
+# -- sub-blocks ------------------------------------------------------------------------------------------------------
+
+
+def _rnn_net(train):
+    def fn():
+        xs = fluid.data("x", [3, 4, 6], "float32")
+        rnn = L.StaticRNN()
+        with rnn.step():
+            x_t = rnn.step_input(xs)
+            h_prev = rnn.memory(shape=[-1, 6], batch_ref=x_t)
+            h = L.fc([x_t, h_prev], size=6, param_attr=[fluid.ParamAttr(name="w_rnn"), fluid.ParamAttr(name="u_rnn")],
+                     bias_attr=False)
+            s = L.reduce_sum(h, dim=[1], keep_dim=True)
+            m = L.reduce_max(h, dim=[1], keep_dim=True)
+            q = L.reduce_sum(L.elementwise_mul(h, L.assign(h)), dim=[1], keep_dim=True)
+            out = L.elementwise_add(L.elementwise_mul(h, L.scale(s, 0.1)), L.scale(q, 0.01), axis=0)
+            out = L.elementwise_sub(out, m, axis=0)
+            rnn.update_memory(h_prev, L.tanh(out))
+            rnn.step_output(out)
+        loss = L.mean(rnn())
+        if not train:
+            return [loss]
+        fluid.optimizer.SGD(0.1).minimize(loss)
+        return [loss, "w_rnn@GRAD", "u_rnn@GRAD", "w_rnn"]
+    return fn
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_static_rnn_step_block_fuses_and_trains_the_same(train):
+    x = np.random.RandomState(2).uniform(-1, 1, (3, 4, 6)).astype("float32")
+    on, off, view = _run_both(_rnn_net(train), {"x": x}, steps=2)
+    _same(on, off)
+    step = [b for b in range(1, view.num_blocks) if "fused_reduce" in _types(view, b)]
+    assert len(step) == 1
+    (op,) = _fused(view, step[0])
+    assert op.attr("keep_dim") is True
+    # Inference: the step block's product and the assign go into the op. Training: the grad block reads them by
+    # name (reduce_sum_grad, elementwise_mul_grad), so they stay, and only the two reductions of h fuse.
+    assert op.attr("reductions") == (["sum", "max"] if train else ["sum", "max", "sum_square"])
+    assert ("elementwise_mul" in [t for t in _types(view, step[0])]) is True  # h * scale(s) stays either way
+    assert ("assign" in _types(view, step[0])) == train
+
+
+# -- the profiler, the switch, apply_passes --------------------------------------------------------------------------
+
+
+def _notes():
+    x = fluid.data("x", [-1, 37], "float32")
+    return [L.reduce_sum(x, dim=[1]), L.reduce_sum(L.elementwise_mul(x, L.scale(x, 1.0)), dim=[1])]
+
+
+def test_profiler_shows_one_fused_row_naming_the_ops():
+    main, _, fetch = _build(_notes)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with profiler.profiler("CPU", profile_path=None, print_report=False):
+        exe.run(main, feed={"x": X}, fetch_list=fetch)
+    ops = [e for e in profiler.events() if e["category"] == "Operator" and e["name"] not in ("feed", "fetch")]
+    assert [e["name"] for e in ops] == ["fused_reduce"]
+    args = json.loads("{%s}" % ops[0]["args"])
+    assert args["fused_ops"] == ["reduce_sum", "scale", "elementwise_mul", "reduce_sum"]
+    assert args["inputs"] == "X[6, 37]" and args["outputs"] == "Out[6], Out[6]"
+    rows = [r for r in profiler.summary() if r["category"] == "Operator"]
+    assert sorted(r["event"] for r in rows) == ["feed", "fetch", "fused_reduce"]
+    assert [r["calls"] for r in rows if r["event"] == "fused_reduce"] == [1]
+
+
+def test_disabled_by_env(monkeypatch):
+    main, _, fetch = _build(_notes)
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_reductions")
+    view = fluid.Executor(fluid.CPUPlace()).prepared_program(main, feed=["x"], fetch_list=fetch)
+    assert "fused_reduce" not in _types(view) and "elementwise_mul" in _types(view)
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "all")
+    view = fluid.Executor(fluid.CPUPlace()).prepared_program(main, feed=["x"], fetch_list=fetch)
+    assert "fused_reduce" not in _types(view)
+    monkeypatch.delenv("FLUIDLITE_DISABLE_PASSES")
+    view = fluid.Executor(fluid.CPUPlace()).prepared_program(main, feed=["x"], fetch_list=fetch)
+    assert "fused_reduce" in _types(view)
+
+
+def test_registered_and_applied_by_name_with_protected_vars():
+    info = {p["name"]: p for p in core.passes()}["fuse_reductions"]
+    assert info["order"] == 500
+    main, _, fetch = _build(_notes)
+    desc, results = core.apply_passes(main.desc, ["fuse_reductions"], protected=["x"] + [v.name for v in fetch])
+    types = [desc.block(0).op(i).type() for i in range(desc.block(0).op_size())]
+    assert types == ["fused_reduce"] and results[0]["changes"] == 1
+    # the product protected (as a fetch is): nothing fuses but the lone plain sum's group, which has one member
+    p = [op for op in main.global_block().ops if op.type == "elementwise_mul"][0].output("Out")[0]
+    desc, results = core.apply_passes(main.desc, ["fuse_reductions"], protected=["x", p] + [v.name for v in fetch])
+    assert results[0]["changes"] == 0 and desc.block(0).op_size() == 4
