@@ -2,9 +2,11 @@
 // pass over X. Made by the fuse_reductions pass (kernels/passes/fuse_reductions.cc) from reduce_sum / reduce_mean /
 // reduce_max ops of X and of X * X (elementwise_mul(X, X), elementwise_mul(X, assign(X) or scale(X, 1)), square(X)),
 // e.g. the tuning notes' pair reduce_sum(x, dim=[1]) and reduce_sum(x * identity(x), dim=[1]), or a mean and the
-// mean of squares. `reductions` names what each Out is:
-//   sum, mean, max             of X;
-//   sum_square, mean_square    of X * X (the product never materialises).
+// mean of squares, or a mean and the variance around it. `reductions` names what each Out is:
+//   sum, mean, max                     of X;
+//   sum_square, mean_square            of X * X (the product never materialises);
+//   sum_square_dev, mean_square_dev    of (X - mean)^2, mean being X's mean over the same axes as reduce_mean
+//                                      computes it (square(X - reduce_mean(X, keep_dim=True)): a variance).
 // `fused_ops` names the ops it replaced (the profiler's args show them).
 //
 // The values are bit for bit those of the unfused ops: every output is accumulated in the order of helpers/reduce.h
@@ -12,8 +14,9 @@
 // rounded to T before it is added, as elementwise_mul's output is (it goes through a buffer, so the compiler cannot
 // contract it into an FMA), and a mean is the sum times T(1) / count, as reduce_mean's is. What changes is the
 // memory traffic: one reduced run (the usual case: a last-axis or first-axis reduction) is walked in cache-sized
-// pieces, row by row or in column tiles, each piece read from memory once for every output; the pieces are split
-// over the thread pool. Several separate reduced runs (dim=[0, 2] of a rank-3 X) fall back to one Reduce per output.
+// pieces, row by row or in column tiles, each piece read from memory once for every output (the deviations of a
+// column tile take a second sweep over its rows, once their means are known); the pieces are split over the thread
+// pool. Several separate reduced runs (dim=[0, 2] of a rank-3 X) fall back to one Reduce per output.
 // fused_reduce has no gradient: the pass runs after backward, and the grad ops of the reductions it replaced stay.
 #include <cstring>
 #include <string>
@@ -25,15 +28,20 @@ namespace fl {
 
 namespace {
 
-// What each output accumulates: a channel (the sum of X, the sum of X * X, the max of X) and whether it is a mean.
-enum Channel { kSum = 0, kSumSquare = 1, kMax = 2, kChannels = 3 };
+// What each output accumulates: a channel (the sum of X, the sum of X * X, the max of X, the sum of (X - mean)^2
+// with the mean that reduce_mean computes) and whether it is a mean.
+constexpr int64_t kColumnTile = 1024;  // columns per piece: the tile's rows and accumulators stay in L1
+
+enum Channel { kSum = 0, kSumSquare = 1, kMax = 2, kSumSquareDev = 3, kChannels = 4 };
 
 struct Reduction {
   Channel channel;
   bool mean;
 };
 
-const char* const kReductionNames[] = {"sum", "mean", "max", "sum_square", "mean_square"};
+const char* const kReductionNames[] = {
+    "sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev"};
+constexpr const char* kReductionList = "sum, mean, max, sum_square, mean_square, sum_square_dev, mean_square_dev";
 
 Reduction ParseReduction(const std::string& s) {
   if (s == "sum") return {kSum, false};
@@ -41,19 +49,23 @@ Reduction ParseReduction(const std::string& s) {
   if (s == "max") return {kMax, false};
   if (s == "sum_square") return {kSumSquare, false};
   if (s == "mean_square") return {kSumSquare, true};
-  FL_THROW("fused_reduce: reduction '", s, "' is not one of sum, mean, max, sum_square, mean_square");
+  if (s == "sum_square_dev") return {kSumSquareDev, false};
+  if (s == "mean_square_dev") return {kSumSquareDev, true};
+  FL_THROW("fused_reduce: reduction '", s, "' is not one of ", kReductionList);
 }
 
 template <typename T>
 struct Channels {
-  bool need[kChannels] = {false, false, false};
-  T* out[kChannels] = {nullptr, nullptr, nullptr};  // out_numel values each
+  bool need[kChannels] = {false, false, false, false};       // kSumSquareDev needs kSum (its mean)
+  T* out[kChannels] = {nullptr, nullptr, nullptr, nullptr};  // out_numel values each
+  T scale = T(1);                                            // 1 / count: a sum to a mean, as reduce_mean's
 };
 
 // Rows of a last-axis reduction ([outer, r] with inner == 1): each row is read from memory once and reduced from
-// cache by ReduceContiguous, once per channel. `sq` holds r values (this thread's X * X of the row).
+// cache by ReduceContiguous, once per channel. `sq` holds r values (this thread's squares of the row).
 template <typename T>
 void ReduceRows(const T* x, int64_t o0, int64_t o1, int64_t r, const Channels<T>& c, T* sq) {
+  auto load_sq = [sq](int64_t j) { return sq[j]; };
   for (int64_t o = o0; o < o1; ++o) {
     const T* row = x + o * r;
     auto load = [row](int64_t j) { return row[j]; };
@@ -61,22 +73,31 @@ void ReduceRows(const T* x, int64_t o0, int64_t o1, int64_t r, const Channels<T>
     if (c.need[kMax]) c.out[kMax][o] = ReduceContiguous<MaxReducer, T>(0, r, load);
     if (c.need[kSumSquare]) {
       for (int64_t j = 0; j < r; ++j) sq[j] = row[j] * row[j];
-      c.out[kSumSquare][o] = ReduceContiguous<SumReducer, T>(0, r, [sq](int64_t j) { return sq[j]; });
+      c.out[kSumSquare][o] = ReduceContiguous<SumReducer, T>(0, r, load_sq);
+    }
+    if (c.need[kSumSquareDev]) {
+      const T m = c.out[kSum][o] * c.scale;
+      for (int64_t j = 0; j < r; ++j) {
+        const T d = row[j] - m;
+        sq[j] = d * d;
+      }
+      c.out[kSumSquareDev][o] = ReduceContiguous<SumReducer, T>(0, r, load_sq);
     }
   }
 }
 
 // A reduction across rows ([outer, r, inner], inner > 1) over the columns [i0, i1) of block o: ReduceRuns' order
-// (y = the first row, then each further row combined in turn), with the tile's accumulators in cache.
+// (y = the first row, then each further row combined in turn), with the tile's accumulators in cache. The squared
+// deviations take a second sweep over the tile's rows, once their means are known. `sq` holds two tiles.
 template <typename T>
 void ReduceColumns(const T* x, int64_t o, int64_t r, int64_t inner, int64_t i0, int64_t i1, const Channels<T>& c,
                    T* sq) {
   const int64_t w = i1 - i0;
-  T* ys = c.need[kSum] ? c.out[kSum] + o * inner + i0 : nullptr;
-  T* yq = c.need[kSumSquare] ? c.out[kSumSquare] + o * inner + i0 : nullptr;
-  T* ym = c.need[kMax] ? c.out[kMax] + o * inner + i0 : nullptr;
+  auto at = [&](Channel ch) { return c.need[ch] ? c.out[ch] + o * inner + i0 : nullptr; };
+  T *ys = at(kSum), *yq = at(kSumSquare), *ym = at(kMax), *yd = at(kSumSquareDev);
+  auto row_at = [&](int64_t k) { return x + (o * r + k) * inner + i0; };
   for (int64_t k = 0; k < r; ++k) {
-    const T* row = x + (o * r + k) * inner + i0;
+    const T* row = row_at(k);
     if (yq)
       for (int64_t i = 0; i < w; ++i) sq[i] = row[i] * row[i];
     if (k == 0) {
@@ -92,9 +113,20 @@ void ReduceColumns(const T* x, int64_t o, int64_t r, int64_t inner, int64_t i0, 
     if (yq)
       for (int64_t i = 0; i < w; ++i) yq[i] = SumReducer::Combine(yq[i], sq[i]);
   }
+  if (!yd) return;
+  T* m = sq + kColumnTile;
+  for (int64_t i = 0; i < w; ++i) m[i] = ys[i] * c.scale;
+  for (int64_t k = 0; k < r; ++k) {
+    const T* row = row_at(k);
+    for (int64_t i = 0; i < w; ++i) {
+      const T d = row[i] - m[i];
+      sq[i] = d * d;
+    }
+    if (k == 0) std::memcpy(yd, sq, w * sizeof(T));
+    else
+      for (int64_t i = 0; i < w; ++i) yd[i] = SumReducer::Combine(yd[i], sq[i]);
+  }
 }
-
-constexpr int64_t kColumnTile = 1024;  // columns per piece: the tile's rows and accumulators stay in L1
 
 template <typename T>
 void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
@@ -103,12 +135,22 @@ void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
     if (l.reduced[j]) ++reduced, k = j;
   if (reduced != 1 || l.numel == 0) {  // several reduced runs, none, or an empty X: one Reduce per channel
     std::unique_ptr<T[]> sq;
-    for (int ch = 0; ch < kChannels; ++ch) {
+    for (int ch = 0; ch < kChannels; ++ch) {  // in order: the sum before the deviations from its mean
       if (!c.need[ch]) continue;
       const T* src = x;
-      if (ch == kSumSquare) {
-        sq.reset(new T[l.numel]);
-        for (int64_t i = 0; i < l.numel; ++i) sq[i] = x[i] * x[i];
+      if (ch == kSumSquare || ch == kSumSquareDev) {
+        if (!sq) sq.reset(new T[l.numel]);
+        if (ch == kSumSquare) {
+          for (int64_t i = 0; i < l.numel; ++i) sq[i] = x[i] * x[i];
+        } else {
+          const T* s = c.out[kSum];
+          const T scale = c.scale;
+          T* q = sq.get();
+          ForEachReduced(l, [x, s, scale, q](int64_t i, int64_t o) {
+            const T d = x[i] - s[o] * scale;
+            q[i] = d * d;
+          });
+        }
         src = sq.get();
       }
       if (ch == kMax) Reduce<MaxReducer>(src, l, c.out[ch]);
@@ -120,10 +162,11 @@ void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
   for (int j = 0; j < k; ++j) outer *= l.size[j];
   for (int j = k + 1; j < l.n; ++j) inner *= l.size[j];
   const int64_t r = l.size[k];
+  const bool squares = c.need[kSumSquare] || c.need[kSumSquareDev];
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, kMinParallelElements / r);
     ParallelFor(outer, grain, [&](int64_t o0, int64_t o1) {
-      std::unique_ptr<T[]> sq(c.need[kSumSquare] ? new T[r] : nullptr);
+      std::unique_ptr<T[]> sq(squares ? new T[r] : nullptr);
       ReduceRows(x, o0, o1, r, c, sq.get());
     });
     return;
@@ -131,7 +174,7 @@ void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
   const int64_t tiles = (inner + kColumnTile - 1) / kColumnTile;
   const int64_t grain = std::max<int64_t>(1, kMinParallelElements / (r * std::min(inner, kColumnTile)));
   ParallelFor(outer * tiles, grain, [&](int64_t p0, int64_t p1) {
-    std::unique_ptr<T[]> sq(c.need[kSumSquare] ? new T[std::min(inner, kColumnTile)] : nullptr);
+    std::unique_ptr<T[]> sq(squares ? new T[2 * kColumnTile] : nullptr);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t o = p / tiles, i0 = (p % tiles) * kColumnTile;
       ReduceColumns(x, o, r, inner, i0, std::min(inner, i0 + kColumnTile), c, sq.get());
@@ -161,6 +204,7 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
     T* o = outs[i]->mutable_data<T>(ctx.place());
     dst.push_back(o);
     c.need[rs[i].channel] = true;
+    if (rs[i].channel == kSumSquareDev) c.need[kSum] = true;
     if (!rs[i].mean && !c.out[rs[i].channel]) c.out[rs[i].channel] = o;
   }
   for (int ch = 0; ch < kChannels; ++ch)
@@ -168,8 +212,9 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
       scratch[ch].reset(new T[l.out_numel]);
       c.out[ch] = scratch[ch].get();
     }
-  ComputeChannels(x.data<T>(), l, c);
   const T scale = T(1) / static_cast<T>(l.reduce_count);  // as reduce_mean: the sum times 1 / count
+  c.scale = scale;
+  ComputeChannels(x.data<T>(), l, c);
   for (size_t i = 0; i < outs.size(); ++i) {
     T* o = dst[i];
     const T* src = c.out[rs[i].channel];
@@ -186,7 +231,7 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
 FL_REGISTER_OP(fused_reduce, op) {
   op.Doc(
         "Several reductions of X over the same axes in one pass (made by the fuse_reductions pass): Out[i] is X's "
-        "sum, mean or max, or the sum or mean of X * X, as reductions[i] says.")
+        "sum, mean or max, the sum or mean of X * X, or the sum or mean of (X - its mean)^2, as reductions[i] says.")
       .Input("X", "input tensor (float32 or float64)")
       .DuplicableOutput("Out", "the reductions, one per entry of `reductions`")
       .Attr<std::vector<int32_t>>("dim", {0}, "axes to reduce; negative values count from the end")
@@ -195,12 +240,12 @@ FL_REGISTER_OP(fused_reduce, op) {
       .Attr<bool>("reduce_all", false, "reduce every axis (ignores dim)")
       .Attr<std::vector<std::string>>("reductions", {}, "what each Out is")
       .Size(1, 64)
-      .Constrain("each one of sum, mean, max, sum_square, mean_square",
+      .Constrain(std::string("each one of ") + kReductionList,
                  [](const Attribute& v) -> std::string {
                    for (const auto& s : std::get<std::vector<std::string>>(v)) {
                      bool known = false;
                      for (const char* n : kReductionNames) known = known || s == n;
-                     if (!known) return "one of sum, mean, max, sum_square, mean_square (got '" + s + "')";
+                     if (!known) return std::string("one of ") + kReductionList + " (got '" + s + "')";
                    }
                    return "";
                  })

@@ -134,6 +134,69 @@ def test_mean_and_variance_moments_and_max_of_one_x():
     assert "elementwise_mul" in _types(view)  # m * m of the variance stays: it is not a reduction's input
 
 
+@pytest.mark.parametrize("form", ["square", "mul", "sum", "middle_axis"])
+def test_variance_around_the_mean_becomes_one_op(form):
+    x3 = (np.random.RandomState(3).standard_normal((4, 9, 5)) * 3 + 1).astype("float32")
+    dim = [1] if form == "middle_axis" else [2]
+
+    def fn():
+        x = fluid.data("x", [-1, 9, 5], "float32")
+        m = L.reduce_mean(x, dim=dim, keep_dim=True)
+        d = L.elementwise_sub(x, m)
+        sq = L.elementwise_mul(d, d) if form == "mul" else L.square(d)
+        v = (L.reduce_sum if form == "sum" else L.reduce_mean)(sq, dim=dim, keep_dim=True)
+        return [m, v]
+
+    on, off, view = _run_both(fn, {"x": x3})
+    _same(on, off)
+    axis = dim[0]
+    want = x3.var(axis, keepdims=True) * (x3.shape[axis] if form == "sum" else 1)
+    np.testing.assert_allclose(on[1], want, rtol=1e-4, atol=1e-5)
+    assert _types(view) == ["feed", "fused_reduce", "fetch", "fetch"]
+    op = _fused(view)[0]
+    assert op.attr("reductions") == ["mean", ("sum" if form == "sum" else "mean") + "_square_dev"]
+    assert op.attr("fused_ops") == ["reduce_mean", "elementwise_sub", "elementwise_mul" if form == "mul" else "square",
+                                    "reduce_sum" if form == "sum" else "reduce_mean"]
+
+
+@pytest.mark.parametrize("case", ["deviation_reused", "mean_without_keep_dim", "other_axes"])
+def test_variance_cases_that_keep_the_deviation(case):
+    # Where x - mean is read again (a layer norm from primitives) or the mean is not the group's, the deviation
+    # stays and only its square's reduction fuses (a lone mean of d * d).
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        m = L.reduce_mean(x, dim=[1], keep_dim=case != "mean_without_keep_dim")
+        d = L.elementwise_sub(x, m, axis=0)
+        v = L.reduce_mean(L.square(d), dim=[0] if case == "other_axes" else [1], keep_dim=True)
+        fetch = [m, v]
+        if case == "deviation_reused":
+            fetch.append(L.elementwise_div(d, L.sqrt(L.scale(v, 1.0, bias=1e-5)), axis=0))
+        return fetch
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["mean_square"]
+    assert "elementwise_sub" in _types(view) and "reduce_mean" in _types(view)
+
+
+def test_variance_in_training_keeps_what_the_backward_reads():
+    # square_grad reads d: d stays; the mean of its square fuses alone, gradients equal.
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        h = L.fc(x, size=8, param_attr=fluid.ParamAttr(name="wv"), bias_attr=False)
+        m = L.reduce_mean(h, dim=[1], keep_dim=True)
+        v = L.reduce_mean(L.square(L.elementwise_sub(h, m)), dim=[1], keep_dim=True)
+        loss = L.mean(L.elementwise_add(v, m))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+        return [loss, "wv@GRAD", "wv"]
+
+    on, off, view = _run_both(fn, {"x": X}, steps=2)
+    _same(on, off)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["mean_square"] and "square_grad" in _types(view)
+
+
 def test_reduce_all_groups_whatever_dim_says():
     def fn():
         x = fluid.data("x", [6, 37], "float32")

@@ -61,6 +61,7 @@ struct Candidate {
   size_t op;                       // the reduction
   std::string x;                   // what it reduces (after absorbing the product)
   bool square = false;             // of x * x
+  std::string centred;             // of (x - centred)^2, centred being reduce_mean(x, keep_dim=True)'s Out
   std::vector<size_t> absorbed;    // the product op and its identity op
   std::vector<std::string> temps;  // their outputs, to remove
   std::vector<Rename> renames;     // readers pointed at x
@@ -109,13 +110,14 @@ class Fuser {
   }
 
   // The reduction at `i` as a candidate (its input, absorbed ops, group key), or false.
-  bool Analyse(size_t i, Candidate& c) const {
+  bool Analyse(size_t i, Candidate& c, bool allow_centred) const {
     const OpDesc& op = *block_.Op(i);
     const std::string& v = Single(op, "X", true);
     if (v.empty() || Single(op, "Out", false).empty()) return false;
     c.op = i;
     c.x = v;
     AbsorbProduct(i, c);
+    if (c.square && allow_centred) AbsorbDeviation(i, c);
     const VarDesc* xv = block_.FindVarRecursive(c.x);
     if (!xv || (xv->dtype() != DType::FP32 && xv->dtype() != DType::FP64)) return false;
     if (c.square && op.type() == "reduce_max") {  // no max of squares: reduce the product as it is
@@ -124,7 +126,9 @@ class Fuser {
       c.x = v;
     }
     const bool mean = op.type() == "reduce_mean";
-    c.reduction = op.type() == "reduce_max" ? "max" : std::string(mean ? "mean" : "sum") + (c.square ? "_square" : "");
+    c.reduction = op.type() == "reduce_max" ? "max"
+                                            : std::string(mean ? "mean" : "sum") + (c.square ? "_square" : "") +
+                                                  (c.centred.empty() ? "" : "_dev");
     // The key: x, the reduced axes (normalised with x's declared rank) or "all", keep_dim.
     const bool all = op.HasAttr("reduce_all") && op.Attr<bool>("reduce_all");
     const bool keep = op.HasAttr("keep_dim") && op.Attr<bool>("keep_dim");
@@ -194,14 +198,57 @@ class Fuser {
     c.renames = std::move(renames);
   }
 
+  // If the square's operand is d = elementwise_sub(x, m) with m = reduce_mean(x, keep_dim=True) (a variance), and d
+  // can go, records that in `c` (the group must then hold that reduce_mean: FuseOne checks).
+  void AbsorbDeviation(size_t i, Candidate& c) const {
+    const std::string d = c.x;
+    const size_t prod = c.absorbed.front();
+    const int s = OnlyWriter(d, prod);
+    if (s < 0 || block_.Op(s)->type() != "elementwise_sub" || Single(*block_.Op(s), "Out", false) != d) return;
+    const std::string& x = Single(*block_.Op(s), "X", true);
+    const std::string& m = Single(*block_.Op(s), "Y", true);
+    const int r = m.empty() ? -1 : OnlyWriter(m, s);
+    if (x.empty() || r < 0) return;
+    const OpDesc& mean = *block_.Op(r);
+    if (mean.type() != "reduce_mean" || Single(mean, "X", true) != x || !mean.Attr<bool>("keep_dim") ||
+        !UnwrittenBetween(x, r, i))
+      return;
+    std::set<size_t> members = {i, prod, static_cast<size_t>(s)};
+    members.insert(c.absorbed.begin(), c.absorbed.end());
+    std::vector<Rename> renames = c.renames;
+    for (auto& n : renames) {  // the square's shape-only readers read x (d has x's shape: m broadcasts over it)
+      if (n.to != d) continue;
+      if (!ReadsOnlyShape(*block_.Op(n.op), n.slot)) return;  // an identity's reader would read d: d stays
+      n.to = x;
+    }
+    if (!CanAbsorb(d, s, x, false, members, renames)) return;
+    c.x = x;
+    c.centred = m;
+    c.absorbed.push_back(s);
+    c.temps.push_back(d);
+    c.renames = std::move(renames);
+  }
+
   // Fuses the first group it can; false when there is none left.
   bool FuseOne(PassResult& result, std::set<std::string>& refused) {
     std::map<std::string, std::vector<Candidate>> groups;
     std::vector<std::string> order;
+    std::vector<Candidate> all;
+    std::set<std::pair<std::string, std::string>> means;  // (key, Out) of the plain reduce_means
     for (size_t i = 0; i < block_.OpSize(); ++i) {
       if (!IsReduce(block_.Op(i)->type())) continue;
       Candidate c;
-      if (!Analyse(i, c)) continue;
+      if (!Analyse(i, c, true)) continue;
+      if (c.reduction == "mean") means.insert({c.key, Single(*block_.Op(i), "Out", false)});
+      all.push_back(std::move(c));
+    }
+    for (auto& c : all) {
+      // A variance whose mean is not in its group (other axes, no keep_dim) reduces the square of the difference.
+      if (!c.centred.empty() && !means.count({c.key, c.centred})) {
+        const size_t i = c.op;
+        c = Candidate{};
+        if (!Analyse(i, c, false)) continue;
+      }
       if (!groups.count(c.key)) order.push_back(c.key);
       groups[c.key].push_back(std::move(c));
     }

@@ -16,6 +16,9 @@ NUMPY = {
     "max": lambda x, axes, keep: np.max(x, axis=axes, keepdims=keep),
     "sum_square": lambda x, axes, keep: np.sum(x * x, axis=axes, keepdims=keep),
     "mean_square": lambda x, axes, keep: np.mean(x * x, axis=axes, keepdims=keep),
+    "sum_square_dev": lambda x, axes, keep: np.sum((x - x.mean(axis=axes, keepdims=True)) ** 2, axis=axes,
+                                                   keepdims=keep),
+    "mean_square_dev": lambda x, axes, keep: np.var(x, axis=axes, keepdims=keep),
 }
 UNFUSED = {"sum": "reduce_sum", "mean": "reduce_mean", "max": "reduce_max"}
 
@@ -39,14 +42,14 @@ CASES = [
     ((4, 1, 3), [1], False, False),         # only a size-1 axis reduced
     ((3, 0), [1], False, False),            # empty reduced axis
 ]
-ALL = ["sum", "mean", "max", "sum_square", "mean_square"]
+ALL = ["sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev"]
 
 
 @pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", CASES)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_reduce_forward(shape, dim, keep_dim, reduce_all, dtype):
     x = np.random.RandomState(3).uniform(-2, 2, shape).astype(dtype)
-    reductions = ALL if x.size else ["sum", "mean", "sum_square"]  # numpy's max of nothing raises
+    reductions = ALL if x.size else ["sum", "mean", "sum_square", "mean_square_dev"]  # numpy's max of nothing raises
     want = [("o%d" % i, _expected(x, r, dim, keep_dim, reduce_all)) for i, r in enumerate(reductions)]
     attrs = {"dim": dim, "keep_dim": keep_dim, "reduce_all": reduce_all, "reductions": reductions,
              "fused_ops": ["reduce_sum"] * len(reductions)}
@@ -83,10 +86,38 @@ def test_fused_reduce_equals_the_reduce_ops_bit_for_bit(shape, dim, keep_dim, re
     cfg = (dim, keep_dim, reduce_all)
     unfused = _run_ops(x, [(UNFUSED[r], "x") + cfg + (None,) for r in ("sum", "mean", "max")] +
                        [("reduce_sum", "sq") + cfg + (None,), ("reduce_mean", "sq") + cfg + (None,)])
-    fused = _run_ops(x, [("fused_reduce", "x") + cfg + (ALL,)])
+    fused = _run_ops(x, [("fused_reduce", "x") + cfg + (ALL[:5],)])
     for f, u in zip(fused, unfused):
         assert f.shape == u.shape
         assert np.array_equal(f, u)
+
+
+@pytest.mark.parametrize("shape,dim,reduce_all", [((6, 37), [1], False), ((5, 2100), [0], False),
+                                                 ((3, 7, 1500), [1], False), ((2, 3, 4), [0, 2], False),
+                                                 ((2, 3, 4), [0], True), ((300, 4096), [-1], False)])
+def test_variance_equals_the_unfused_chain_bit_for_bit(shape, dim, reduce_all):
+    # reduce_mean(square(x - reduce_mean(x, keep_dim=True))) and reduce_sum of the same, as ops, vs fused_reduce.
+    x = (np.random.RandomState(6).standard_normal(shape) * 10 + 3).astype("float32")
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = fluid.data("x", list(shape), "float32")
+        kw = dict(dim=None if reduce_all else dim, keep_dim=True)
+        m = fluid.layers.reduce_mean(xv, **kw)
+        sq = fluid.layers.square(fluid.layers.elementwise_sub(xv, m))
+        unfused = [m, fluid.layers.reduce_mean(sq, **kw), fluid.layers.reduce_sum(sq, **kw)]
+        block = main.global_block()
+        outs = [block.create_var(name="f%d" % i, dtype="float32") for i in range(3)]
+        block.append_op(type="fused_reduce", inputs={"X": [xv]}, outputs={"Out": outs},
+                        attrs={"dim": dim, "keep_dim": True, "reduce_all": reduce_all,
+                               "reductions": ["mean", "mean_square_dev", "sum_square_dev"]})
+    bs = fluid.BuildStrategy()
+    bs.fuse_reductions = False
+    got = fluid.Executor(fluid.CPUPlace()).run(fluid.CompiledProgram(main, build_strategy=bs), feed={"x": x},
+                                               fetch_list=unfused + outs)
+    for u, f in zip(got[:3], got[3:]):
+        assert u.shape == f.shape and np.array_equal(u, f)
+    axes = tuple(range(x.ndim)) if reduce_all else tuple(d % x.ndim for d in dim)
+    np.testing.assert_allclose(got[4], x.astype("float64").var(axis=axes, keepdims=True), rtol=1e-4)
 
 
 def test_fused_reduce_large_rows_in_parallel_equal_the_reduce_ops():
@@ -111,7 +142,7 @@ def _build(x_dtype="float32", reductions=("sum", "max"), n_out=None, dim=(1,)):
 
 def test_fused_reduce_errors():
     with pytest.raises(Exception, match=r"fused_reduce: attribute 'reductions'.*one of sum, mean, max, sum_square, "
-                                        r"mean_square \(got 'min'\)"):
+                                        r"mean_square, sum_square_dev, mean_square_dev \(got 'min'\)"):
         _build(reductions=("sum", "min"))
     with pytest.raises(Exception, match=r"fused_reduce: 2 reductions but 3 Out variables were given"):
         _build(n_out=3)
