@@ -208,6 +208,21 @@ def test_reduce_all_groups_whatever_dim_says():
     assert _fused(view)[0].attr("reductions") == ["sum", "max", "mean_square"]
 
 
+def test_mean_op_groups_with_reduce_all():
+    # fluid.layers.mean is reduce_mean over every axis: it groups with reduce_all reductions without keep_dim.
+    def fn():
+        x = fluid.data("x", [6, 37], "float32")
+        return [L.mean(x), L.mean(L.square(x)), L.reduce_max(x)]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    np.testing.assert_allclose(on[1], [(X * X).mean()], rtol=1e-5)
+    (op,) = _fused(view)
+    assert op.attr("reductions") == ["mean", "mean_square", "max"]
+    assert op.attr("reduce_all") is True and op.attr("keep_dim") is False
+    assert op.attr("fused_ops") == ["mean", "square", "mean", "reduce_max"]
+
+
 # -- where it must not fuse -----------------------------------------------------------------------------------------
 
 

@@ -1,15 +1,18 @@
 // fuse_reductions (order 500): reductions of one variable x with the same axes become one fused_reduce op
-// (kernels/fused_reduce.cc) that reads x once. A group is the reduce_sum / reduce_mean / reduce_max ops of one block
-// with the same x, the same normalised `dim` (or reduce_all) and the same keep_dim, where a reduction's input is x
-// itself or x * x made by an op the group absorbs:
-//   elementwise_mul(x, x), elementwise_mul(x, t) or (t, x) with t = assign(x) or scale(x, scale=1, bias=0)
-//   (the tuning notes' "identity"), square(x).
+// (kernels/fused_reduce.cc) that reads x once. A group is the reduce_sum / reduce_mean / reduce_max / mean ops of one
+// block with the same x, the same normalised `dim` (or reduce_all; `mean` is reduce_mean of every axis) and the
+// same keep_dim, where a reduction's input is x itself or an elementwise function of it made by ops the group
+// absorbs:
+//   x * x: elementwise_mul(x, x), elementwise_mul(x, t) or (t, x) with t = assign(x) or scale(x, scale=1, bias=0)
+//          (the tuning notes' "identity"), square(x);
+//   (x - m)^2: the same square of d = elementwise_sub(x, m) where m = reduce_mean(x, keep_dim=True) is in the group
+//          (a variance around the group's mean).
 // So the notes' program reduce_sum(x, dim=[1]); reduce_sum(x * identity(x), dim=[1]) becomes one op writing both
-// sums, and so does a mean with its mean of squares (reduce_mean(x), reduce_mean(x * x): the moments of a variance),
-// or reduce_max / reduce_sum / reduce_mean of the same x. A lone reduction of x * x fuses too (x * x never
-// materialises). The results are bit for bit those of the unfused ops (fused_reduce accumulates in their order).
+// sums, and so does a mean with its mean of squares or its variance, or reduce_max / reduce_sum / reduce_mean of
+// the same x. A lone reduction of x * x fuses too (x * x never materialises). The results are bit for bit those of
+// the unfused ops (fused_reduce accumulates in their order).
 //
-// A product or identity output is absorbed only when it is a removable temporary (pass.h: not fetched,
+// A product, deviation or identity output is absorbed only when it is a removable temporary (pass.h: not fetched,
 // persistable or named by another block) whose readers are the group's ops, or readers that the pass can point at x
 // instead without changing their meaning:
 //   - a reader of t = identity(x) reads x (t == x as values; the rewrite needs no write of x between t's writer
@@ -29,7 +32,10 @@ namespace fl {
 
 namespace {
 
-bool IsReduce(const std::string& t) { return t == "reduce_sum" || t == "reduce_mean" || t == "reduce_max"; }
+// `mean` is reduce_mean over every axis (Out [1]).
+bool IsReduce(const std::string& t) {
+  return t == "reduce_sum" || t == "reduce_mean" || t == "reduce_max" || t == "mean";
+}
 
 // assign(x) or scale(x) with scale 1 and bias 0: the same values as x (scale's x * 1 + 0 turns -0 into +0, which
 // compares equal).
@@ -67,6 +73,8 @@ struct Candidate {
   std::vector<Rename> renames;     // readers pointed at x
   std::string reduction;           // fused_reduce's name for it
   std::string key;                 // the group: x, axes, keep_dim
+  std::vector<int32_t> dim;        // the reduction's attributes (`mean`: every axis)
+  bool keep_dim = false, reduce_all = false;
 };
 
 class Fuser {
@@ -125,13 +133,16 @@ class Fuser {
       c.op = i;
       c.x = v;
     }
-    const bool mean = op.type() == "reduce_mean";
+    const bool mean = op.type() == "reduce_mean" || op.type() == "mean";
     c.reduction = op.type() == "reduce_max" ? "max"
                                             : std::string(mean ? "mean" : "sum") + (c.square ? "_square" : "") +
                                                   (c.centred.empty() ? "" : "_dev");
     // The key: x, the reduced axes (normalised with x's declared rank) or "all", keep_dim.
-    const bool all = op.HasAttr("reduce_all") && op.Attr<bool>("reduce_all");
-    const bool keep = op.HasAttr("keep_dim") && op.Attr<bool>("keep_dim");
+    const bool all = op.type() == "mean" || (op.HasAttr("reduce_all") && op.Attr<bool>("reduce_all"));
+    const bool keep = op.type() != "mean" && op.HasAttr("keep_dim") && op.Attr<bool>("keep_dim");
+    c.dim = op.HasAttr("dim") ? op.Attr<std::vector<int32_t>>("dim") : std::vector<int32_t>{0};
+    c.keep_dim = keep;
+    c.reduce_all = all;
     std::ostringstream key;
     key << c.x << "|" << keep << "|";
     if (all) {
@@ -139,7 +150,7 @@ class Fuser {
     } else {
       const int rank = static_cast<int>(xv->shape().size());
       std::set<int> axes;
-      for (int d : op.HasAttr("dim") ? op.Attr<std::vector<int32_t>>("dim") : std::vector<int32_t>{0}) {
+      for (int d : c.dim) {
         if (d < 0 && rank == 0) return false;  // unknown rank: cannot tell dim=-1 from dim=1
         axes.insert(d < 0 ? d + rank : d);
       }
@@ -276,7 +287,6 @@ class Fuser {
     members.erase(std::unique(members.begin(), members.end()), members.end());
     std::sort(temps.begin(), temps.end());
     temps.erase(std::unique(temps.begin(), temps.end()), temps.end());
-    const OpDesc& first = *block_.Op(g.front().op);
     OpDesc fused("fused_reduce");
     fused.SetInput("X", {g.front().x});
     std::vector<std::string> outs, reductions, fused_ops;
@@ -288,8 +298,9 @@ class Fuser {
     }
     for (size_t m : members) fused_ops.push_back(block_.Op(m)->type());
     fused.SetOutput("Out", outs);
-    for (const char* a : {"dim", "keep_dim", "reduce_all"})
-      if (first.HasAttr(a)) fused.SetAttr(a, first.GetAttr(a));
+    fused.SetAttr("dim", g.front().dim);
+    fused.SetAttr("keep_dim", g.front().keep_dim);
+    fused.SetAttr("reduce_all", g.front().reduce_all);
     fused.SetAttr("reductions", reductions);
     fused.SetAttr("fused_ops", fused_ops);
     // Renames first (they keep the program's meaning on their own), then the replacement.
