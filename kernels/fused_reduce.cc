@@ -2,11 +2,15 @@
 // pass over X. Made by the fuse_reductions pass (kernels/passes/fuse_reductions.cc) from reduce_sum / reduce_mean /
 // reduce_max ops of X and of X * X (elementwise_mul(X, X), elementwise_mul(X, assign(X) or scale(X, 1)), square(X)),
 // e.g. the tuning notes' pair reduce_sum(x, dim=[1]) and reduce_sum(x * identity(x), dim=[1]), or a mean and the
-// mean of squares, or a mean and the variance around it. `reductions` names what each Out is:
+// mean of squares, or a mean and the variance around it, or softmax's max and sum of exponentials. `reductions`
+// names what each Out is:
 //   sum, mean, max                     of X;
 //   sum_square, mean_square            of X * X (the product never materialises);
 //   sum_square_dev, mean_square_dev    of (X - mean)^2, mean being X's mean over the same axes as reduce_mean
-//                                      computes it (square(X - reduce_mean(X, keep_dim=True)): a variance).
+//                                      computes it (square(X - reduce_mean(X, keep_dim=True)): a variance);
+//   sum_exp_dev                        of exp(X - max), max being X's max over the same axes (softmax's
+//                                      denominator); the optional Exp output gets exp(X - max) itself when the
+//                                      program reads it (softmax's numerator), else it never materialises.
 // `fused_ops` names the ops it replaced (the profiler's args show them).
 //
 // The values are bit for bit those of the unfused ops: every output is accumulated in the order of helpers/reduce.h
@@ -28,11 +32,11 @@ namespace fl {
 
 namespace {
 
-// What each output accumulates: a channel (the sum of X, the sum of X * X, the max of X, the sum of (X - mean)^2
-// with the mean that reduce_mean computes) and whether it is a mean.
 constexpr int64_t kColumnTile = 1024;  // columns per piece: the tile's rows and accumulators stay in L1
 
-enum Channel { kSum = 0, kSumSquare = 1, kMax = 2, kSumSquareDev = 3, kChannels = 4 };
+// What each output accumulates: a channel (the sum of X, the sum of X * X, the max of X, the sum of (X - mean)^2
+// with the mean that reduce_mean computes, the sum of exp(X - max)) and whether it is a mean.
+enum Channel { kSum = 0, kSumSquare = 1, kMax = 2, kSumSquareDev = 3, kSumExpDev = 4, kChannels = 5 };
 
 struct Reduction {
   Channel channel;
@@ -40,8 +44,9 @@ struct Reduction {
 };
 
 const char* const kReductionNames[] = {
-    "sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev"};
-constexpr const char* kReductionList = "sum, mean, max, sum_square, mean_square, sum_square_dev, mean_square_dev";
+    "sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev", "sum_exp_dev"};
+constexpr const char* kReductionList =
+    "sum, mean, max, sum_square, mean_square, sum_square_dev, mean_square_dev, sum_exp_dev";
 
 Reduction ParseReduction(const std::string& s) {
   if (s == "sum") return {kSum, false};
@@ -51,14 +56,16 @@ Reduction ParseReduction(const std::string& s) {
   if (s == "mean_square") return {kSumSquare, true};
   if (s == "sum_square_dev") return {kSumSquareDev, false};
   if (s == "mean_square_dev") return {kSumSquareDev, true};
+  if (s == "sum_exp_dev") return {kSumExpDev, false};
   FL_THROW("fused_reduce: reduction '", s, "' is not one of ", kReductionList);
 }
 
 template <typename T>
 struct Channels {
-  bool need[kChannels] = {false, false, false, false};       // kSumSquareDev needs kSum (its mean)
-  T* out[kChannels] = {nullptr, nullptr, nullptr, nullptr};  // out_numel values each
-  T scale = T(1);                                            // 1 / count: a sum to a mean, as reduce_mean's
+  bool need[kChannels] = {};  // kSumSquareDev needs kSum (its mean), kSumExpDev kMax
+  T* out[kChannels] = {};     // out_numel values each
+  T scale = T(1);             // 1 / count: a sum to a mean, as reduce_mean's
+  T* exp = nullptr;           // exp(X - max) in X's shape, when the program reads it (the Exp output)
 };
 
 // Rows of a last-axis reduction ([outer, r] with inner == 1): each row is read from memory once and reduced from
@@ -83,6 +90,12 @@ void ReduceRows(const T* x, int64_t o0, int64_t o1, int64_t r, const Channels<T>
       }
       c.out[kSumSquareDev][o] = ReduceContiguous<SumReducer, T>(0, r, load_sq);
     }
+    if (c.need[kSumExpDev]) {
+      const T m = c.out[kMax][o];
+      T* e = c.exp ? c.exp + o * r : sq;
+      for (int64_t j = 0; j < r; ++j) e[j] = VecExp(row[j] - m);
+      c.out[kSumExpDev][o] = ReduceContiguous<SumReducer, T>(0, r, [e](int64_t j) { return e[j]; });
+    }
   }
 }
 
@@ -94,7 +107,7 @@ void ReduceColumns(const T* x, int64_t o, int64_t r, int64_t inner, int64_t i0, 
                    T* sq) {
   const int64_t w = i1 - i0;
   auto at = [&](Channel ch) { return c.need[ch] ? c.out[ch] + o * inner + i0 : nullptr; };
-  T *ys = at(kSum), *yq = at(kSumSquare), *ym = at(kMax), *yd = at(kSumSquareDev);
+  T *ys = at(kSum), *yq = at(kSumSquare), *ym = at(kMax), *yd = at(kSumSquareDev), *ye = at(kSumExpDev);
   auto row_at = [&](int64_t k) { return x + (o * r + k) * inner + i0; };
   for (int64_t k = 0; k < r; ++k) {
     const T* row = row_at(k);
@@ -113,18 +126,29 @@ void ReduceColumns(const T* x, int64_t o, int64_t r, int64_t inner, int64_t i0, 
     if (yq)
       for (int64_t i = 0; i < w; ++i) yq[i] = SumReducer::Combine(yq[i], sq[i]);
   }
-  if (!yd) return;
-  T* m = sq + kColumnTile;
-  for (int64_t i = 0; i < w; ++i) m[i] = ys[i] * c.scale;
-  for (int64_t k = 0; k < r; ++k) {
-    const T* row = row_at(k);
-    for (int64_t i = 0; i < w; ++i) {
-      const T d = row[i] - m[i];
-      sq[i] = d * d;
+  if (yd) {
+    T* m = sq + kColumnTile;
+    for (int64_t i = 0; i < w; ++i) m[i] = ys[i] * c.scale;
+    for (int64_t k = 0; k < r; ++k) {
+      const T* row = row_at(k);
+      for (int64_t i = 0; i < w; ++i) {
+        const T d = row[i] - m[i];
+        sq[i] = d * d;
+      }
+      if (k == 0) std::memcpy(yd, sq, w * sizeof(T));
+      else
+        for (int64_t i = 0; i < w; ++i) yd[i] = SumReducer::Combine(yd[i], sq[i]);
     }
-    if (k == 0) std::memcpy(yd, sq, w * sizeof(T));
-    else
-      for (int64_t i = 0; i < w; ++i) yd[i] = SumReducer::Combine(yd[i], sq[i]);
+  }
+  if (ye) {
+    for (int64_t k = 0; k < r; ++k) {
+      const T* row = row_at(k);
+      T* e = c.exp ? c.exp + (o * r + k) * inner + i0 : sq;
+      for (int64_t i = 0; i < w; ++i) e[i] = VecExp(row[i] - ym[i]);
+      if (k == 0) std::memcpy(ye, e, w * sizeof(T));
+      else
+        for (int64_t i = 0; i < w; ++i) ye[i] = SumReducer::Combine(ye[i], e[i]);
+    }
   }
 }
 
@@ -138,7 +162,16 @@ void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
     for (int ch = 0; ch < kChannels; ++ch) {  // in order: the sum before the deviations from its mean
       if (!c.need[ch]) continue;
       const T* src = x;
-      if (ch == kSumSquare || ch == kSumSquareDev) {
+      if (ch == kSumExpDev) {
+        T* e = c.exp;
+        if (!e) {
+          if (!sq) sq.reset(new T[l.numel]);
+          e = sq.get();
+        }
+        const T* mx = c.out[kMax];
+        ForEachReduced(l, [x, mx, e](int64_t i, int64_t o) { e[i] = VecExp(x[i] - mx[o]); });
+        src = e;
+      } else if (ch == kSumSquare || ch == kSumSquareDev) {
         if (!sq) sq.reset(new T[l.numel]);
         if (ch == kSumSquare) {
           for (int64_t i = 0; i < l.numel; ++i) sq[i] = x[i] * x[i];
@@ -162,7 +195,7 @@ void ComputeChannels(const T* x, const ReduceLayout& l, const Channels<T>& c) {
   for (int j = 0; j < k; ++j) outer *= l.size[j];
   for (int j = k + 1; j < l.n; ++j) inner *= l.size[j];
   const int64_t r = l.size[k];
-  const bool squares = c.need[kSumSquare] || c.need[kSumSquareDev];
+  const bool squares = c.need[kSumSquare] || c.need[kSumSquareDev] || (c.need[kSumExpDev] && !c.exp);
   if (inner == 1) {
     const int64_t grain = std::max<int64_t>(1, kMinParallelElements / r);
     ParallelFor(outer, grain, [&](int64_t o0, int64_t o1) {
@@ -205,6 +238,7 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
     dst.push_back(o);
     c.need[rs[i].channel] = true;
     if (rs[i].channel == kSumSquareDev) c.need[kSum] = true;
+    if (rs[i].channel == kSumExpDev) c.need[kMax] = true;
     if (!rs[i].mean && !c.out[rs[i].channel]) c.out[rs[i].channel] = o;
   }
   for (int ch = 0; ch < kChannels; ++ch)
@@ -214,6 +248,11 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
     }
   const T scale = T(1) / static_cast<T>(l.reduce_count);  // as reduce_mean: the sum times 1 / count
   c.scale = scale;
+  if (ctx.HasOutput("Exp")) {
+    Tensor* e = ctx.Output("Exp");
+    e->Resize(x.dims());
+    c.exp = e->mutable_data<T>(ctx.place());
+  }
   ComputeChannels(x.data<T>(), l, c);
   for (size_t i = 0; i < outs.size(); ++i) {
     T* o = dst[i];
@@ -231,9 +270,11 @@ const auto kFusedReduce = [](const ExecutionContext& ctx, auto tag) {
 FL_REGISTER_OP(fused_reduce, op) {
   op.Doc(
         "Several reductions of X over the same axes in one pass (made by the fuse_reductions pass): Out[i] is X's "
-        "sum, mean or max, the sum or mean of X * X, or the sum or mean of (X - its mean)^2, as reductions[i] says.")
+        "sum, mean or max, the sum or mean of X * X, the sum or mean of (X - its mean)^2, or the sum of exp(X - its "
+        "max), as reductions[i] says; Exp (optional) gets exp(X - max).")
       .Input("X", "input tensor (float32 or float64)")
       .DuplicableOutput("Out", "the reductions, one per entry of `reductions`")
+      .DispensableOutput("Exp", "exp(X - max) in X's shape, with a sum_exp_dev reduction that the program reads")
       .Attr<std::vector<int32_t>>("dim", {0}, "axes to reduce; negative values count from the end")
       .Axis()
       .Attr<bool>("keep_dim", false, "keep reduced axes as size 1")
@@ -254,6 +295,9 @@ FL_REGISTER_OP(fused_reduce, op) {
         const size_t n = ctx.desc().Attr<std::vector<std::string>>("reductions").size();
         FL_ENFORCE(static_cast<size_t>(ctx.OutputSize("Out")) == n, "fused_reduce: ", n, " reductions but ",
                    ctx.OutputSize("Out"), " Out variables were given");
+        const auto& rs = ctx.desc().Attr<std::vector<std::string>>("reductions");
+        FL_ENFORCE(ctx.OutputSize("Exp") == 0 || std::count(rs.begin(), rs.end(), "sum_exp_dev") > 0,
+                   "fused_reduce: an Exp output needs a sum_exp_dev reduction");
       })
       .SetInferShape([](InferShapeContext& ctx) {
         const DType dt = ctx.InputDType("X");
@@ -261,6 +305,10 @@ FL_REGISTER_OP(fused_reduce, op) {
                    " must be float32 or float64, got ", DTypeName(dt));
         const std::vector<bool> mask = ReducedAxes(ctx);
         for (int i = 0; i < ctx.OutputSize("Out"); ++i) SetReducedOutput(ctx, mask, "Out", i);
+        if (ctx.HasOutput("Exp")) {
+          ctx.SetOutput("Exp", ctx.InputDim("X"), dt);
+          ctx.ShareLoD("X", "Exp");
+        }
       })
       .CPUKernel<float, double>(kFusedReduce);  // no gradient clause: backward raises if one must flow through
 }

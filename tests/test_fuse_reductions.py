@@ -223,6 +223,54 @@ def test_mean_op_groups_with_reduce_all():
     assert op.attr("fused_ops") == ["mean", "square", "mean", "reduce_max"]
 
 
+@pytest.mark.parametrize("form", ["softmax", "log_sum_exp", "train"])
+def test_softmax_max_and_sum_as_ops_become_one(form):
+    # m = reduce_max(x, keep_dim=True); e = exp(x - m); s = reduce_sum(e, keep_dim=True): one op reading x once.
+    # Softmax reads e again (e / s): the fused op writes e (its Exp output); log-sum-exp does not: e never exists.
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        if form == "train":
+            x = L.fc(x, size=12, param_attr=fluid.ParamAttr(name="ws"), bias_attr=False)
+        m = L.reduce_max(x, dim=[1], keep_dim=True)
+        e = L.exp(L.elementwise_sub(x, m))
+        s = L.reduce_sum(e, dim=[1], keep_dim=True)
+        if form == "log_sum_exp":
+            return [L.elementwise_add(m, L.log(s))]
+        y = L.elementwise_div(e, s)
+        if form == "softmax":
+            return [y, s]
+        loss = L.mean(L.elementwise_mul(y, y))
+        fluid.optimizer.SGD(0.5).minimize(loss)
+        return [loss, y, "ws@GRAD", "ws"]
+
+    on, off, view = _run_both(fn, {"x": X}, steps=2 if form == "train" else 1)
+    _same(on, off)
+    if form == "softmax":
+        want = np.exp(X - X.max(1, keepdims=True))
+        np.testing.assert_allclose(on[0], want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    if form == "log_sum_exp":
+        np.testing.assert_allclose(on[0][:, 0], np.log(np.exp(X.astype("float64")).sum(1)), rtol=1e-5)
+    # (training: mean(y * y) of the loss is a second group, a lone mean of squares)
+    (op,) = [o for o in _fused(view) if "exp" in o.attr("fused_ops")]
+    assert len(_fused(view)) == (2 if form == "train" else 1)
+    assert op.attr("reductions") == ["max", "sum_exp_dev"]
+    assert op.attr("fused_ops") == ["reduce_max", "elementwise_sub", "exp", "reduce_sum"]
+    assert (op.output("Exp") != []) == (form != "log_sum_exp")
+    assert "exp" not in _types(view) and "elementwise_sub" not in _types(view)
+
+
+def test_softmax_pair_without_keep_dim_max_or_with_other_axes_stays():
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        m = L.reduce_max(x, dim=[1])  # no keep_dim: broadcast with axis=0
+        e = L.exp(L.elementwise_sub(x, m, axis=0))
+        return [L.elementwise_div(e, L.reduce_sum(e, dim=[1]), axis=0)]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    assert "fused_reduce" not in _types(view) and "exp" in _types(view)
+
+
 # -- where it must not fuse -----------------------------------------------------------------------------------------
 
 

@@ -67,7 +67,9 @@ struct Candidate {
   size_t op;                       // the reduction
   std::string x;                   // what it reduces (after absorbing the product)
   bool square = false;             // of x * x
-  std::string centred;             // of (x - centred)^2, centred being reduce_mean(x, keep_dim=True)'s Out
+  std::string centred;             // of (x - centred)^2 or exp(x - centred): the Out of the group's reduce_mean or
+                                   // reduce_max(x, keep_dim=True)
+  std::string exp_out;             // exp(x - centred), when the program reads it (fused_reduce's Exp output)
   std::vector<size_t> absorbed;    // the product op and its identity op
   std::vector<std::string> temps;  // their outputs, to remove
   std::vector<Rename> renames;     // readers pointed at x
@@ -126,6 +128,7 @@ class Fuser {
     c.x = v;
     AbsorbProduct(i, c);
     if (c.square && allow_centred) AbsorbDeviation(i, c);
+    if (!c.square && allow_centred && op.type() == "reduce_sum") AbsorbExp(i, c);
     const VarDesc* xv = block_.FindVarRecursive(c.x);
     if (!xv || (xv->dtype() != DType::FP32 && xv->dtype() != DType::FP64)) return false;
     if (c.square && op.type() == "reduce_max") {  // no max of squares: reduce the product as it is
@@ -136,7 +139,9 @@ class Fuser {
     const bool mean = op.type() == "reduce_mean" || op.type() == "mean";
     c.reduction = op.type() == "reduce_max" ? "max"
                                             : std::string(mean ? "mean" : "sum") + (c.square ? "_square" : "") +
-                                                  (c.centred.empty() ? "" : "_dev");
+                                                  (c.centred.empty() ? ""
+                                                   : c.square        ? "_dev"
+                                                                     : "_exp_dev");
     // The key: x, the reduced axes (normalised with x's declared rank) or "all", keep_dim.
     const bool all = op.type() == "mean" || (op.HasAttr("reduce_all") && op.Attr<bool>("reduce_all"));
     const bool keep = op.type() != "mean" && op.HasAttr("keep_dim") && op.Attr<bool>("keep_dim");
@@ -240,22 +245,60 @@ class Fuser {
     c.renames = std::move(renames);
   }
 
+  // If the reduction's input is e = exp(d), d = elementwise_sub(x, m), m = reduce_max(x, keep_dim=True) (softmax's
+  // denominator written as ops) and d can go, records that in `c`: e goes too if nothing else reads it, else the
+  // fused op writes it (its Exp output). The group must hold that reduce_max: FuseOne checks.
+  void AbsorbExp(size_t i, Candidate& c) const {
+    const std::string e = c.x;
+    const int w = OnlyWriter(e, i);
+    if (w < 0 || block_.Op(w)->type() != "exp" || Single(*block_.Op(w), "Out", false) != e) return;
+    const std::string& d = Single(*block_.Op(w), "X", true);
+    const int s = d.empty() ? -1 : OnlyWriter(d, w);
+    if (s < 0 || block_.Op(s)->type() != "elementwise_sub" || Single(*block_.Op(s), "Out", false) != d) return;
+    const std::string& x = Single(*block_.Op(s), "X", true);
+    const std::string& m = Single(*block_.Op(s), "Y", true);
+    const int r = m.empty() ? -1 : OnlyWriter(m, s);
+    if (x.empty() || r < 0) return;
+    const OpDesc& max = *block_.Op(r);
+    if (max.type() != "reduce_max" || Single(max, "X", true) != x || !max.Attr<bool>("keep_dim") ||
+        !UnwrittenBetween(x, r, i))
+      return;
+    const std::set<size_t> members = {i, static_cast<size_t>(w), static_cast<size_t>(s)};
+    std::vector<Rename> renames;
+    if (!CanAbsorb(d, s, x, false, members, renames)) return;
+    std::vector<Rename> with_e = renames;
+    if (CanAbsorb(e, w, x, false, members, with_e)) {
+      renames = std::move(with_e);
+      c.temps = {d, e};
+    } else {
+      c.temps = {d};
+      c.exp_out = e;
+    }
+    c.x = x;
+    c.centred = m;
+    c.absorbed = {static_cast<size_t>(w), static_cast<size_t>(s)};
+    c.renames = std::move(renames);
+  }
+
   // Fuses the first group it can; false when there is none left.
   bool FuseOne(PassResult& result, std::set<std::string>& refused) {
     std::map<std::string, std::vector<Candidate>> groups;
     std::vector<std::string> order;
     std::vector<Candidate> all;
-    std::set<std::pair<std::string, std::string>> means;  // (key, Out) of the plain reduce_means
+    std::set<std::pair<std::string, std::string>> centres;  // (key, "mean:" or "max:" + Out) of plain reductions
     for (size_t i = 0; i < block_.OpSize(); ++i) {
       if (!IsReduce(block_.Op(i)->type())) continue;
       Candidate c;
       if (!Analyse(i, c, true)) continue;
-      if (c.reduction == "mean") means.insert({c.key, Single(*block_.Op(i), "Out", false)});
+      if (c.reduction == "mean" || c.reduction == "max")
+        centres.insert({c.key, c.reduction + ":" + Single(*block_.Op(i), "Out", false)});
       all.push_back(std::move(c));
     }
     for (auto& c : all) {
-      // A variance whose mean is not in its group (other axes, no keep_dim) reduces the square of the difference.
-      if (!c.centred.empty() && !means.count({c.key, c.centred})) {
+      // A variance whose mean, or a sum of exponentials whose max, is not in its group (other axes, no keep_dim)
+      // reduces what it reduces without the pass absorbing anything.
+      const std::string centre = c.square ? "mean:" : "max:";
+      if (!c.centred.empty() && !centres.count({c.key, centre + c.centred})) {
         const size_t i = c.op;
         c = Candidate{};
         if (!Analyse(i, c, false)) continue;
@@ -298,6 +341,11 @@ class Fuser {
     }
     for (size_t m : members) fused_ops.push_back(block_.Op(m)->type());
     fused.SetOutput("Out", outs);
+    std::vector<std::string> exps;
+    for (auto& c : g)
+      if (!c.exp_out.empty()) exps.push_back(c.exp_out);
+    if (exps.size() > 1) return false;  // one Exp output
+    if (!exps.empty()) fused.SetOutput("Exp", exps);
     fused.SetAttr("dim", g.front().dim);
     fused.SetAttr("keep_dim", g.front().keep_dim);
     fused.SetAttr("reduce_all", g.front().reduce_all);

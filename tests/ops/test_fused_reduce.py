@@ -19,6 +19,8 @@ NUMPY = {
     "sum_square_dev": lambda x, axes, keep: np.sum((x - x.mean(axis=axes, keepdims=True)) ** 2, axis=axes,
                                                    keepdims=keep),
     "mean_square_dev": lambda x, axes, keep: np.var(x, axis=axes, keepdims=keep),
+    "sum_exp_dev": lambda x, axes, keep: np.sum(np.exp(x - x.max(axis=axes, keepdims=True)), axis=axes,
+                                                keepdims=keep),
 }
 UNFUSED = {"sum": "reduce_sum", "mean": "reduce_mean", "max": "reduce_max"}
 
@@ -42,7 +44,7 @@ CASES = [
     ((4, 1, 3), [1], False, False),         # only a size-1 axis reduced
     ((3, 0), [1], False, False),            # empty reduced axis
 ]
-ALL = ["sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev"]
+ALL = ["sum", "mean", "max", "sum_square", "mean_square", "sum_square_dev", "mean_square_dev", "sum_exp_dev"]
 
 
 @pytest.mark.parametrize("shape,dim,keep_dim,reduce_all", CASES)
@@ -120,6 +122,38 @@ def test_variance_equals_the_unfused_chain_bit_for_bit(shape, dim, reduce_all):
     np.testing.assert_allclose(got[4], x.astype("float64").var(axis=axes, keepdims=True), rtol=1e-4)
 
 
+@pytest.mark.parametrize("shape,dim,reduce_all", [((6, 37), [1], False), ((5, 2100), [0], False),
+                                                 ((3, 7, 1500), [1], False), ((2, 3, 4), [0, 2], False),
+                                                 ((2, 3, 4), [0], True), ((300, 4096), [-1], False)])
+@pytest.mark.parametrize("with_exp", [True, False])
+def test_softmax_sums_equal_the_unfused_chain_bit_for_bit(shape, dim, reduce_all, with_exp):
+    # reduce_max(x, keep_dim=True), exp(x - max), reduce_sum of that, as ops, vs fused_reduce (with its Exp output
+    # or without).
+    x = (np.random.RandomState(7).standard_normal(shape) * 4).astype("float32")
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        xv = fluid.data("x", list(shape), "float32")
+        kw = dict(dim=None if reduce_all else dim, keep_dim=True)
+        m = fluid.layers.reduce_max(xv, **kw)
+        e = fluid.layers.exp(fluid.layers.elementwise_sub(xv, m))
+        unfused = [m, fluid.layers.reduce_sum(e, **kw), e]
+        block = main.global_block()
+        outs = [block.create_var(name="f%d" % i, dtype="float32") for i in range(3)]
+        block.append_op(type="fused_reduce", inputs={"X": [xv]},
+                        outputs={"Out": outs[:2], "Exp": outs[2:] if with_exp else []},
+                        attrs={"dim": dim, "keep_dim": True, "reduce_all": reduce_all,
+                               "reductions": ["max", "sum_exp_dev"]})
+    bs = fluid.BuildStrategy()
+    bs.fuse_reductions = False
+    fetch = unfused + (outs if with_exp else outs[:2])
+    got = fluid.Executor(fluid.CPUPlace()).run(fluid.CompiledProgram(main, build_strategy=bs), feed={"x": x},
+                                               fetch_list=fetch)
+    for u, f in zip(got[:3], got[3:]):
+        assert u.shape == f.shape and np.array_equal(u, f)
+    np.testing.assert_allclose(got[4], NUMPY["sum_exp_dev"](x.astype("float64"), tuple(
+        range(x.ndim)) if reduce_all else tuple(d % x.ndim for d in dim), True), rtol=1e-5)
+
+
 def test_fused_reduce_large_rows_in_parallel_equal_the_reduce_ops():
     x = np.random.RandomState(5).standard_normal((300, 4096)).astype("float32")
     cfg = ([1], False, False)
@@ -129,24 +163,27 @@ def test_fused_reduce_large_rows_in_parallel_equal_the_reduce_ops():
     np.testing.assert_allclose(fused[1], (x.astype("float64") ** 2).sum(1), rtol=1e-5)
 
 
-def _build(x_dtype="float32", reductions=("sum", "max"), n_out=None, dim=(1,)):
+def _build(x_dtype="float32", reductions=("sum", "max"), n_out=None, dim=(1,), exp_out=False):
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         block = main.global_block()
         x = block.create_var(name="x", shape=[2, 3], dtype=x_dtype)
         n = len(reductions) if n_out is None else n_out
         outs = [block.create_var(name="o%d" % i, dtype=x_dtype) for i in range(n)]
-        block.append_op(type="fused_reduce", inputs={"X": [x]}, outputs={"Out": outs},
+        exp = [block.create_var(name="e", dtype=x_dtype)] if exp_out else []
+        block.append_op(type="fused_reduce", inputs={"X": [x]}, outputs={"Out": outs, "Exp": exp},
                         attrs={"dim": list(dim), "reductions": list(reductions)})
 
 
 def test_fused_reduce_errors():
     with pytest.raises(Exception, match=r"fused_reduce: attribute 'reductions'.*one of sum, mean, max, sum_square, "
-                                        r"mean_square, sum_square_dev, mean_square_dev \(got 'min'\)"):
+                                        r"mean_square, sum_square_dev, mean_square_dev, sum_exp_dev \(got 'min'\)"):
         _build(reductions=("sum", "min"))
     with pytest.raises(Exception, match=r"fused_reduce: 2 reductions but 3 Out variables were given"):
         _build(n_out=3)
     with pytest.raises(Exception, match=r"fused_reduce: .*'x'.* must be float32 or float64, got int32"):
         _build(x_dtype="int32")
+    with pytest.raises(Exception, match=r"fused_reduce: an Exp output needs a sum_exp_dev reduction"):
+        _build(exp_out=True)
     with pytest.raises(Exception, match=r"fused_reduce: dim=2 is out of range for .*'x'.*rank 2"):
         _build(dim=(2,))
