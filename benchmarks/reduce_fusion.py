@@ -8,6 +8,12 @@ time of one run each, the ratio of the medians (goal: >= 1.8), and the profiler'
 each (the fused one shows one fused_reduce row; its args name the ops it replaced).
 
     PYTHONPATH=. python benchmarks/reduce_fusion.py [--rows 4096] [--cols 4096] [--repeat 7] [--runs 10]
+
+With --models NAME,...|all it times instead the bench models' training steps (fluidlite.bench.models) with the pass
+on and off, interleaved in one process (each from the same startup weights, in a scope of its own), and prints how
+many groups the pass fused in each model's program and the ratio of the median step times (on / off).
+
+    PYTHONPATH=. python benchmarks/reduce_fusion.py --models all [--repeat 7]
 """
 import argparse
 import json
@@ -30,6 +36,41 @@ def build(rows, cols, identity):
     return main, [a, b]
 
 
+def time_models(names, repeat):
+    from fluidlite.bench import models
+
+    exe = fluid.Executor(fluid.CPUPlace())
+    off = fluid.BuildStrategy()
+    off.fuse_reductions = False
+    print("bench models, fuse_reductions on vs off, interleaved, %d threads (median ms per step over %d "
+          "repetitions)" % (fluid.core.get_num_threads(), repeat))
+    for name in names:
+        mod = models.load(name)
+        d = mod.DEFAULTS
+        built = mod.build(d["batch_size"], 0)
+        feed = built.feed()
+        view = exe.prepared_program(built.main, feed=list(feed), fetch_list=built.fetch_list)
+        changes = sum(r["changes"] for r in view.pass_results if r["pass"] == "fuse_reductions")
+        runs = {"on": built.main, "off": fluid.CompiledProgram(built.main, build_strategy=off)}
+        scopes = {k: fluid.Scope() for k in runs}
+        for k in runs:
+            exe.run(built.startup, scope=scopes[k])
+            for _ in range(d["warmup"]):
+                exe.run(runs[k], feed=feed, fetch_list=built.fetch_list, scope=scopes[k])
+        iters = max(1, d["iterations"] // 2)
+        samples = {k: [] for k in runs}
+        for _ in range(repeat):
+            for k in runs:
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    exe.run(runs[k], feed=feed, fetch_list=built.fetch_list, scope=scopes[k])
+                samples[k].append((time.perf_counter() - t0) / iters * 1e3)
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        print("  %-20s %d groups fused  on %9.3f ms  off %9.3f ms  on/off %.3f  (on %.3f-%.3f, off %.3f-%.3f)"
+              % (name, changes, med["on"], med["off"], med["on"] / med["off"], min(samples["on"]),
+                 max(samples["on"]), min(samples["off"]), max(samples["off"])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=4096)
@@ -37,7 +78,13 @@ def main():
     ap.add_argument("--identity", choices=["scale", "assign"], default="scale")
     ap.add_argument("--repeat", type=int, default=7, help="alternating repetitions (medians over them)")
     ap.add_argument("--runs", type=int, default=10, help="runs timed together in one repetition")
+    ap.add_argument("--models", default=None, help="bench models to time with the pass on and off instead (all)")
     args = ap.parse_args()
+    if args.models:
+        from fluidlite.bench import models
+        names = sorted(models.MODELS) if args.models == "all" else args.models.split(",")
+        time_models(names, args.repeat)
+        return
     prog, fetch = build(args.rows, args.cols, args.identity)
     off = fluid.BuildStrategy()
     off.fuse_reductions = False

@@ -81,8 +81,8 @@ struct Candidate {
 
 class Fuser {
  public:
-  Fuser(ProgramDesc& program, int block, const PassContext& ctx)
-      : program_(program), b_(block), block_(*program.Block(block)), ctx_(ctx), uses_(program) {}
+  Fuser(ProgramDesc& program, int block, const PassContext& ctx, const VarUses& uses)
+      : program_(program), b_(block), block_(*program.Block(block)), ctx_(ctx), uses_(uses) {}
 
   // Whether no op in (from, to) of this block writes `name`.
   bool UnwrittenBetween(const std::string& name, size_t from, size_t to) const {
@@ -412,15 +412,17 @@ class Fuser {
   int b_;
   BlockDesc& block_;
   const PassContext& ctx_;
-  VarUses uses_;
+  const VarUses& uses_;
 };
 
 void FuseReductions(ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+  VarUses uses(program);  // rebuilt after every rewrite only
   for (size_t b = 0; b < program.Size(); ++b) {
     std::set<std::string> refused;
     for (;;) {
-      Fuser f(program, static_cast<int>(b), ctx);  // fresh uses after every rewrite
+      Fuser f(program, static_cast<int>(b), ctx, uses);
       if (!f.FuseOne(result, refused)) break;
+      uses = VarUses(program);
     }
   }
 }
