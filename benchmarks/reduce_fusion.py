@@ -7,7 +7,7 @@ Runs the two programs alternately (fused, unfused, fused, ...) in one process, p
 time of one run each, the ratio of the medians (goal: >= 1.8), and the profiler's op rows of one profiled run of
 each (the fused one shows one fused_reduce row; its args name the ops it replaced).
 
-    PYTHONPATH=. python benchmarks/reduce_fusion.py [--rows 4096] [--cols 4096] [--repeat 7] [--runs 10]
+    PYTHONPATH=. python benchmarks/reduce_fusion.py [--rows 4096] [--cols 4096] [--repeat 7] [--runs 10] [--threads N]
 
 With --models NAME,...|all it times instead the bench models' training steps (fluidlite.bench.models) with the pass
 on and off, interleaved in one process (each from the same startup weights, in a scope of its own), and prints how
@@ -78,8 +78,11 @@ def main():
     ap.add_argument("--identity", choices=["scale", "assign"], default="scale")
     ap.add_argument("--repeat", type=int, default=7, help="alternating repetitions (medians over them)")
     ap.add_argument("--runs", type=int, default=10, help="runs timed together in one repetition")
+    ap.add_argument("--threads", type=int, default=None, help="fluidlite's pool size (default: leave as is)")
     ap.add_argument("--models", default=None, help="bench models to time with the pass on and off instead (all)")
     args = ap.parse_args()
+    if args.threads:
+        fluid.core.set_num_threads(args.threads)
     if args.models:
         from fluidlite.bench import models
         names = sorted(models.MODELS) if args.models == "all" else args.models.split(",")
