@@ -410,6 +410,40 @@ def test_static_rnn_step_block_fuses_and_trains_the_same(train):
     assert ("assign" in _types(view, step[0])) == train
 
 
+@pytest.mark.parametrize("train", [False, True])
+def test_while_body(train):
+    # A While body whose state h is updated from the sum and the sum of squares of its rows. Forward only, the body's
+    # four ops become one. Trained through the loop, while_grad's block reads the body's product and copy by name
+    # (and h, which the body overwrites later, may not stand in for them there): nothing fuses. Equal either way.
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        x.stop_gradient = False
+        h = L.assign(x)
+        i = L.fill_constant([1], "int64", 0)
+        n = L.fill_constant([1], "int64", 3)
+        cond = L.less_than(i, n)
+        loop = L.While(cond)
+        with loop.block():
+            a = L.reduce_sum(h, dim=[1], keep_dim=True)
+            b = L.reduce_sum(L.elementwise_mul(h, L.scale(h, 1.0)), dim=[1], keep_dim=True)
+            L.assign(L.elementwise_add(L.scale(h, 0.5), L.elementwise_sub(L.scale(a, 0.01), L.scale(b, 0.001)),
+                                       axis=0), h)
+            L.increment(i, in_place=True)
+            L.less_than(i, n, cond=cond)
+        loss = L.mean(h)
+        return [loss, fluid.gradients([loss], [x])[0]] if train else [loss, h]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    body = [b for b in range(1, view.num_blocks) if "fused_reduce" in _types(view, b)]
+    if train:
+        assert body == [] and view.pass_results[0]["changes"] == 0
+    else:
+        (op,) = _fused(view, body[0])
+        assert op.attr("reductions") == ["sum", "sum_square"]
+        assert _types(view, body[0])[:2] == ["fused_reduce", "scale"]  # the update's scale(h, 0.5) follows
+
+
 # -- the profiler, the switch, apply_passes --------------------------------------------------------------------------
 
 
