@@ -316,6 +316,31 @@ def test_must_not_fuse(case):
         [t for t in _unfused_types(fn) if t not in ("feed", "fetch")]
 
 
+def test_product_read_by_a_sub_block_stays():
+    # p = x * x is read inside a While body (another block reads it by name): it must stay; the plain reduce_sum of
+    # x and the reduction of p are over different variables, so nothing fuses.
+    def fn():
+        x = fluid.data("x", [-1, 37], "float32")
+        a = L.reduce_sum(x, dim=[1])
+        p = L.elementwise_mul(x, x)
+        s = L.reduce_sum(p, dim=[1])
+        acc = L.assign(x)
+        i = L.fill_constant([1], "int64", 0)
+        n = L.fill_constant([1], "int64", 2)
+        cond = L.less_than(i, n)
+        loop = L.While(cond)
+        with loop.block():
+            L.assign(L.elementwise_add(acc, p), acc)
+            L.increment(i, in_place=True)
+            L.less_than(i, n, cond=cond)
+        return [a, s, acc]
+
+    on, off, view = _run_both(fn, {"x": X})
+    _same(on, off)
+    np.testing.assert_allclose(on[2], X + 2 * X * X, rtol=1e-6)
+    assert "fused_reduce" not in _types(view) and "elementwise_mul" in _types(view)
+
+
 def test_product_read_twice_fuses_as_reductions_of_the_product():
     # p = x * x read by two reductions: each one alone cannot absorb p (the other reads it), so the two reduce p.
     def fn():
