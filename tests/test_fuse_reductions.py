@@ -281,7 +281,7 @@ def _unfused_types(fn):
 
 @pytest.mark.parametrize("case", ["axes", "keep_dim", "inputs", "product_fetched", "identity_fetched",
                                   "product_persistable", "scale_not_identity", "product_read_elsewhere",
-                                  "x_written_between"])
+                                  "x_written_between", "max_of_square"])
 def test_must_not_fuse(case):
     def fn():
         x = fluid.data("x", [-1, 37], "float32")
@@ -295,6 +295,8 @@ def test_must_not_fuse(case):
             a = L.reduce_sum(x, dim=[1])
             L.assign(y, output=x)  # x changes between the two reductions
             return [a, L.reduce_max(x, dim=[1])]
+        if case == "max_of_square":  # fused_reduce has no max of squares
+            return [L.reduce_max(L.square(x), dim=[1])]
         t = L.scale(x, 2.0) if case == "scale_not_identity" else L.scale(x, 1.0)
         p = L.elementwise_mul(x, t)
         if case == "product_persistable":

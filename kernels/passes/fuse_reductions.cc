@@ -126,16 +126,11 @@ class Fuser {
     if (v.empty() || Single(op, "Out", false).empty()) return false;
     c.op = i;
     c.x = v;
-    AbsorbProduct(i, c);
+    if (op.type() != "reduce_max") AbsorbProduct(i, c);  // no max of squares: a max reduces the product as it is
     if (c.square && allow_centred) AbsorbDeviation(i, c);
     if (!c.square && allow_centred && op.type() == "reduce_sum") AbsorbExp(i, c);
     const VarDesc* xv = block_.FindVarRecursive(c.x);
     if (!xv || (xv->dtype() != DType::FP32 && xv->dtype() != DType::FP64)) return false;
-    if (c.square && op.type() == "reduce_max") {  // no max of squares: reduce the product as it is
-      c = Candidate{};
-      c.op = i;
-      c.x = v;
-    }
     const bool mean = op.type() == "reduce_mean" || op.type() == "mean";
     c.reduction = op.type() == "reduce_max" ? "max"
                                             : std::string(mean ? "mean" : "sum") + (c.square ? "_square" : "") +
