@@ -3,24 +3,13 @@
 // of a loss). They share the signature, shape rule and the [outer, reduce, inner] loops of helpers/reduce.h.
 #include "helpers/reduce.h"
 #include "grad_op_maker.h"
+#include "helpers/reduce_shape.h"
 
 namespace fl {
 
 namespace {
 
-void ReduceInferShape(InferShapeContext& ctx) {
-  const DDim x = ctx.InputDim("X");
-  const std::vector<bool> mask = ReducedAxes(ctx);
-  const bool keep_dim = ctx.Attr<bool>("keep_dim");
-  DDim out;
-  for (int i = 0; i < x.size(); ++i) {
-    if (!mask[i]) out.push_back(x[i]);
-    else if (keep_dim) out.push_back(1);
-  }
-  if (out.size() == 0) out.push_back(1);  // Fluid: reducing everything without keep_dim gives [1]
-  ctx.SetOutput("Out", out, ctx.InputDType("X"));
-  if (x.size() > 0 && !mask[0]) ctx.ShareLoD("X", "Out");
-}
+void ReduceInferShape(InferShapeContext& ctx) { SetReducedOutput(ctx, ReducedAxes(ctx)); }
 
 std::vector<bool> KernelMask(const ExecutionContext& ctx) {
   return ReduceMask(ctx.Input("X").rank(), ctx.Attr<std::vector<int32_t>>("dim"), ctx.Attr<bool>("reduce_all"));

@@ -155,7 +155,13 @@ def _reductions(second_dim):
     return build
 
 
-def test_duplicate_reductions_over_one_input_and_axes():
+def test_duplicate_reductions_over_one_input_and_axes(monkeypatch):
+    # With the fuse_reductions pass (on by default) the run has one fused_reduce and nothing to find.
+    main, evs = _run_profiled(_reductions(1), {"x": FEED2["x"]})
+    names = {e["name"] for e in evs if e["category"] == "Operator"}
+    assert "fused_reduce" in names and not names & {"reduce_sum", "assign", "elementwise_mul"}
+    assert "duplicate_reduction" not in _kinds(profiler.advise(programs=main, events=evs, print_report=False))
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_reductions")
     main, evs = _run_profiled(_reductions(1), {"x": FEED2["x"]})
     f = _of(profiler.advise(programs=main, events=evs, print_report=False), "duplicate_reduction")[0]
     assert f.evidence["input"] == "x" and f.evidence["ops"] == ["reduce_sum", "reduce_sum"]
@@ -163,7 +169,7 @@ def test_duplicate_reductions_over_one_input_and_axes():
     red = [e["dur_ns"] for e in evs if e["name"] == "reduce_sum"]
     assign = sum(e["dur_ns"] for e in evs if e["name"] == "assign")
     assert f.share == pytest.approx((sum(red) + assign) / _run_ns(evs))
-    assert "reduce_sum" in f.fix
+    assert "reduce_sum" in f.fix and "fuse_reductions pass" in f.fix
 
 
 def test_no_duplicate_reduction_over_other_axes():

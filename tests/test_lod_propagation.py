@@ -146,6 +146,12 @@ ROWS.update({
     "reduce_prod (dim 1)": Row(lambda x: {"Out": (L.reduce_prod(x, dim=1), "x")}),
     "reduce_sum (dim 0)": Row(lambda x: {"Out": (L.reduce_sum(x, dim=0), None)}),
     "reduce_sum (all)": Row(lambda x: {"Out": (L.reduce_sum(x), None)}),
+    # made by the fuse_reductions pass: each Out as the reduce op it replaced; Exp (X's shape) keeps X's LoD
+    "fused_reduce (dim 1, Exp)": Row(lambda x: (lambda o: {"Out": (o["Out"][1], "x"), "Exp": (o["Exp"][0], "x")})(
+        op("fused_reduce", {"X": x}, ["Out*2", "Exp"], {"dim": [1], "reductions": ["max", "sum_exp_dev"]})),
+        grad=False),
+    "fused_reduce (dim 0)": Row(lambda x: {"Out": (op("fused_reduce", {"X": x}, ["Out*2"], {
+        "dim": [0], "reductions": ["sum", "mean_square"]})["Out"][0], None)}, grad=False),
     "reduce_all (dim 1)": Row(lambda x: {"Out": (L.reduce_all(x, dim=1), "x")}, x_dtype="bool", grad=False),
     "reduce_any (dim 1)": Row(lambda x: {"Out": (L.reduce_any(x, dim=1), "x")}, x_dtype="bool", grad=False),
     "slice (axes[0] != 0)": Row(lambda x: {"Out": (L.slice(x, axes=[1], starts=[1], ends=[3]), "x")}),

@@ -505,9 +505,11 @@ def _duplicate_reductions(p):
              "outputs": [n.out_vars()[0] for n in reds], "dim": attrs[0], "block": block,
              "copies": sorted(p.nodes[k].type + ":" + p.nodes[k].out_vars()[0] for k in copies[key]),
              "sites": _sites(reds), "calls_per_step": sum(n.calls for n in reds) / p.n_steps},
-            "compute the %ss in one pass over %s: drop the identity copies (elementwise ops take the same variable "
-            "twice) and reduce the stacked operands once, e.g. layers.%s(layers.stack([x, f(x)]), dim=[d + 1]); "
-            "fluidlite has no multi-output fused reduction op yet" % (rtype, src, rtype)))
+            "compute the %ss in one pass over %s: the fuse_reductions pass (BuildStrategy.fuse_reductions, on by "
+            "default; was it turned off, or FLUIDLITE_DISABLE_PASSES set?) makes one fused_reduce of reductions of "
+            "x, x * x (through identity copies), (x - mean)^2 and exp(x - max) whose intermediates nothing else reads; "
+            "for other functions of x, reduce the stacked operands once, e.g. layers.%s(layers.stack([x, f(x)]), "
+            "dim=[d + 1])" % (rtype, src, rtype)))
     return findings
 
 
