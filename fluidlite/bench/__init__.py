@@ -123,6 +123,8 @@ def _references(mod, fl, frameworks, threads):
             reference.set_torch_threads(threads)
         elif fw == "numpy":
             reference.set_numpy_threads(threads)
+        elif fw == "paddle":
+            reference.set_paddle_threads(threads)
         out.append((fw, _Reference(fw, make(p, f)), None))
     return out
 
