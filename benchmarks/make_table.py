@@ -129,20 +129,21 @@ def render(doc, command):
         "`/proc/self/clear_refs` (`%s`)." % _rss_method(results),
         "",
         "| model | fluidlite peak tensor bytes | fluidlite RSS footprint | PyTorch RSS footprint "
-        "| numpy RSS footprint | RSS growth timed (fluidlite / PyTorch / numpy) | fluidlite ≤ PyTorch |",
-        "|---|---:|---:|---:|---:|---|---|",
+        "| Paddle RSS footprint | numpy RSS footprint | RSS growth timed (fluidlite / PyTorch / Paddle / numpy) "
+        "| fluidlite ≤ PyTorch |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for res in results:
         f = _fws(res)
         timed = " / ".join(format_bytes(f[n].get("rss_timed_growth_bytes"))
-                           if n in f and f[n]["status"] == "ok" else "–" for n in ("fluidlite", "torch", "numpy"))
+                           if n in f and f[n]["status"] == "ok" else "–" for n in ("fluidlite",) + REFS)
         ok = "–"
         a, b = (f.get("fluidlite") or {}).get("rss_footprint"), (f.get("torch") or {}).get("rss_footprint")
         if a and b and "bytes" in a and "bytes" in b:
             ok = "yes" if a["bytes"] <= b["bytes"] else "**no**"
-        lines.append("| `%s` | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| `%s` | %s | %s | %s | %s | %s | %s | %s |" % (
             res["model"], format_bytes(res["memory"]["peak_tensor_bytes"]), _footprint(f.get("fluidlite")),
-            _footprint(f.get("torch")), _footprint(f.get("numpy")), timed, ok))
+            _footprint(f.get("torch")), _footprint(f.get("paddle")), _footprint(f.get("numpy")), timed, ok))
     lines += [
         "",
         "## Program construction (fluidlite)",
