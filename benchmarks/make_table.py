@@ -94,7 +94,8 @@ def render(doc, command):
         "timed interleaved in one process (round robin over repetitions, so machine noise hits each alike, with a",
         "0.25 s pause before each repetition so that threads the previous framework left spinning -- OpenBLAS spins",
         "for about 0.1 s after a call -- do not take cores from the next), all with the same thread count",
-        "(fluidlite's thread pool, `torch.set_num_threads`, and numpy's bundled OpenBLAS).",
+        "(fluidlite's thread pool, `torch.set_num_threads`, paddle's `core.set_num_threads` and numpy's bundled",
+        "OpenBLAS).",
         "ms/step is the median over repetitions after warm-up, with min–max; **speedup** is the framework's",
         "ms/step divided by fluidlite's (> 1: fluidlite is faster).",
         "",
@@ -115,6 +116,15 @@ def render(doc, command):
         "",
         "Models: " + "; ".join("`%s`: %s" % (r["model"], r["description"]) for r in results) + ".",
         "",
+    ]
+    notes = [(res["model"], name, e["note"]) for res in results for name, e in _fws(res).items() if e.get("note")]
+    for fw in REFS:
+        mine = [(model, note) for model, name, note in notes if name == fw]
+        if mine:
+            lines += ["Where the %s reference computes a model differently (its closest equivalent):" % TITLES[fw], ""]
+            lines += ["- `%s`: %s." % (model, note) for model, note in mine]
+            lines.append("")
+    lines += [
         "## Memory",
         "",
         "*Peak tensor bytes*: fluidlite's allocator high-water mark from the startup program's end through the",

@@ -141,6 +141,20 @@ def test_cli_prints_a_paddle_row(tmp_path):
 
 
 @needs_paddle
+def test_cli_notes_a_closest_equivalent_reference(tmp_path):
+    """A model paddle.static cannot write the same way (no LoD batch here) says so under the table and in JSON."""
+    from fluidlite.bench.models import text_lstm
+    path = tmp_path / "n.json"
+    r = run_cli("--model", "text_lstm", "--batch_size", "4", "--compare", "paddle", "--json", str(path), *FAST)
+    assert r.returncode == 0, r.stderr
+    assert "  paddle     note: %s\n" % text_lstm.PADDLE_NOTE in r.stdout, r.stdout
+    fws = {e["framework"]: e for e in json.loads(path.read_text())["results"][0]["compare"]["frameworks"]}
+    assert fws["paddle"]["note"] == text_lstm.PADDLE_NOTE and "note" not in fws["fluidlite"]
+    text = _make_table().render(json.loads(path.read_text()), "cmd")
+    assert "- `text_lstm`: %s." % text_lstm.PADDLE_NOTE in text, text
+
+
+@needs_paddle
 def test_cli_paddle_perturbed_weights_fail_the_agreement_check():
     r = run_cli("--model", "mlp", "--compare", "paddle", *FAST, env={reference.PERTURB_ENV: "paddle"})
     assert r.returncode == 1

@@ -344,14 +344,15 @@ class PaddleStatic:
     it declares each input with ``pb.data(name, array)`` (the array is fed every step) and gives every parameter
     fluidlite's initial value with ``pb.assign(param, array)`` (copied into the scope after the startup program).
     A trainable parameter left unassigned would start from paddle's own random values: that is an error here.
+    ``note``: where the program computes the model differently from fluidlite's (shown under the bench's table).
     """
 
-    def __init__(self, build, optimizer=None):
+    def __init__(self, build, optimizer=None, note=None):
         import logging
         import warnings
         paddle = _import_paddle()
         paddle.enable_static()  # process-wide; the other frameworks do not look at it
-        self.paddle = paddle
+        self.paddle, self.note = paddle, note
         self.feed, self.values = {}, {}
         self.main, self.startup = paddle.static.Program(), paddle.static.Program()
         with paddle.static.program_guard(self.main, self.startup), paddle.utils.unique_name.guard(), \

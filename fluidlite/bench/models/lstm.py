@@ -186,7 +186,11 @@ def paddle_lstm_classifier(params, feed, lr=LEARNING_RATE, cell=CELL, seq_len=SE
         pb.assign(lstm.bias_hh_l0, np.zeros(4 * hidden, np.float32))
         out, _ = lstm(paddle.nn.functional.embedding(words, emb))
         return paddle_softmax_ce(pb, paddle_linear(pb, params, head)(out[seq_len - 1]), label)
-    return PaddleStatic(build, paddle_optimizer("SGD", lr))
+    return PaddleStatic(build, paddle_optimizer("SGD", lr), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("paddle.nn.LSTM (one fused rnn op) in place of the StaticRNN + lstm_unit step: paddle.static has no "
+               "StaticRNN")
 
 
 def reference_paddle(params, feed):

@@ -425,7 +425,11 @@ def paddle_seq2seq(params, feed, cell=None, lr=LEARNING_RATE):
         logits = out_fc(paddle.stack(outs))  # [T, B, V]
         ce = F.cross_entropy(logits, paddle.unsqueeze(label, 2), reduction="none")  # [T, B, 1]
         return paddle.sum(paddle.squeeze(ce, 2) * mask) / paddle.sum(mask)
-    return PaddleStatic(build, paddle_optimizer("Adam", lr, epsilon=1e-8))
+    return PaddleStatic(build, paddle_optimizer("Adam", lr, epsilon=1e-8), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("encoder paddle.nn.GRU(bidirect, sequence_length), decoder unrolled over paddle.nn.GRUCell in the "
+               "program: paddle.static has no layers.rnn")
 
 
 def reference_paddle(params, feed):

@@ -152,7 +152,11 @@ def paddle_text_cnn(params, feed, lr=LEARNING_RATE):
         logits = paddle.matmul(paddle.concat(pooled, axis=1), pb.param("fc_0.w", w)) + pb.param("fc_0.b_0",
                                                                                               params["fc_0.b_0"])
         return paddle_softmax_ce(pb, logits, label)
-    return PaddleStatic(build, paddle_optimizer("Adagrad", lr, epsilon=EPSILON))
+    return PaddleStatic(build, paddle_optimizer("Adagrad", lr, epsilon=EPSILON), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("the batch padded to its longest sequence, conv1d + a mask: paddle.static has no LoD batch (no "
+               "sequence_conv / sequence_pool)")
 
 
 def reference_paddle(params, feed):

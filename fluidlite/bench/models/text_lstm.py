@@ -176,7 +176,11 @@ def paddle_padded_lstm(params, feed, lr=LEARNING_RATE):
         pb.assign(lstm.bias_hh_l0, torch_gates(bh.reshape(-1)))
         _, (h_n, _) = lstm(paddle.nn.functional.embedding(words, table), sequence_length=seq_len)
         return paddle_softmax_ce(pb, paddle_linear(pb, params, "fc_1")(h_n[-1]), label)
-    return PaddleStatic(build, paddle_optimizer("SGD", lr))
+    return PaddleStatic(build, paddle_optimizer("SGD", lr), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("the batch padded to its longest sequence, paddle.nn.LSTM(sequence_length): paddle.static has no LoD "
+               "batch (no dynamic_lstm)")
 
 
 def reference_paddle(params, feed):
