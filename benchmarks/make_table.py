@@ -206,8 +206,9 @@ def render(doc, command):
         "- The command unsets `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE`: this machine's environment sets them to",
         "  force OpenBLAS's Haswell kernels, which are slower here; numpy and fluidlite both use OpenBLAS",
         "  (different builds: fluidlite the `scipy-openblas32` wheel, numpy its bundled copy), PyTorch its own BLAS.",
-        "- Paddle is compared where it is installed; here it is %s, so its columns say so." % (
-            "installed" if "paddle" in versions else "not installed"),
+        "- Paddle (`pip install \".[paddle]\"`: Paddle 3.3, `paddle.static` programs run by its Executor, CPU wheel "
+        "with its defaults) %s" % ("is compared in every model's row." if "paddle" in versions else
+                                   "is not installed here, so its columns say so."),
         "- The machine is small and shared: figures move by tens of percent between runs; compare ratios",
         "  from the same run, not absolute times across runs.",
         "",
