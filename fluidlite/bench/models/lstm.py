@@ -162,15 +162,27 @@ def reference_torch(params, feed):
     return TorchLSTMClassifier(params, feed)
 
 
+def paddle_lstm(pb, wx, wh, b):
+    """A time-major paddle.nn.LSTM (in static mode one fused ``rnn`` op, paddle's counterpart of cuDNN's and torch's
+    fused LSTM; paddle.static has no StaticRNN any more) holding lstm_unit-order weights W_x [in, 4h], W_h [h, 4h]
+    and the bias b [4h]: gate blocks reordered and transposed, bias_hh zero and not trained (fluidlite has one
+    bias; it is kept, so that nn.LSTM is still the fused op). Also the building block of ``lstm_primitive``'s
+    reference_paddle (the same function of the same weights, written from primitives in fluidlite)."""
+    paddle = pb.paddle
+    hidden = wh.shape[0]
+    lstm = paddle.nn.LSTM(wx.shape[0], hidden, time_major=True, bias_hh_attr=paddle.ParamAttr(trainable=False))
+    pb.assign(lstm.weight_ih_l0, ifgo_to_ifgo_torch(wx).T)
+    pb.assign(lstm.weight_hh_l0, ifgo_to_ifgo_torch(wh).T)
+    pb.assign(lstm.bias_ih_l0, ifgo_to_ifgo_torch(np.asarray(b).reshape(-1)))
+    pb.assign(lstm.bias_hh_l0, np.zeros(4 * hidden, np.float32))
+    return lstm
+
+
 def paddle_lstm_classifier(params, feed, lr=LEARNING_RATE, cell=CELL, seq_len=SEQ_LEN):
-    """paddle.static: embedding -> paddle.nn.LSTM (time-major; in static mode one fused ``rnn`` op, paddle's
-    counterpart of cuDNN's and torch's fused LSTM, which has no StaticRNN any more) -> last step -> Linear ->
-    softmax cross-entropy, SGD. The same weights as torch_network: gate blocks reordered, bias_hh zero and frozen.
-    Also the hook for ``lstm_primitive`` (the same function of the same weights, written from primitives in
-    fluidlite)."""
+    """paddle.static: embedding -> paddle_lstm -> last step -> Linear -> softmax cross-entropy, SGD; the same
+    weights as torch_network."""
     from ..reference import PaddleStatic, paddle_linear, paddle_softmax_ce, paddle_optimizer
     wx, wh, b, head = lstm_weights(params, cell)
-    hidden = wh.shape[0]
 
     def build(pb):
         paddle = pb.paddle
@@ -178,13 +190,7 @@ def paddle_lstm_classifier(params, feed, lr=LEARNING_RATE, cell=CELL, seq_len=SE
         label = pb.data("label", feed["label"])
         emb_w = params["embedding_0.w_0"]
         emb = pb.assign(paddle.nn.Embedding(emb_w.shape[0], emb_w.shape[1]).weight, emb_w)
-        # bias_hh: zero and not trained (fluidlite has one bias); kept, so that nn.LSTM is still the fused op
-        lstm = paddle.nn.LSTM(wx.shape[0], hidden, time_major=True, bias_hh_attr=paddle.ParamAttr(trainable=False))
-        pb.assign(lstm.weight_ih_l0, ifgo_to_ifgo_torch(wx).T)
-        pb.assign(lstm.weight_hh_l0, ifgo_to_ifgo_torch(wh).T)
-        pb.assign(lstm.bias_ih_l0, ifgo_to_ifgo_torch(b.reshape(-1)))
-        pb.assign(lstm.bias_hh_l0, np.zeros(4 * hidden, np.float32))
-        out, _ = lstm(paddle.nn.functional.embedding(words, emb))
+        out, _ = paddle_lstm(pb, wx, wh, b)(paddle.nn.functional.embedding(words, emb))
         return paddle_softmax_ce(pb, paddle_linear(pb, params, head)(out[seq_len - 1]), label)
     return PaddleStatic(build, paddle_optimizer("SGD", lr), note=PADDLE_NOTE)
 
