@@ -94,7 +94,8 @@ def render(doc, command):
         "timed interleaved in one process (round robin over repetitions, so machine noise hits each alike, with a",
         "0.25 s pause before each repetition so that threads the previous framework left spinning -- OpenBLAS spins",
         "for about 0.1 s after a call -- do not take cores from the next), all with the same thread count",
-        "(fluidlite's thread pool, `torch.set_num_threads`, and numpy's bundled OpenBLAS).",
+        "(fluidlite's thread pool, `torch.set_num_threads`, paddle's `core.set_num_threads` and numpy's bundled",
+        "OpenBLAS).",
         "ms/step is the median over repetitions after warm-up, with min–max; **speedup** is the framework's",
         "ms/step divided by fluidlite's (> 1: fluidlite is faster).",
         "",
@@ -115,6 +116,15 @@ def render(doc, command):
         "",
         "Models: " + "; ".join("`%s`: %s" % (r["model"], r["description"]) for r in results) + ".",
         "",
+    ]
+    notes = [(res["model"], name, e["note"]) for res in results for name, e in _fws(res).items() if e.get("note")]
+    for fw in REFS:
+        mine = [(model, note) for model, name, note in notes if name == fw]
+        if mine:
+            lines += ["Where the %s reference computes a model differently (its closest equivalent):" % TITLES[fw], ""]
+            lines += ["- `%s`: %s." % (model, note) for model, note in mine]
+            lines.append("")
+    lines += [
         "## Memory",
         "",
         "*Peak tensor bytes*: fluidlite's allocator high-water mark from the startup program's end through the",
@@ -129,20 +139,21 @@ def render(doc, command):
         "`/proc/self/clear_refs` (`%s`)." % _rss_method(results),
         "",
         "| model | fluidlite peak tensor bytes | fluidlite RSS footprint | PyTorch RSS footprint "
-        "| numpy RSS footprint | RSS growth timed (fluidlite / PyTorch / numpy) | fluidlite ≤ PyTorch |",
-        "|---|---:|---:|---:|---:|---|---|",
+        "| Paddle RSS footprint | numpy RSS footprint | RSS growth timed (fluidlite / PyTorch / Paddle / numpy) "
+        "| fluidlite ≤ PyTorch |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for res in results:
         f = _fws(res)
         timed = " / ".join(format_bytes(f[n].get("rss_timed_growth_bytes"))
-                           if n in f and f[n]["status"] == "ok" else "–" for n in ("fluidlite", "torch", "numpy"))
+                           if n in f and f[n]["status"] == "ok" else "–" for n in ("fluidlite",) + REFS)
         ok = "–"
         a, b = (f.get("fluidlite") or {}).get("rss_footprint"), (f.get("torch") or {}).get("rss_footprint")
         if a and b and "bytes" in a and "bytes" in b:
             ok = "yes" if a["bytes"] <= b["bytes"] else "**no**"
-        lines.append("| `%s` | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| `%s` | %s | %s | %s | %s | %s | %s | %s |" % (
             res["model"], format_bytes(res["memory"]["peak_tensor_bytes"]), _footprint(f.get("fluidlite")),
-            _footprint(f.get("torch")), _footprint(f.get("numpy")), timed, ok))
+            _footprint(f.get("torch")), _footprint(f.get("paddle")), _footprint(f.get("numpy")), timed, ok))
     lines += [
         "",
         "## Program construction (fluidlite)",
@@ -195,8 +206,9 @@ def render(doc, command):
         "- The command unsets `OPENBLAS_CORETYPE` and `OPENBLAS_L2_SIZE`: this machine's environment sets them to",
         "  force OpenBLAS's Haswell kernels, which are slower here; numpy and fluidlite both use OpenBLAS",
         "  (different builds: fluidlite the `scipy-openblas32` wheel, numpy its bundled copy), PyTorch its own BLAS.",
-        "- Paddle is compared where it is installed; here it is %s, so its columns say so." % (
-            "installed" if "paddle" in versions else "not installed"),
+        "- Paddle (`pip install \".[paddle]\"`: Paddle 3.3, `paddle.static` programs run by its Executor, CPU wheel "
+        "with its defaults) %s" % ("is compared in every model's row." if "paddle" in versions else
+                                   "is not installed here, so its columns say so."),
         "- The machine is small and shared: figures move by tens of percent between runs; compare ratios",
         "  from the same run, not absolute times across runs.",
         "",

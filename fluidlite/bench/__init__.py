@@ -123,15 +123,19 @@ def _references(mod, fl, frameworks, threads):
             reference.set_torch_threads(threads)
         elif fw == "numpy":
             reference.set_numpy_threads(threads)
+        elif fw == "paddle":
+            reference.set_paddle_threads(threads)
         out.append((fw, _Reference(fw, make(p, f)), None))
     return out
 
 
 class _Reference:
-    """A reference implementation under its framework's name (``step`` is the implementation's)."""
+    """A reference implementation under its framework's name (``step`` is the implementation's; ``note``, if the
+    implementation has one, says where it computes the model differently, e.g. padded instead of LoD)."""
 
     def __init__(self, name, impl):
         self.name, self.impl, self.step = name, impl, impl.step
+        self.note = getattr(impl, "note", None)
 
 
 def _progress(total, desc, enabled):
@@ -313,6 +317,8 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
         for fw, runner, reason in refs:
             fws.append({"framework": fw, "status": "skipped" if runner is None else "ok", "reason": reason,
                         "version": reference.version(fw) if runner is not None else None})
+            if runner is not None and runner.note:
+                fws[-1]["note"] = runner.note
         med = result["ms_per_step"]["median"]
         for entry in fws:
             t = times.get(entry["framework"]) if entry["status"] == "ok" else None
@@ -540,6 +546,9 @@ def format_compare(result):
             f = e.get("rss_footprint") or {}
             line += " %16s" % (format_bytes(f["bytes"]) if f.get("bytes") is not None else "error")
         lines.append(line.rstrip())
+    for e in comp["frameworks"]:
+        if e.get("note"):
+            lines.append("  %-10s note: %s" % (e["framework"], e["note"]))
     lines.append("            speedup = framework ms/step / fluidlite ms/step (> 1: fluidlite is faster); "
                  "RSS footprint: peak RSS growth of building the model and running %d steps in a fresh process"
                  % FOOTPRINT_STEPS if fp else

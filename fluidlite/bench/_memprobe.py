@@ -40,6 +40,8 @@ def main(argv):
             reference.set_torch_threads(threads)
         elif framework == "numpy":
             reference.set_numpy_threads(threads)
+        elif framework == "paddle":
+            reference.set_paddle_threads(threads)
         runner = reference.factory(mod, framework)(params, feed)
     for _ in range(steps):
         runner.step()

@@ -4,6 +4,7 @@ A model module provides its reference implementations as functions named ``refer
 
     def reference_numpy(params, feed): ...   # -> object with step() -> loss (or the model's output)
     def reference_torch(params, feed): ...
+    def reference_paddle(params, feed): ...  # paddle.static (Paddle 3.x), usually a PaddleStatic below
 
 ``params`` maps fluidlite's parameter names to numpy arrays read from the scope right after the startup
 program ran (so every framework starts from the same weights), ``feed`` is the batch fluidlite is fed: numpy
@@ -32,6 +33,8 @@ def import_framework(name):
     """The framework's module, or raise ImportError (also when the module is hidden as None)."""
     if name == "numpy":
         return np
+    if name == "paddle":
+        return _import_paddle()
     mod = importlib.import_module(name)
     if mod is None:  # sys.modules[name] = None
         raise ImportError("%s is hidden" % name)
@@ -302,3 +305,206 @@ class TorchClassifier:
         loss.backward()
         self.opt.step()
         return loss.detach().numpy()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paddle 3.x static graphs (paddle.static: Fluid's successor) holding fluidlite's weights.
+
+PADDLE_LOG_LEVEL_ENV = "GLOG_minloglevel"
+
+
+def _import_paddle():
+    """paddle, imported quietly: its glog INFO/WARNING lines ("New Executor is Running ...") are turned off unless
+    GLOG_minloglevel is set already (paddle reads it once, at import; fluidlite's own logging does not read it), and
+    the UserWarning its import raises about ccache (a C++-extension build cache, unused here) is dropped."""
+    import os
+    import sys
+    import warnings
+    if sys.modules.get("paddle", False) is None:
+        raise ImportError("paddle is hidden")
+    os.environ.setdefault(PADDLE_LOG_LEVEL_ENV, "2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = importlib.import_module("paddle")
+    return mod
+
+
+def set_paddle_threads(threads):
+    """paddle's CPU math library threads (MKL / OpenBLAS and OpenMP: ``paddle.base.core.set_num_threads``)."""
+    _import_paddle().base.core.set_num_threads(int(threads))
+
+
+class PaddleStatic:
+    """One step of a ``paddle.static`` program, what a Paddle 3.x user writes for static-graph training: the
+    program built under ``program_guard`` from ``paddle.static.data`` inputs and ``paddle.nn`` layers / functions,
+    the optimizer's ``minimize``, the startup program run once in a Scope of its own, then
+    ``Executor.run(main, feed, fetch_list, use_program_cache=True)`` per step.
+
+    ``build(pb)`` runs inside the program guard (``pb`` is this object) and returns the variable each step fetches;
+    it declares each input with ``pb.data(name, array)`` (the array is fed every step) and gives every parameter
+    fluidlite's initial value with ``pb.assign(param, array)`` (copied into the scope after the startup program).
+    A trainable parameter left unassigned would start from paddle's own random values: that is an error here.
+    ``note``: where the program computes the model differently from fluidlite's (shown under the bench's table).
+    """
+
+    def __init__(self, build, optimizer=None, note=None):
+        import logging
+        import warnings
+        paddle = _import_paddle()
+        paddle.enable_static()  # process-wide; the other frameworks do not look at it
+        self.paddle, self.note = paddle, note
+        self.feed, self.values = {}, {}
+        self.main, self.startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(self.main, self.startup), paddle.utils.unique_name.guard(), \
+                warnings.catch_warnings():
+            # paddle's own ops (full_like in some gradients) ask a PIR value for its place and warn that it has none
+            warnings.filterwarnings("ignore", message="Tensor do not have 'place' interface")
+            # BatchNorm2D in training mode says that it updates the running statistics (as Fluid's does)
+            warnings.filterwarnings("ignore", message="When training, we now always track global mean")
+            # and its backward logs a warning (root logger) for nn.LSTM's flattened-weights parameter, which no op
+            # reads ("input provided by inputs has no use")
+            disabled = logging.root.manager.disable
+            logging.disable(logging.WARNING)
+            try:
+                self.fetch = build(self)
+                if optimizer is not None:
+                    optimizer().minimize(self.fetch)
+            finally:
+                logging.disable(disabled)
+        self.place = paddle.CPUPlace()
+        self.scope = paddle.static.Scope()
+        self.exe = paddle.static.Executor(self.place)
+        self.exe.run(self.startup, scope=self.scope)
+        for name, value in self.values.items():
+            var = self.scope.find_var(name)
+            if var is None:
+                raise RuntimeError("paddle reference: parameter %s is not in the scope after the startup program"
+                                   % name)
+            t = var.get_tensor()
+            if tuple(t.shape()) != value.shape:
+                raise RuntimeError("paddle reference: parameter %s has shape %s in paddle, fluidlite's value %s"
+                                   % (name, list(t.shape()), list(value.shape)))
+            t.set(value, self.place)
+        # (a parameter no op reads is not a weight: nn.LSTM declares one for its flattened weights, which
+        # coalesce_tensor fills from the real ones every step)
+        missing = [v.name for v in self.main.global_block().all_parameters()
+                   if not v.stop_gradient and not v.use_empty() and v.name not in self.values]
+        if missing:
+            raise RuntimeError("paddle reference: no fluidlite value for parameter(s) %s" % ", ".join(missing))
+
+    def data(self, name, array):
+        """A static input of `array`'s shape and dtype, fed `array` every step."""
+        a = np.ascontiguousarray(array)
+        self.feed[name] = a
+        return self.paddle.static.data(name, list(a.shape), str(a.dtype))
+
+    def param(self, name, array):
+        """A parameter named `name` (paddle.static.create_parameter) starting from `array`."""
+        a = np.asarray(array)
+        return self.assign(self.paddle.static.create_parameter(list(a.shape), "float32", name=name), a)
+
+    def assign(self, param, array):
+        """Start `param` (a parameter, or a layer's buffer such as batch norm's moving mean) from `array`."""
+        a = np.ascontiguousarray(array, dtype=np.float32)
+        if tuple(param.shape) != a.shape:
+            raise ValueError("paddle reference: %s has shape %s, the value given %s" % (
+                param.name, list(param.shape), list(a.shape)))
+        self.values[param.name] = a
+        return param
+
+    def step(self):
+        return self.exe.run(self.main, feed=self.feed, fetch_list=[self.fetch], scope=self.scope,
+                            use_program_cache=True)[0]
+
+
+def paddle_linear(pb, params, prefix):
+    """paddle.nn.Linear with fluidlite's fc ``<prefix>.w_0`` [in, out] (paddle's layout too) and ``.b_0``."""
+    nn = pb.paddle.nn
+    w, b = params[prefix + ".w_0"], params.get(prefix + ".b_0")
+    lin = nn.Linear(w.shape[0], w.shape[1], bias_attr=None if b is not None else False)
+    pb.assign(lin.weight, w)
+    if b is not None:
+        pb.assign(lin.bias, b.reshape(-1))
+    return lin
+
+
+def paddle_conv2d(pb, w, b=None, stride=1, padding=0, groups=1):
+    """paddle.nn.Conv2D with filter `w` [out, in / groups, kh, kw] (the same layout in all three frameworks)."""
+    conv = pb.paddle.nn.Conv2D(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=stride, padding=padding,
+                               groups=groups, bias_attr=None if b is not None else False)
+    pb.assign(conv.weight, w)
+    if b is not None:
+        pb.assign(conv.bias, b)
+    return conv
+
+
+class PaddleLayers:
+    """The torch TorchLayers' counterpart: paddle layers from fluidlite's parameters in the order the fluidlite
+    model created them (conv2d_N, depthwise_conv2d_N, batch_norm_N, fc_N). Paddle's BatchNorm2D momentum is
+    Fluid's (running = momentum * running + (1 - momentum) * batch)."""
+
+    def __init__(self, pb, params, bn_momentum=0.9, bn_epsilon=1e-5):
+        self.pb, self.params, self.bn_momentum, self.bn_epsilon = pb, params, bn_momentum, bn_epsilon
+        self.counts = {"conv2d": 0, "depthwise_conv2d": 0, "batch_norm": 0, "fc": 0}
+
+    def _next(self, kind):
+        n = self.counts[kind]
+        self.counts[kind] += 1
+        return "%s_%d" % (kind, n)
+
+    def conv(self, stride=1, padding=0, groups=1):
+        name = self._next("conv2d" if groups == 1 else "depthwise_conv2d")
+        return paddle_conv2d(self.pb, self.params[name + ".w_0"], self.params.get(name + ".b_0"), stride, padding,
+                             groups)
+
+    def bn(self):
+        p, name = self.params, self._next("batch_norm")
+        bn = self.pb.paddle.nn.BatchNorm2D(p[name + ".w_0"].shape[0], momentum=self.bn_momentum,
+                                           epsilon=self.bn_epsilon)
+        for dst, suffix in ((bn.weight, ".w_0"), (bn.bias, ".b_0"), (bn._mean, ".w_1"), (bn._variance, ".w_2")):
+            self.pb.assign(dst, p[name + suffix])
+        return bn
+
+    def conv_bn(self, stride=1, padding=0, relu=True, groups=1):
+        """Sequential(conv, batch norm[, ReLU])."""
+        nn = self.pb.paddle.nn
+        return nn.Sequential(self.conv(stride, padding, groups), self.bn(), *([nn.ReLU()] if relu else []))
+
+    def fc(self):
+        return paddle_linear(self.pb, self.params, self._next("fc"))
+
+
+def paddle_softmax_ce(pb, logits, label):
+    """Softmax cross-entropy of logits [N, C] against int64 label [N, 1], averaged over the batch."""
+    return pb.paddle.nn.functional.cross_entropy(logits, label)  # softmax, then the mean over the batch
+
+
+def paddle_optimizer(kind, lr, **kw):
+    """A factory of paddle.optimizer.<kind>(lr, **kw) (made inside the program guard)."""
+    return lambda: getattr(_import_paddle().optimizer, kind)(learning_rate=lr, **kw)
+
+
+def paddle_dense(params, x, label, loss, lr):
+    """The fc stack of NumpyDense / TorchDense (ReLU between layers; "mse" or "softmax_ce") with paddle's SGD."""
+    def build(pb):
+        paddle = pb.paddle
+        h = pb.data("x", x)
+        y = pb.data("label", label)
+        n = len(fc_layers(params))
+        for i in range(n):
+            h = paddle_linear(pb, params, "fc_%d" % i)(h)
+            if i < n - 1:
+                h = paddle.nn.functional.relu(h)
+        if loss == "mse":
+            return paddle.mean(paddle.nn.functional.square_error_cost(h, y))
+        return paddle_softmax_ce(pb, h, y)
+    return PaddleStatic(build, paddle_optimizer("SGD", lr))
+
+
+def paddle_classifier(network, x, label, lr, momentum=0.0):
+    """One training step of a paddle classifier `network(pb, img) -> logits` (layers in training mode): softmax
+    cross-entropy averaged over the batch, SGD or Momentum (Fluid's: v = mu * v + g; p -= lr * v)."""
+    def build(pb):
+        return paddle_softmax_ce(pb, network(pb, pb.data("img", x)), pb.data("label", label))
+    opt = paddle_optimizer("Momentum", lr, momentum=momentum) if momentum else paddle_optimizer("SGD", lr)
+    return PaddleStatic(build, opt)

@@ -97,3 +97,28 @@ class TorchCTR:
 
 def reference_torch(params, feed):
     return TorchCTR(params, feed)
+
+
+def paddle_ctr(params, feed, lr=LEARNING_RATE):
+    """paddle.static: paddle.nn.Embedding(sparse=IS_SPARSE: a SelectedRows gradient, as Fluid's is_sparse) ->
+    reshape -> Linear + relu x3 -> Linear -> softmax cross-entropy; Adam(lazy_mode=True) (or SGD) for everything,
+    as fluidlite's program."""
+    from ..reference import PaddleStatic, paddle_linear, paddle_optimizer, paddle_softmax_ce
+
+    def build(pb):
+        paddle = pb.paddle
+        ids = pb.data("ids", np.asarray(feed["ids"])[:, :, 0])  # [batch, SLOTS]
+        label = pb.data("label", feed["label"])
+        w = params["embedding_0.w_0"]
+        emb = paddle.nn.Embedding(w.shape[0], w.shape[1], sparse=IS_SPARSE)
+        pb.assign(emb.weight, w)
+        h = paddle.reshape(emb(ids), [-1, SLOTS * EMB_DIM])
+        for i in range(len(HIDDEN)):
+            h = paddle.nn.functional.relu(paddle_linear(pb, params, "fc_%d" % i)(h))
+        return paddle_softmax_ce(pb, paddle_linear(pb, params, "fc_%d" % len(HIDDEN))(h), label)
+    opt = paddle_optimizer("SGD", lr) if OPTIMIZER == "sgd" else paddle_optimizer("Adam", lr, lazy_mode=True)
+    return PaddleStatic(build, opt)
+
+
+def reference_paddle(params, feed):
+    return paddle_ctr(params, feed)

@@ -7,7 +7,7 @@ import numpy as np
 import fluidlite as fluid
 
 from . import Built
-from ..reference import NumpyDense, TorchDense
+from ..reference import NumpyDense, TorchDense, paddle_dense
 
 DESCRIPTION = "Fluid's fit_a_line: fc(13 -> 1), square error, mean, SGD step"
 DEFAULTS = {"batch_size": 20, "iterations": 2000, "warmup": 100, "repeat": 5}
@@ -35,3 +35,7 @@ def reference_numpy(params, feed):
 
 def reference_torch(params, feed):
     return TorchDense(params, feed["x"], feed["y"], "mse", LEARNING_RATE)
+
+
+def reference_paddle(params, feed):
+    return paddle_dense(params, feed["x"], feed["y"], "mse", LEARNING_RATE)

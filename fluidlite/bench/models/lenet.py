@@ -61,5 +61,21 @@ def reference_torch(params, feed):
     from ..reference import TorchClassifier
     return TorchClassifier(torch_network(params), feed["img"], feed["label"], LEARNING_RATE)
 
+
+def paddle_network(pb, params):
+    """The same net in paddle (paddle.nn layers in static mode) from fluidlite's weights."""
+    from ..reference import PaddleLayers
+    nn = pb.paddle.nn
+    layers = PaddleLayers(pb, params)
+    return nn.Sequential(layers.conv(), nn.ReLU(), nn.MaxPool2D(2, 2),
+                         layers.conv(), nn.ReLU(), nn.MaxPool2D(2, 2),
+                         nn.Flatten(), layers.fc())
+
+
+def reference_paddle(params, feed):
+    from ..reference import paddle_classifier
+    return paddle_classifier(lambda pb, img: paddle_network(pb, params)(img), feed["img"], feed["label"],
+                             LEARNING_RATE)
+
 # No numpy reference: a convolution backward in numpy would time hand-written im2col glue rather than a
 # meaningful baseline, so the model reports numpy as skipped.

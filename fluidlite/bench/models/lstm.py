@@ -105,6 +105,12 @@ def lstm_weights(params, cell=CELL):
     return params["fc_0.w_0"], params["fc_1.w_0"], params["fc_0.b_0"], "fc_2"
 
 
+def ifgo_to_ifgo_torch(m):
+    """[..., 4h] columns in lstm_unit's gate order i, f, o, g -> torch's and paddle's nn.LSTM order i, f, g, o."""
+    i, f, o, g = np.split(m, 4, axis=-1)
+    return np.ascontiguousarray(np.concatenate([i, f, g, o], axis=-1))
+
+
 def torch_network(params, cell=CELL):
     """(embedding, nn.LSTM, nn.Linear) holding fluidlite's weights. torch's gate order is i, f, g, o
     (fluidlite's lstm_unit: i, f, o, g) and it keeps [4h, in] weights with two biases: the blocks are
@@ -113,10 +119,7 @@ def torch_network(params, cell=CELL):
     from ..reference import torch_linear
     wx, wh, b, head = lstm_weights(params, cell)
     hidden = wh.shape[0]
-
-    def torch_order(m):  # [..., 4h] columns i, f, o, g -> i, f, g, o
-        i, f, o, g = np.split(m, 4, axis=-1)
-        return np.ascontiguousarray(np.concatenate([i, f, g, o], axis=-1))
+    torch_order = ifgo_to_ifgo_torch
 
     emb_w = params["embedding_0.w_0"]
     emb = torch.nn.Embedding(emb_w.shape[0], emb_w.shape[1])
@@ -157,3 +160,44 @@ class TorchLSTMClassifier:
 
 def reference_torch(params, feed):
     return TorchLSTMClassifier(params, feed)
+
+
+def paddle_lstm(pb, wx, wh, b):
+    """A time-major paddle.nn.LSTM (in static mode one fused ``rnn`` op, paddle's counterpart of cuDNN's and torch's
+    fused LSTM; paddle.static has no StaticRNN any more) holding lstm_unit-order weights W_x [in, 4h], W_h [h, 4h]
+    and the bias b [4h]: gate blocks reordered and transposed, bias_hh zero and not trained (fluidlite has one
+    bias; it is kept, so that nn.LSTM is still the fused op). Also the building block of ``lstm_primitive``'s
+    reference_paddle (the same function of the same weights, written from primitives in fluidlite)."""
+    paddle = pb.paddle
+    hidden = wh.shape[0]
+    lstm = paddle.nn.LSTM(wx.shape[0], hidden, time_major=True, bias_hh_attr=paddle.ParamAttr(trainable=False))
+    pb.assign(lstm.weight_ih_l0, ifgo_to_ifgo_torch(wx).T)
+    pb.assign(lstm.weight_hh_l0, ifgo_to_ifgo_torch(wh).T)
+    pb.assign(lstm.bias_ih_l0, ifgo_to_ifgo_torch(np.asarray(b).reshape(-1)))
+    pb.assign(lstm.bias_hh_l0, np.zeros(4 * hidden, np.float32))
+    return lstm
+
+
+def paddle_lstm_classifier(params, feed, lr=LEARNING_RATE, cell=CELL, seq_len=SEQ_LEN):
+    """paddle.static: embedding -> paddle_lstm -> last step -> Linear -> softmax cross-entropy, SGD; the same
+    weights as torch_network."""
+    from ..reference import PaddleStatic, paddle_linear, paddle_softmax_ce, paddle_optimizer
+    wx, wh, b, head = lstm_weights(params, cell)
+
+    def build(pb):
+        paddle = pb.paddle
+        words = pb.data("words", np.asarray(feed["words"])[:, :, 0])  # [seq, batch]
+        label = pb.data("label", feed["label"])
+        emb_w = params["embedding_0.w_0"]
+        emb = pb.assign(paddle.nn.Embedding(emb_w.shape[0], emb_w.shape[1]).weight, emb_w)
+        out, _ = paddle_lstm(pb, wx, wh, b)(paddle.nn.functional.embedding(words, emb))
+        return paddle_softmax_ce(pb, paddle_linear(pb, params, head)(out[seq_len - 1]), label)
+    return PaddleStatic(build, paddle_optimizer("SGD", lr), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("paddle.nn.LSTM (one fused rnn op) in place of the StaticRNN + lstm_unit step: paddle.static has no "
+               "StaticRNN")
+
+
+def reference_paddle(params, feed):
+    return paddle_lstm_classifier(params, feed)

@@ -7,7 +7,7 @@ import numpy as np
 import fluidlite as fluid
 
 from . import Built
-from ..reference import NumpyDense, TorchDense
+from ..reference import NumpyDense, TorchDense, paddle_dense
 
 DESCRIPTION = "MLP 784-512-512-10 (relu), softmax cross-entropy, SGD step"
 DEFAULTS = {"batch_size": 64, "iterations": 50, "warmup": 10, "repeat": 5}
@@ -39,3 +39,7 @@ def reference_numpy(params, feed):
 
 def reference_torch(params, feed):
     return TorchDense(params, feed["img"], feed["label"], "softmax_ce", LEARNING_RATE)
+
+
+def reference_paddle(params, feed):
+    return paddle_dense(params, feed["img"], feed["label"], "softmax_ce", LEARNING_RATE)

@@ -111,3 +111,42 @@ def torch_network(params):
 def reference_torch(params, feed):
     from ..reference import TorchClassifier
     return TorchClassifier(torch_network(params), feed["img"], feed["label"], LEARNING_RATE, MOMENTUM)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paddle (paddle.nn layers in static mode): the same layers in the same order; the depthwise convs are
+# nn.Conv2D(groups = channels), which paddle runs as its depthwise_conv2d kernel.
+
+def paddle_network(pb, params):
+    from ..reference import PaddleLayers
+    nn = pb.paddle.nn
+    layers = PaddleLayers(pb, params, bn_momentum=BN_MOMENTUM, bn_epsilon=BN_EPSILON)
+
+    def conv_bn(stride, padding, groups=1, act=True):
+        return nn.Sequential(layers.conv(stride, padding, groups), layers.bn(), *([nn.ReLU6()] if act else []))
+
+    class Unit(nn.Layer):
+        def __init__(self, ch_in, stride, expansion, shortcut):
+            super().__init__()
+            expanded = int(round(ch_in * expansion))
+            self.body = nn.Sequential(conv_bn(1, 0), conv_bn(stride, 1, groups=expanded), conv_bn(1, 0, act=False))
+            self.shortcut = shortcut
+
+        def forward(self, x):
+            h = self.body(x)
+            return x + h if self.shortcut else h
+
+    mods = [conv_bn(1, 1)]
+    ch = int(32 * SCALE)
+    for t, c, n, s in BOTTLENECKS:
+        for i in range(n):
+            mods.append(Unit(ch, s if i == 0 else 1, t, i > 0))
+            ch = int(c * SCALE)
+    mods += [conv_bn(1, 0), nn.AdaptiveAvgPool2D(1), nn.Flatten(), layers.fc()]
+    return nn.Sequential(*mods)
+
+
+def reference_paddle(params, feed):
+    from ..reference import paddle_classifier
+    return paddle_classifier(lambda pb, img: paddle_network(pb, params)(img), feed["img"], feed["label"],
+                             LEARNING_RATE, MOMENTUM)

@@ -70,3 +70,20 @@ def reference_numpy(params, feed):
 
 def reference_torch(params, feed):
     return TorchChain(feed["x"])
+
+
+def paddle_chain(x, num_ops=NUM_OPS):
+    """paddle.static: ``paddle.scale(h, SCALE, BIAS)`` num_ops times on the fed x (an inference program, no
+    optimizer); each step runs it through Executor.run."""
+    from ..reference import PaddleStatic
+
+    def build(pb):
+        h = pb.data("x", x)
+        for _ in range(num_ops):
+            h = pb.paddle.scale(h, scale=SCALE, bias=BIAS)
+        return h
+    return PaddleStatic(build)
+
+
+def reference_paddle(params, feed):
+    return paddle_chain(feed["x"])

@@ -91,3 +91,39 @@ def torch_network(params):
 def reference_torch(params, feed):
     from ..reference import TorchClassifier
     return TorchClassifier(torch_network(params), feed["img"], feed["label"], LEARNING_RATE, MOMENTUM)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paddle (paddle.nn layers in static mode): the same layers created in the same order.
+
+def paddle_network(pb, params):
+    from ..reference import PaddleLayers
+    paddle = pb.paddle
+    nn = paddle.nn
+    layers = PaddleLayers(pb, params, bn_momentum=BN_MOMENTUM, bn_epsilon=BN_EPSILON)
+
+    class Block(nn.Layer):
+        def __init__(self, ch_in, ch_out, stride):
+            super().__init__()
+            self.a = layers.conv_bn(stride, 1)
+            self.b = layers.conv_bn(1, 1, relu=False)
+            self.short = layers.conv_bn(stride, 0, relu=False) if ch_in != ch_out or stride != 1 else None
+
+        def forward(self, x):
+            short = self.short(x) if self.short is not None else x
+            return nn.functional.relu(self.b(self.a(x)) + short)
+
+    mods = [layers.conv_bn(1, 1)]
+    ch = STAGES[0][0]
+    for channels, stride in STAGES:
+        for b in range(BLOCKS_PER_STAGE):
+            mods.append(Block(ch, channels, stride if b == 0 else 1))
+            ch = channels
+    mods += [nn.AdaptiveAvgPool2D(1), nn.Flatten(), layers.fc()]
+    return nn.Sequential(*mods)
+
+
+def reference_paddle(params, feed):
+    from ..reference import paddle_classifier
+    return paddle_classifier(lambda pb, img: paddle_network(pb, params)(img), feed["img"], feed["label"],
+                             LEARNING_RATE, MOMENTUM)

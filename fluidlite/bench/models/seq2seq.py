@@ -353,3 +353,84 @@ class TorchSeq2Seq:
 
 def reference_torch(params, feed):
     return TorchSeq2Seq(params, feed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Paddle reference (paddle.static, paddle.nn layers in static mode), the torch reference's structure: the encoder
+# one fused paddle.nn.GRU (bidirectional, sequence_length), the decoder unrolled over the target steps in the
+# program (paddle.static has no StaticRNN / layers.rnn any more; a Python loop building the step's ops SEQ_LEN times
+# is what a Paddle 3 user writes without dynamic-to-static) over paddle.nn.GRUCell (nn.GRU's cell, as
+# reset_after). The basic cell (Fluid's BasicGRUUnit) has no paddle reference.
+
+def paddle_seq2seq(params, feed, cell=None, lr=LEARNING_RATE):
+    from ..reference import PaddleStatic, paddle_optimizer
+    cell = CELL if cell is None else cell
+    if cell != "reset_after":
+        raise NotImplementedError("seq2seq: the paddle reference has the reset_after cell only (CELL = %r)" % cell)
+    hidden = params["att_q_w"].shape[0]
+    src_np = np.asarray(feed["src"])[:, :, 0]
+    steps = src_np.shape[0]
+    src_len, trg_len = np.asarray(feed["src_len"]), np.asarray(feed["trg_len"])
+    src_mask = (np.arange(steps)[:, None] < src_len[None, :]).astype(np.float32)  # [S, B]
+    trg_mask = (np.arange(np.asarray(feed["trg"]).shape[0])[:, None] < trg_len[None, :]).astype(np.float32)
+
+    def build(pb):
+        paddle = pb.paddle
+        nn, F = paddle.nn, paddle.nn.functional
+
+        def linear(w, b=None):
+            lin = nn.Linear(w.shape[0], w.shape[1], bias_attr=None if b is not None else False)
+            pb.assign(lin.weight, w)
+            if b is not None:
+                pb.assign(lin.bias, b.reshape(-1))
+            return lin
+
+        def embedding(name):
+            return pb.assign(nn.Embedding(*params[name].shape).weight, params[name])
+
+        src = pb.data("src", src_np)
+        trg = pb.data("trg", np.asarray(feed["trg"])[:, :, 0])
+        label = pb.data("label", np.asarray(feed["label"])[:, :, 0])
+        lengths = pb.data("src_len", src_len.astype(np.int64))
+        pad_bias = pb.data("pad_bias", ((src_mask - 1.0) * PAD_SCORE)[:, :, None])
+        mask = pb.data("trg_mask", trg_mask)
+        src_table, trg_table = embedding("src_emb_table"), embedding("trg_emb_table")
+        gru = nn.GRU(params["enc_fwd_ih_w"].shape[0], hidden, direction="bidirect", time_major=True)
+        for suffix, d in (("", "enc_fwd"), ("_reverse", "enc_bwd")):
+            pb.assign(getattr(gru, "weight_ih_l0" + suffix), params[d + "_ih_w"].T)
+            pb.assign(getattr(gru, "bias_ih_l0" + suffix), params[d + "_ih_b"])
+            pb.assign(getattr(gru, "weight_hh_l0" + suffix), params[d + "_hh_w"].T)
+            pb.assign(getattr(gru, "bias_hh_l0" + suffix), params[d + "_hh_b"])
+        w_ih = np.concatenate([params["dec_ih_w"], params["dec_ctx_w"]], axis=0)  # input = [word, context]
+        dec = nn.GRUCell(w_ih.shape[0], hidden)
+        pb.assign(dec.weight_ih, w_ih.T)
+        pb.assign(dec.bias_ih, params["dec_ih_b"])
+        pb.assign(dec.weight_hh, params["dec_hh_w"].T)
+        pb.assign(dec.bias_hh, params["dec_hh_b"])
+        init = linear(params["dec_init_w"], params["dec_init_b"])
+        enc_proj_fc, att_q, att_v = (linear(params[n]) for n in ("enc_proj_w", "att_q_w", "att_v_w"))
+        out_fc = linear(params["output_w"], params["output_b"])
+
+        enc_out, h_n = gru(F.embedding(src, src_table), sequence_length=lengths)  # [S, B, 2h]; h_n [2, B, h]
+        h = paddle.tanh(init(paddle.concat([h_n[0], h_n[1]], axis=1)))
+        enc_proj = enc_proj_fc(enc_out)
+        words = F.embedding(trg, trg_table)
+        outs = []
+        for t in range(words.shape[0]):
+            energy = paddle.tanh(enc_proj + paddle.unsqueeze(att_q(h), 0))
+            weights = F.softmax(att_v(energy) + pad_bias, axis=0)  # [S, B, 1]
+            context = paddle.sum(weights * enc_out, axis=0)
+            h, _ = dec(paddle.concat([words[t], context], axis=1), h)
+            outs.append(h)
+        logits = out_fc(paddle.stack(outs))  # [T, B, V]
+        ce = F.cross_entropy(logits, paddle.unsqueeze(label, 2), reduction="none")  # [T, B, 1]
+        return paddle.sum(paddle.squeeze(ce, 2) * mask) / paddle.sum(mask)
+    return PaddleStatic(build, paddle_optimizer("Adam", lr, epsilon=1e-8), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("encoder paddle.nn.GRU(bidirect, sequence_length), decoder unrolled over paddle.nn.GRUCell in the "
+               "program: paddle.static has no layers.rnn")
+
+
+def reference_paddle(params, feed):
+    return paddle_seq2seq(params, feed)

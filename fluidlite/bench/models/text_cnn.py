@@ -113,3 +113,51 @@ class TorchTextCNN:
 
 def reference_torch(params, feed):
     return TorchTextCNN(params, feed)
+
+
+def paddle_text_cnn(params, feed, lr=LEARNING_RATE):
+    """paddle.static has no LoD batch any more (sequence_conv / sequence_pool are gone from its PIR programs): the
+    closest equivalent is the torch reference's padded form, written with paddle.nn in static mode: the batch padded
+    to its longest sequence, paddle.nn.Embedding(sparse=True) with a zero padding row, per filter size F.pad +
+    F.conv1d + tanh + the sum over each sequence's own positions (a mask) / sqrt(length), concat, Linear, softmax
+    cross-entropy, paddle.optimizer.Adagrad (Fluid's epsilon). It convolves max length x N positions, not the
+    batch's real rows."""
+    import numpy as np
+
+    from ..reference import PaddleStatic, paddle_optimizer, paddle_softmax_ce
+    ids, (lens,) = feed["words"]
+    table = params["embedding_0.w_0"]
+    vocab, emb_dim = table.shape
+    steps = max(lens)
+    mask = (np.arange(steps)[None, :] < np.asarray(lens)[:, None]).astype(np.float32)[:, None, :]  # [N, 1, T]
+    inv_sqrt_len = (1.0 / np.sqrt(np.asarray(lens, dtype=np.float32)))[:, None]
+
+    def build(pb):
+        paddle = pb.paddle
+        F = paddle.nn.functional
+        words = pb.data("words", padded_ids(ids, lens, pad_id=vocab))  # [N, T]
+        label = pb.data("label", feed["label"])
+        m, scale = pb.data("mask", mask), pb.data("inv_sqrt_len", inv_sqrt_len)
+        emb = paddle.nn.Embedding(vocab + 1, emb_dim, padding_idx=vocab, sparse=True)
+        pb.assign(emb.weight, np.concatenate([table, np.zeros((1, emb_dim), table.dtype)]))
+        x = paddle.transpose(emb(words), [0, 2, 1])  # [N, emb, T]
+        pooled = []
+        for i, k in enumerate(FILTER_SIZES):
+            w = params["sequence_conv_%d.w_0" % i]  # [k * emb, hid]
+            weight = pb.param("sequence_conv_%d.w_0" % i, w.reshape(k, emb_dim, -1).transpose(2, 1, 0))  # [hid, emb, k]
+            bias = pb.param("sequence_conv_%d.b_0" % i, params["sequence_conv_%d.b_0" % i])
+            h = F.conv1d(F.pad(x, [k // 2, k - 1 - k // 2], data_format="NCL"), weight, bias)
+            pooled.append(paddle.sum(paddle.tanh(h) * m, axis=2) * scale)
+        w = np.concatenate([params["fc_0.w_%d" % i] for i in range(len(FILTER_SIZES))])
+        logits = paddle.matmul(paddle.concat(pooled, axis=1), pb.param("fc_0.w", w)) + pb.param("fc_0.b_0",
+                                                                                              params["fc_0.b_0"])
+        return paddle_softmax_ce(pb, logits, label)
+    return PaddleStatic(build, paddle_optimizer("Adagrad", lr, epsilon=EPSILON), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("the batch padded to its longest sequence, conv1d + a mask: paddle.static has no LoD batch (no "
+               "sequence_conv / sequence_pool)")
+
+
+def reference_paddle(params, feed):
+    return paddle_text_cnn(params, feed)

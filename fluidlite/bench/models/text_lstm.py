@@ -150,3 +150,38 @@ TORCH_INPUT = "packed"  # the torch reference's input: "packed" (PackedSequence)
 
 def reference_torch(params, feed):
     return TorchPackedLSTM(params, feed, padded=TORCH_INPUT == "padded")
+
+
+def paddle_padded_lstm(params, feed, lr=LEARNING_RATE):
+    """paddle.static has no LoD batch any more (no dynamic_lstm): the closest equivalent is what a Paddle 3 user
+    writes, the ids padded to the longest sequence ([max length, N], time-major) -> embedding -> paddle.nn.LSTM with
+    ``sequence_length`` (the fused ``rnn`` op: a state stays put past its sequence's end, so the final state is each
+    sequence's last step) -> Linear -> softmax cross-entropy, SGD. It computes the same function of the same weights
+    (gates reordered as for torch) but runs the LSTM over max length x N rows, not the batch's real rows."""
+    from ..reference import PaddleStatic, paddle_linear, paddle_optimizer, paddle_softmax_ce
+    ids, (lengths,) = feed["words"]
+
+    def build(pb):
+        paddle = pb.paddle
+        words = pb.data("words", padded_ids(ids, lengths).T)  # [max length, N]
+        seq_len = pb.data("lengths", np.asarray(lengths, dtype=np.int64))
+        label = pb.data("label", feed["label"])
+        emb_w = params["embedding_0.w_0"]
+        table = pb.assign(paddle.nn.Embedding(emb_w.shape[0], emb_w.shape[1]).weight, emb_w)
+        wx, bx, wh, bh = (params[n] for n in ("fc_0.w_0", "fc_0.b_0", "lstm_0.w_0", "lstm_0.b_0"))
+        lstm = paddle.nn.LSTM(wx.shape[0], wh.shape[0], time_major=True)
+        pb.assign(lstm.weight_ih_l0, torch_gates(wx).T)
+        pb.assign(lstm.bias_ih_l0, torch_gates(bx))
+        pb.assign(lstm.weight_hh_l0, torch_gates(wh).T)
+        pb.assign(lstm.bias_hh_l0, torch_gates(bh.reshape(-1)))
+        _, (h_n, _) = lstm(paddle.nn.functional.embedding(words, table), sequence_length=seq_len)
+        return paddle_softmax_ce(pb, paddle_linear(pb, params, "fc_1")(h_n[-1]), label)
+    return PaddleStatic(build, paddle_optimizer("SGD", lr), note=PADDLE_NOTE)
+
+
+PADDLE_NOTE = ("the batch padded to its longest sequence, paddle.nn.LSTM(sequence_length): paddle.static has no LoD "
+               "batch (no dynamic_lstm)")
+
+
+def reference_paddle(params, feed):
+    return paddle_padded_lstm(params, feed)

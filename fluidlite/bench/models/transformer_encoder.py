@@ -151,3 +151,40 @@ class TorchTransformerEncoder:
 
 def reference_torch(params, feed):
     return TorchTransformerEncoder(params, feed)
+
+
+def paddle_transformer_encoder(params, feed, lr=LEARNING_RATE, n_layer=N_LAYER, n_head=N_HEAD):
+    """paddle.static: the same graph as the torch reference (x @ W with fluidlite's [in, out] weights,
+    paddle.matmul, softmax, F.layer_norm), paddle.optimizer.Adam."""
+    from ..reference import PaddleStatic, paddle_optimizer, paddle_softmax_ce
+
+    def build(pb):
+        paddle = pb.paddle
+        F = paddle.nn.functional
+        tokens = pb.data("tokens", np.asarray(feed["tokens"])[:, :, 0])
+        label = pb.data("label", feed["label"])
+        p = lambda name: pb.param(name, params[name])
+        x = F.embedding(tokens, p("embedding_0.w_0")) + p("pos_embedding")
+        b, s, d = tokens.shape[0], tokens.shape[1], params["pos_embedding"].shape[1]
+        h, dk = n_head, d // n_head
+
+        def heads(t):
+            return paddle.transpose(paddle.reshape(t, [b, s, h, dk]), [0, 2, 1, 3])
+        for i in range(n_layer):
+            f, ln = 6 * i, 2 * i
+            q, k, v = (heads(paddle.matmul(x, p("fc_%d.w_0" % (f + j)))) for j in range(3))
+            w = F.softmax(paddle.matmul(q, k, transpose_y=True) * dk ** -0.5)
+            ctx = paddle.reshape(paddle.transpose(paddle.matmul(w, v), [0, 2, 1, 3]), [b, s, d])
+            x = F.layer_norm(x + paddle.matmul(ctx, p("fc_%d.w_0" % (f + 3))), [d], p("layer_norm_%d.w_0" % ln),
+                             p("layer_norm_%d.b_0" % ln), EPSILON)
+            ffn = F.relu(paddle.matmul(x, p("fc_%d.w_0" % (f + 4))) + p("fc_%d.b_0" % (f + 4)))
+            ffn = paddle.matmul(ffn, p("fc_%d.w_0" % (f + 5))) + p("fc_%d.b_0" % (f + 5))
+            x = F.layer_norm(x + ffn, [d], p("layer_norm_%d.w_0" % (ln + 1)), p("layer_norm_%d.b_0" % (ln + 1)),
+                             EPSILON)
+        logits = paddle.matmul(paddle.mean(x, axis=1), p("fc_%d.w_0" % (6 * n_layer))) + p("fc_%d.b_0" % (6 * n_layer))
+        return paddle_softmax_ce(pb, logits, label)
+    return PaddleStatic(build, paddle_optimizer("Adam", lr, epsilon=1e-8))
+
+
+def reference_paddle(params, feed):
+    return paddle_transformer_encoder(params, feed)

@@ -58,3 +58,23 @@ def torch_network(params):
 def reference_torch(params, feed):
     from ..reference import TorchClassifier
     return TorchClassifier(torch_network(params), feed["img"], feed["label"], LEARNING_RATE, MOMENTUM)
+
+
+def paddle_network(pb, params):
+    """The same layers in the same order in paddle (paddle.nn layers in static mode)."""
+    from ..reference import PaddleLayers
+    nn = pb.paddle.nn
+    layers = PaddleLayers(pb, params, bn_momentum=BN_MOMENTUM, bn_epsilon=BN_EPSILON)
+    mods = []
+    for _ in STAGES:
+        for _ in range(CONVS_PER_STAGE):
+            mods.append(layers.conv_bn(1, 1))
+        mods.append(nn.MaxPool2D(2, 2))
+    mods += [nn.Flatten(), layers.fc()]
+    return nn.Sequential(*mods)
+
+
+def reference_paddle(params, feed):
+    from ..reference import paddle_classifier
+    return paddle_classifier(lambda pb, img: paddle_network(pb, params)(img), feed["img"], feed["label"],
+                             LEARNING_RATE, MOMENTUM)
