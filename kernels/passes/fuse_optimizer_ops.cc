@@ -1,7 +1,7 @@
 // fuse_optimizer_ops (Fluid's BuildStrategy.fuse_all_optimizer_ops): the dense parameter updates of one optimizer
 // kind (sgd, momentum, adam) with the same attributes, the same LearningRate variable and the same dtype become one
 // multi-tensor op (fused_sgd, fused_momentum, fused_adam) that updates every parameter of the group in one
-// parallel loop over all their elements.
+// loop over all their elements (adam's split over the pool, as its single op does).
 //
 // Fluid 1.8 instead coalesces the parameters and gradients into one contiguous buffer (coalesce_tensor) and runs
 // one update over it. fluidlite keeps every parameter in its own buffer, because a parameter must stay a tensor of
@@ -122,14 +122,19 @@ void InferFused(InferShapeContext& ctx) {
   }
 }
 
-// Runs update(i, begin, end) over elements [begin, end) of parameter i, for every element of every parameter,
-// in one parallel loop over their concatenation: each part takes a contiguous run of elements, which may span
-// parameters.
+// Runs update(i, begin, end) over elements [begin, end) of parameter i, for every element of every parameter.
+// `parallel` (as adam's single op splits its loop): one parallel loop over their concatenation, each part a
+// contiguous run of elements that may span parameters; else (sgd, momentum: their single ops are serial, and a
+// split two-stream loop lost to one thread on the bench models, measured under load) one thread, in order.
 template <typename F>
-void ForEachParameterRange(const ExecutionContext& ctx, F&& update) {
+void ForEachParameterRange(const ExecutionContext& ctx, bool parallel, F&& update) {
   const int n = ctx.InputSize("Param");
   std::vector<int64_t> start(n + 1, 0);
   for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ctx.Input("Param", i).numel();
+  if (!parallel) {
+    for (int i = 0; i < n; ++i) update(i, 0, start[i + 1] - start[i]);
+    return;
+  }
   ParallelFor(start[n], kMinParallelElements, [&](int64_t begin, int64_t end) {
     int i = static_cast<int>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
     for (; i < n && start[i] < end; ++i) {
@@ -171,7 +176,7 @@ OpBuilder& DeclareFused(OpBuilder& op, const UpdateKind& k, const std::string& d
 FL_REGISTER_OP(fused_sgd, op) {
   DeclareFused(op, Kinds()[0],
                "sgd over many parameters in one op (fuse_optimizer_ops): ParamOut[i] = Param[i] - LearningRate * "
-               "Grad[i], one parallel loop over every parameter's elements; bit for bit the sgd ops it replaced.")
+               "Grad[i], one loop over every parameter's elements; bit for bit the sgd ops it replaced.")
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
         const T lr = ReadFloatScalarInput<T>(ctx, "LearningRate");
@@ -183,13 +188,14 @@ FL_REGISTER_OP(fused_sgd, op) {
           p[i] = ctx.Input("Param", i).template data<T>();
           pout[i] = UpdateOutput<T>(ctx, "ParamOut", "Param", i);
         }
-        ForEachParameterRange(ctx, [&](int i, int64_t b, int64_t e) { SgdRange<T>(p[i], g[i], lr, pout[i], b, e); });
+        ForEachParameterRange(ctx, false,
+                              [&](int i, int64_t b, int64_t e) { SgdRange<T>(p[i], g[i], lr, pout[i], b, e); });
       });
 }
 
 FL_REGISTER_OP(fused_momentum, op) {
   DeclareFused(op, Kinds()[1],
-               "momentum over many parameters in one op (fuse_optimizer_ops), one parallel loop over every "
+               "momentum over many parameters in one op (fuse_optimizer_ops), one loop over every "
                "parameter's elements; bit for bit the momentum ops it replaced.")
       .Attr<float>("mu", 0.9f, "momentum")
       .Attr<bool>("use_nesterov", false, "Nesterov momentum")
@@ -208,7 +214,7 @@ FL_REGISTER_OP(fused_momentum, op) {
           pout[i] = UpdateOutput<T>(ctx, "ParamOut", "Param", i);
           vout[i] = UpdateOutput<T>(ctx, "VelocityOut", "Velocity", i);
         }
-        ForEachParameterRange(ctx, [&](int i, int64_t b, int64_t e) {
+        ForEachParameterRange(ctx, false, [&](int i, int64_t b, int64_t e) {
           MomentumRange<T>(p[i], g[i], v[i], mu, lr, nesterov, pout[i], vout[i], b, e);
         });
       });
@@ -240,7 +246,7 @@ FL_REGISTER_OP(fused_adam, op) {
           m1[i] = InPlaceOutput<T>(ctx, "Moment1Out", "Moment1", i);
           m2[i] = InPlaceOutput<T>(ctx, "Moment2Out", "Moment2", i);
         }
-        ForEachParameterRange(ctx, [&](int i, int64_t b, int64_t e) {
+        ForEachParameterRange(ctx, true, [&](int i, int64_t b, int64_t e) {
           AdamRange<T>(g[i], b1, b2, eps, lr_t[i], p[i], m1[i], m2[i], b, e);
         });
       });
