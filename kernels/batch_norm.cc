@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "helpers/activation.h"
 #include "helpers/moments.h"
 #include "op_context.h"
 #include "thread_pool.h"
@@ -39,9 +40,31 @@ ChannelView ViewOf(const DDim& x, bool nhwc) {
   return ChannelView{x[0], x[1], x.Product(2, r)};
 }
 
-// Per-channel sums over the view (see RunSums); k holds one shift per channel.
-template <bool kGrad, typename T>
-void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, double* s1, double* s2) {
+// Where the backward reads Y@GRAD: g(off, n) points at its n values from flat offset `off`. The plain one is the
+// tensor itself; fused_batch_norm_act's applies the activation's derivative (ActivationGrad, the same select as
+// relu_grad) into a per-thread buffer of one run, so the sums and the affine pass see exactly the values that
+// relu_grad would have written, without that tensor.
+template <typename T>
+struct DirectGrad {
+  const T* g;
+  const T* operator()(int64_t off, int64_t) const { return g ? g + off : nullptr; }
+};
+template <typename T>
+struct ActivatedGrad {
+  Activation act;
+  const T* y;   // the activation's output (fused_batch_norm_act's Y)
+  const T* dy;  // its gradient
+  const T* operator()(int64_t off, int64_t n) const {
+    thread_local std::vector<T> buf;
+    if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+    ActivationGrad(act, y + off, dy + off, buf.data(), n);
+    return buf.data();
+  }
+};
+
+// Per-channel sums over the view (see RunSums); k holds one shift per channel; g gives the gradient runs (kGrad).
+template <bool kGrad, typename T, typename G = DirectGrad<T>>
+void ChannelSums(const ChannelView& v, const T* x, const G& g, const T* k, double* s1, double* s2) {
   std::fill(s1, s1 + v.C, 0.0);
   std::fill(s2, s2 + v.C, 0.0);
   if (v.inner > 1) {
@@ -51,7 +74,7 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
                   for (int64_t o = 0; o < v.outer; ++o)
                     for (int64_t c = c0; c < c1; ++c) {
                       const int64_t off = (o * v.C + c) * v.inner;
-                      RunSums<kGrad>(x + off, kGrad ? g + off : nullptr, v.inner, k[c], s1[c], s2[c]);
+                      RunSums<kGrad>(x + off, kGrad ? g(off, v.inner) : nullptr, v.inner, k[c], s1[c], s2[c]);
                     }
                 });
     return;
@@ -65,7 +88,7 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
     const int64_t r1 = std::min(v.outer, r0 + kRowsPerFlush);
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * v.C;
-      const T* gr = kGrad ? g + r * v.C : nullptr;
+      const T* gr = kGrad ? g(r * v.C, v.C) : nullptr;
       for (int64_t c = 0; c < v.C; ++c) {
         const T d = xr[c] - k[c];
         const T u = kGrad ? gr[c] : d;
@@ -77,10 +100,11 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
   }
 }
 
-// out = x * a[c] + b[c] (+ g * e[c] when g is given) for rows [o0, o1) of the view's outer dim.
-template <typename T>
-void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out,
-                       int64_t o0, int64_t o1) {
+// out = x * a[c] + b[c] (+ g * e[c] when `with_g`, the gradient runs from g) for rows [o0, o1) of the view's outer
+// dim.
+template <typename T, typename G>
+void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b, const G& g, bool with_g, const T* e,
+                       T* out, int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
     if (v.inner > 1) {
       for (int64_t c = 0; c < v.C; ++c) {
@@ -88,8 +112,8 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
         const T* xp = x + off;
         T* op = out + off;
         const T ac = a[c], bc = b[c];
-        if (g) {
-          const T* gp = g + off;
+        if (with_g) {
+          const T* gp = g(off, v.inner);
           const T ec = e[c];
           for (int64_t i = 0; i < v.inner; ++i) op[i] = xp[i] * ac + bc + gp[i] * ec;
         } else {
@@ -100,8 +124,8 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
       const int64_t off = o * v.C;
       const T* xp = x + off;
       T* op = out + off;
-      if (g) {
-        const T* gp = g + off;
+      if (with_g) {
+        const T* gp = g(off, v.C);
         for (int64_t c = 0; c < v.C; ++c) op[c] = xp[c] * a[c] + b[c] + gp[c] * e[c];
       } else {
         for (int64_t c = 0; c < v.C; ++c) op[c] = xp[c] * a[c] + b[c];
@@ -110,12 +134,17 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
   }
 }
 
-// The same over the whole view, rows split across the thread pool.
-template <typename T>
-void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out) {
+// The same over the whole view, rows split across the thread pool; then `act` over each part's rows while they
+// are in cache (fused_batch_norm_act's forward: the same select as the relu op).
+template <typename T, typename G = DirectGrad<T>>
+void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const G& g, bool with_g, const T* e,
+                   T* out, Activation act = Activation::kIdentity) {
   const int64_t row = v.C * v.inner;
   ParallelFor(v.outer, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row)),
-              [&](int64_t o0, int64_t o1) { ChannelAffineRows(v, x, a, b, g, e, out, o0, o1); });
+              [&](int64_t o0, int64_t o1) {
+                ChannelAffineRows(v, x, a, b, g, with_g, e, out, o0, o1);
+                if (act != Activation::kIdentity) Activate(act, out + o0 * row, out + o0 * row, (o1 - o0) * row);
+              });
 }
 
 void InferBatchNorm(InferShapeContext& ctx) {
@@ -142,8 +171,9 @@ void InferBatchNorm(InferShapeContext& ctx) {
     if (ctx.HasOutput(slot)) ctx.SetOutput(slot, DDim{C}, dt);
 }
 
+// `act`: fused_batch_norm_act's activation of Y (identity for batch_norm).
 template <typename T>
-void BatchNormForward(const ExecutionContext& ctx) {
+void BatchNormForward(const ExecutionContext& ctx, Activation act = Activation::kIdentity) {
   const Tensor& x = ctx.Input("X");
   const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_layout"));
   const ChannelView v = ViewOf(x.dims(), nhwc);
@@ -169,7 +199,7 @@ void BatchNormForward(const ExecutionContext& ctx) {
     std::vector<T> shift(C);
     for (int64_t c = 0; c < C; ++c) shift[c] = xp[c * v.inner];  // the channel's first element
     std::vector<double> s1(C), s2(C);
-    ChannelSums<false, T>(v, xp, nullptr, shift.data(), s1.data(), s2.data());
+    ChannelSums<false, T>(v, xp, DirectGrad<T>{nullptr}, shift.data(), s1.data(), s2.data());
     const double m = static_cast<double>(v.count());
     std::vector<T> batch_var(C);
     for (int64_t c = 0; c < C; ++c) {
@@ -207,14 +237,15 @@ void BatchNormForward(const ExecutionContext& ctx) {
   const T* xp = x.data<T>();
   Tensor* y = ctx.Output("Y");
   T* yp = y->mutable_data<T>(x.dims(), ctx.place());  // may be X itself (in_place)
-  ChannelAffine<T>(v, xp, a.data(), b.data(), nullptr, nullptr, yp);
+  ChannelAffine<T>(v, xp, a.data(), b.data(), DirectGrad<T>{nullptr}, false, nullptr, yp, act);
 }
 
 // Gradients with m = elements per channel, xhat = (x - mean) * inv:
 //   dBias = sum dy; dScale = sum dy * xhat;
 //   training: dx = scale * inv * (dy - dBias / m - xhat * dScale / m); global stats: dx = scale * inv * dy.
-template <typename T>
-void BatchNormBackward(const ExecutionContext& ctx) {
+// With `act` (fused_batch_norm_act_grad) dy is act'(Y@GRAD) written with the fused op's output Y.
+template <typename T, typename G>
+void BatchNormBackwardFrom(const ExecutionContext& ctx, const G& grad) {
   const Tensor& x = ctx.Input("X");
   const Tensor& dy = ctx.Input("Y@GRAD");
   FL_ENFORCE(dy.dims() == x.dims(), "batch_norm_grad: Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", dy.dims(),
@@ -229,10 +260,9 @@ void BatchNormBackward(const ExecutionContext& ctx) {
   Tensor* dscale = ctx.OutputOrNull("Scale@GRAD");
   Tensor* dbias = ctx.OutputOrNull("Bias@GRAD");
   const T* xp = x.data<T>();
-  const T* gp = dy.data<T>();
 
   std::vector<double> s1(C, 0.0), s2(C, 0.0);
-  if (dscale || dbias || !global) ChannelSums<true, T>(v, xp, gp, mean, s1.data(), s2.data());
+  if (dscale || dbias || !global) ChannelSums<true, T>(v, xp, grad, mean, s1.data(), s2.data());
   if (dbias) {
     T* p = dbias->mutable_data<T>(DDim{C}, ctx.place());
     for (int64_t c = 0; c < C; ++c) p[c] = static_cast<T>(s1[c]);
@@ -257,14 +287,22 @@ void BatchNormBackward(const ExecutionContext& ctx) {
     }
   }
   T* dxp = dx->mutable_data<T>(x.dims(), ctx.place());
-  ChannelAffine<T>(v, xp, a.data(), b.data(), gp, e.data(), dxp);
+  ChannelAffine<T>(v, xp, a.data(), b.data(), grad, true, e.data(), dxp);
 }
 
-}  // namespace
+template <typename T>
+void BatchNormBackward(const ExecutionContext& ctx, Activation act = Activation::kIdentity) {
+  const T* dy = ctx.Input("Y@GRAD").data<T>();
+  if (act == Activation::kIdentity) return BatchNormBackwardFrom<T>(ctx, DirectGrad<T>{dy});
+  const Tensor& y = ctx.Input("Y");
+  FL_ENFORCE(y.dims() == ctx.Input("Y@GRAD").dims(), ctx.Type(), ": Y '", ctx.InputName("Y"), "' ", y.dims(),
+             " must have the shape of Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", ctx.Input("Y@GRAD").dims());
+  BatchNormBackwardFrom<T>(ctx, ActivatedGrad<T>{act, y.data<T>(), dy});
+}
 
-FL_REGISTER_OP(batch_norm, op) {
-  op.Doc("Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with batch or running statistics.")
-      .Input("X", "input [N, C, ...] (NCHW) or [N, ..., C] (NHWC)")
+// The slots and attributes batch_norm and fused_batch_norm_act share.
+OpBuilder& DeclareBatchNorm(OpBuilder& op) {
+  return op.Input("X", "input [N, C, ...] (NCHW) or [N, ..., C] (NHWC)")
       .Input("Scale", "per-channel scale [C]")
       .Input("Bias", "per-channel bias [C]")
       .Input("Mean", "running mean [C]")
@@ -274,7 +312,6 @@ FL_REGISTER_OP(batch_norm, op) {
       .Output("VarianceOut", "updated running variance (the Variance variable itself)")
       .DispensableOutput("SavedMean", "mean used for normalising (batch mean in training)")
       .DispensableOutput("SavedVariance", "1 / sqrt(var + epsilon) used for normalising")
-      .Inplace("Y", "X")  // layers.batch_norm(in_place=True)
       .Inplace("MeanOut", "Mean")
       .Inplace("VarianceOut", "Variance")
       .NonDifferentiable({"Mean", "Variance"})
@@ -284,9 +321,17 @@ FL_REGISTER_OP(batch_norm, op) {
       .Attr("data_layout", "NCHW", "NCHW (channel axis 1) or NHWC (channel axis last)")
       .OneOf({"NCHW", "NHWC", "AnyLayout"})
       .Attr<bool>("use_global_stats", false, "like is_test for the normalisation, also while training")
+      .SetInferShape(InferBatchNorm);
+}
+
+}  // namespace
+
+FL_REGISTER_OP(batch_norm, op) {
+  op.Doc("Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with batch or running statistics.");
+  DeclareBatchNorm(op)
+      .Inplace("Y", "X")  // layers.batch_norm(in_place=True)
       .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
-      .SetInferShape(InferBatchNorm)
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { BatchNormForward<typename decltype(tag)::type>(ctx); });
   op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"})
@@ -294,6 +339,29 @@ FL_REGISTER_OP(batch_norm, op) {
       .ShapeLike("Bias", "Scale")
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { BatchNormBackward<typename decltype(tag)::type>(ctx); });
+}
+
+// Fluid 1.8's fused_batch_norm_act (made by the fuse_bn_act pass, kernels/passes/fuse_bn_act.cc): batch_norm with
+// act_type applied to Y in the same pass over the data, and its gradient without the activation's gradient tensor.
+// Bit for bit batch_norm followed by relu (and relu_grad followed by batch_norm_grad). No ReserveSpace output
+// (cuDNN's workspace in Fluid).
+FL_REGISTER_OP(fused_batch_norm_act, op) {
+  op.Doc(
+      "Y = act((X - mean) / sqrt(var + epsilon) * Scale + Bias) per channel: batch_norm and its activation in one "
+      "op (fuse_bn_act).");
+  DeclareBatchNorm(op)
+      .Attr("act_type", "relu", "the activation applied to batch_norm's output")
+      .OneOf({"relu"})
+      .Attr<std::vector<std::string>>("fused_ops", {}, "the op types this op replaced")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        BatchNormForward<typename decltype(tag)::type>(ctx, ActivationByName(ctx.Attr<std::string>("act_type")));
+      });
+  op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y", "Y@GRAD"})
+      .Doc("Gradients of fused_batch_norm_act for X, Scale and Bias: act's derivative taken from Y.")
+      .ShapeLike("Bias", "Scale")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        BatchNormBackward<typename decltype(tag)::type>(ctx, ActivationByName(ctx.Attr<std::string>("act_type")));
+      });
 }
 
 }  // namespace fl
