@@ -214,3 +214,18 @@ def test_bench_models_equal(model):
     assert ops.count("fused_batch_norm_act") == {"resnet_small": 10, "vgg_small": 6}[model]
     _assert_equal_runs(_train(b.main, b.startup, b.fetch_list, False, steps=2, feed_fn=lambda s: feed),
                        _train(b.main, b.startup, b.fetch_list, True, steps=2, feed_fn=lambda s: feed))
+
+
+def test_profiler_shows_one_row_naming_the_fused_ops():
+    main, startup, loss, pre = _convnet()
+    exe = fluid.Executor(fluid.CPUPlace())
+    prog = fluid.CompiledProgram(main, build_strategy=_strategy(True))
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        with fluid.profiler.Profiler("CPU") as prof:
+            exe.run(prog, feed=_feed(0), fetch_list=[loss])
+    events = [e for e in prof.events() if e["name"] == "fused_batch_norm_act"]
+    assert len(events) == 2 and all('"fused_ops":["batch_norm","relu"]' in e["args"] for e in events)
+    grads = [e for e in prof.events() if e["name"] == "fused_batch_norm_act_grad"]
+    assert len(grads) == 2 and '"fused_ops":["relu_grad","batch_norm_grad"]' in grads[0]["args"]
+    assert not [e for e in prof.events() if e["name"] in ("relu", "batch_norm", "relu_grad", "batch_norm_grad")]
