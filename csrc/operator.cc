@@ -506,14 +506,13 @@ const char* PreparedOp::ProfileArgs() {
   args += "}";
   const std::string site = desc_->CreationSite();
   if (!site.empty()) args += ",\"site\":\"" + JsonEscaped(site) + "\"";
-  // A fused op (made by an IR pass, kernels/passes/) names the ops it replaced: "fused_ops":["batch_norm","relu"].
-  if (desc_->HasAttr("fused_ops")) {
+  // An op an IR pass made from others (fused_reduce, ...) names them: one profiler row, the ops it stands for.
+  if (desc_->HasAttr("fused_ops"))
     if (auto* fused = std::get_if<std::vector<std::string>>(&desc_->GetAttr("fused_ops"))) {
       args += ",\"fused_ops\":[";
       for (size_t j = 0; j < fused->size(); ++j) args += (j ? ",\"" : "\"") + JsonEscaped((*fused)[j]) + "\"";
       args += "]";
     }
-  }
   if (op_index_ >= 0) args += Str(",\"block\":", block_index_, ",\"index\":", op_index_);
   profile_args_ = Intern(args);
   return profile_args_;
