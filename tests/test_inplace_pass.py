@@ -85,14 +85,20 @@ def test_chain_writes_in_place_and_results_equal():
     view = _view(main, [loss])
     relu, = _in_place(view, "relu")
     assert relu.input("X") == [pre.name]
-    assert len(_in_place(view, "scale")) == 1 and len(_in_place(view, "tanh")) == 1
-    # relu's output variable is gone; relu_grad reads the shared variable
+    assert len(_in_place(view, "tanh")) == 1
+    # the forward scale is not: relu_grad reads its input (relu's output, now pre's variable) later
+    fwd_scale = [op for op in view.global_block().ops if op.type == "scale" and op.input("X") == [pre.name]]
+    assert len(fwd_scale) == 1 and fwd_scale[0].output("Out") != fwd_scale[0].input("X")
+    # relu's output variable is gone; relu_grad reads the shared variable and writes over its Out@GRAD
     names = set(view.global_block().vars)
     assert "relu_0.tmp_0" not in names
     relu_grad, = [op for op in view.global_block().ops if op.type == "relu_grad"]
     assert relu_grad.input("Out") == [pre.name]
+    assert relu_grad.output("X@GRAD") == relu_grad.input("Out@GRAD")
+    tanh_grad, = [op for op in view.global_block().ops if op.type == "tanh_grad"]
+    assert tanh_grad.output("X@GRAD") == tanh_grad.input("Out@GRAD")
     (r,) = [r for r in view.pass_results if r["pass"] == "inplace"]
-    assert r["changes"] == 3 and "relu: relu_0.tmp_0 -> %s (in place)" % pre.name in r["details"]
+    assert r["changes"] == 5 and "relu: relu_0.tmp_0 -> %s (in place)" % pre.name in r["details"]
     # without the pass nothing is in place
     assert not _in_place(_view(main, [loss], on=False), "relu")
 

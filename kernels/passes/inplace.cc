@@ -6,8 +6,9 @@
 // When it fires, in one block: the input and the output are temporaries (IsRemovableTemporary: not persistable, not
 // fed or fetched, not named by another block or a sub-block op), the input is one variable read once by this op
 // and read or written by no later op, the output has no other writer and the same declared dims and dtype as the
-// input. For ops with two operands (elementwise_*) the dims must be fully known, so that no broadcast can make the
-// output larger than the input at run time (the executor refuses an in-place output whose shape would change).
+// input. For the broadcasting ops (elementwise_*) the dims must be fully known, so that no broadcast can make the
+// output larger than the input at run time (the executor refuses an in-place output whose shape would change); the
+// others' outputs have their input's shape (activations, scale, and the activations' grads: X@GRAD over Out@GRAD).
 // Ops with a sub-block, duplicable slots (sum) and the optimizer updates (already in place on persistable
 // variables) are left alone. The arithmetic is unchanged: results are bit for bit those without the pass.
 #include <string>
@@ -35,7 +36,7 @@ bool FindInplacePair(const ProgramDesc& program, int b, size_t i, const VarUses&
   if (op.HasAttr("sub_block") || op.HasAttr("sub_blocks")) return false;
   const OpInfo* info = OpRegistry::Instance().Find(op.type());
   if (!info || info->inplace.empty()) return false;
-  const size_t inputs = op.InputArgumentNames().size();
+  const bool broadcasts = op.type().rfind("elementwise_", 0) == 0;
   for (auto& [out_slot, in_slot] : info->inplace) {
     const auto& outs = op.Output(out_slot);
     const auto& ins = op.Input(in_slot);
@@ -58,7 +59,8 @@ bool FindInplacePair(const ProgramDesc& program, int b, size_t i, const VarUses&
     const VarDesc* vi = block.FindVar(in);
     const VarDesc* vo = block.FindVar(out);
     if (!vi || !vo || vi->dtype() != vo->dtype() || vi->shape() != vo->shape() || vi->shape().empty()) continue;
-    if (inputs > 1 && !FullyKnown(*vi)) continue;  // a broadcast could make Out larger than this input
+    // elementwise_*: a broadcast could make Out larger than this operand at run time
+    if (broadcasts && !FullyKnown(*vi)) continue;
     *out_name = out;
     *in_name = in;
     return true;
