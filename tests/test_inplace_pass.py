@@ -115,6 +115,11 @@ def test_input_read_later_is_not_overwritten():
     main, startup, loss, pre = _net(extra="read_later")
     view = _view(main, [loss])
     assert not _in_place(view, "relu")
+    # pre's gradient is a sum of two contributions: it writes over one of them, which nothing reads after it
+    (sum_op,) = [op for op in view.global_block().ops if op.type == "sum"]
+    assert sum_op.output("Out")[0] in sum_op.input("X")
+    plain_sum, = [op for op in _view(main, [loss], on=False).global_block().ops if op.type == "sum"]
+    assert plain_sum.output("Out")[0] not in plain_sum.input("X")
     fetch = [loss, "fc_0.w_0@GRAD"]
     _assert_same(_train(main, startup, fetch, False, [_feed(s) for s in range(2)]),
                  _train(main, startup, fetch, True, [_feed(s) for s in range(2)]))
@@ -168,6 +173,12 @@ def test_static_rnn_step_block_names_are_kept():
     view = _view(b.main, b.fetch_list, feed=list(feed))
     (r,) = [r for r in view.pass_results if r["pass"] == "inplace"]
     assert r["changes"] >= 1
+    # the runner reads a memory's gradient by a derived name (ex_states + "@GRAD"): its sum keeps writing that name
+    mem_sums = [op for blk in view.blocks[1:] for op in blk.ops
+                if op.type == "sum" and op.output("Out")[0].endswith("@mem_0@GRAD")]
+    assert len(mem_sums) == 3 and all(op.output("Out")[0] not in op.input("X") for op in mem_sums)
+    # other sums in the step grad blocks do go in place
+    assert any(op.output("Out")[0] in op.input("X") for blk in view.blocks[1:] for op in blk.ops if op.type == "sum")
     _assert_same(_train(b.main, b.startup, b.fetch_list, False, [feed, feed]),
                  _train(b.main, b.startup, b.fetch_list, True, [feed, feed]))
 
