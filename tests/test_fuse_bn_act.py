@@ -229,3 +229,20 @@ def test_profiler_shows_one_row_naming_the_fused_ops():
     grads = [e for e in prof.events() if e["name"] == "fused_batch_norm_act_grad"]
     assert len(grads) == 2 and '"fused_ops":["relu_grad","batch_norm_grad"]' in grads[0]["args"]
     assert not [e for e in prof.events() if e["name"] in ("relu", "batch_norm", "relu_grad", "batch_norm_grad")]
+
+
+def test_two_dim_batch_norm_equal_bit_for_bit():
+    """batch_norm over [N, C] (one element per channel and row: the kernels' row-of-channels path)."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 9
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        img = fluid.layers.data(name="img", shape=[3, 8, 8], dtype="float32")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        h = fluid.layers.batch_norm(fluid.layers.fc(img, 40), act="relu")
+        logits = fluid.layers.fc(h, 3)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
+        fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+    ops, _ = _ops(main, [loss])
+    assert ops.count("fused_batch_norm_act") == 1 and ops.count("fused_batch_norm_act_grad") == 1
+    fetch = [loss, "fc_0.w_0@GRAD", "batch_norm_0.w_0@GRAD", "batch_norm_0.b_0@GRAD"]
+    _assert_equal_runs(_train(main, startup, fetch, False), _train(main, startup, fetch, True))
