@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "helpers/activation.h"
 #include "helpers/moments.h"
 #include "op_context.h"
 #include "thread_pool.h"
@@ -39,9 +40,11 @@ ChannelView ViewOf(const DDim& x, bool nhwc) {
   return ChannelView{x[0], x[1], x.Product(2, r)};
 }
 
-// Per-channel sums over the view (see RunSums); k holds one shift per channel.
-template <bool kGrad, typename T>
-void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, double* s1, double* s2) {
+// Per-channel sums over the view (see RunSums); k holds one shift per channel; with kReluMask, g is read through
+// relu's output `mask` as relu_grad would have written it (fused_batch_norm_act_grad).
+template <bool kGrad, typename T, bool kReluMask = false>
+void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, double* s1, double* s2,
+                 const T* mask = nullptr) {
   std::fill(s1, s1 + v.C, 0.0);
   std::fill(s2, s2 + v.C, 0.0);
   if (v.inner > 1) {
@@ -51,7 +54,8 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
                   for (int64_t o = 0; o < v.outer; ++o)
                     for (int64_t c = c0; c < c1; ++c) {
                       const int64_t off = (o * v.C + c) * v.inner;
-                      RunSums<kGrad>(x + off, kGrad ? g + off : nullptr, v.inner, k[c], s1[c], s2[c]);
+                      RunSums<kGrad, T, kReluMask>(x + off, kGrad ? g + off : nullptr, v.inner, k[c], s1[c], s2[c],
+                                                   kReluMask ? mask + off : nullptr);
                     }
                 });
     return;
@@ -66,9 +70,10 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * v.C;
       const T* gr = kGrad ? g + r * v.C : nullptr;
+      const T* mr = kReluMask ? mask + r * v.C : nullptr;
       for (int64_t c = 0; c < v.C; ++c) {
         const T d = xr[c] - k[c];
-        const T u = kGrad ? gr[c] : d;
+        const T u = kGrad ? (kReluMask ? (mr[c] > T(0) ? gr[c] : T(0)) : gr[c]) : d;
         a1[c] += u;
         a2[c] += u * d;
       }
@@ -77,10 +82,21 @@ void ChannelSums(const ChannelView& v, const T* x, const T* g, const T* k, doubl
   }
 }
 
-// out = x * a[c] + b[c] (+ g * e[c] when g is given) for rows [o0, o1) of the view's outer dim.
-template <typename T>
+// out = x * a[c] + b[c] (+ g * e[c] when g is given) for rows [o0, o1) of the view's outer dim; with kReluMask, g is
+// read as mask > 0 ? g : 0 (see ChannelSums).
+template <typename T, bool kReluMask = false>
 void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out,
-                       int64_t o0, int64_t o1) {
+                       int64_t o0, int64_t o1, const T* mask = nullptr) {
+  // Both values are loaded whatever the mask says: a load under the select (mask > 0 ? g[i] : 0) keeps GCC from
+  // vectorising the loop (2.5x slower).
+  auto grad = [&](const T* gp, const T* mp, int64_t i) {
+    const T gv = gp[i];
+    if constexpr (kReluMask) {
+      const T mv = mp[i];
+      return mv > T(0) ? gv : T(0);
+    }
+    return gv;
+  };
   for (int64_t o = o0; o < o1; ++o) {
     if (v.inner > 1) {
       for (int64_t c = 0; c < v.C; ++c) {
@@ -90,8 +106,9 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
         const T ac = a[c], bc = b[c];
         if (g) {
           const T* gp = g + off;
+          const T* mp = kReluMask ? mask + off : nullptr;
           const T ec = e[c];
-          for (int64_t i = 0; i < v.inner; ++i) op[i] = xp[i] * ac + bc + gp[i] * ec;
+          for (int64_t i = 0; i < v.inner; ++i) op[i] = xp[i] * ac + bc + grad(gp, mp, i) * ec;
         } else {
           for (int64_t i = 0; i < v.inner; ++i) op[i] = xp[i] * ac + bc;
         }
@@ -102,7 +119,8 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
       T* op = out + off;
       if (g) {
         const T* gp = g + off;
-        for (int64_t c = 0; c < v.C; ++c) op[c] = xp[c] * a[c] + b[c] + gp[c] * e[c];
+        const T* mp = kReluMask ? mask + off : nullptr;
+        for (int64_t c = 0; c < v.C; ++c) op[c] = xp[c] * a[c] + b[c] + grad(gp, mp, c) * e[c];
       } else {
         for (int64_t c = 0; c < v.C; ++c) op[c] = xp[c] * a[c] + b[c];
       }
@@ -110,12 +128,21 @@ void ChannelAffineRows(const ChannelView& v, const T* x, const T* a, const T* b,
   }
 }
 
-// The same over the whole view, rows split across the thread pool.
-template <typename T>
-void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out) {
+// The same over the whole view, rows split across the thread pool; with `act` (fused_batch_norm_act) each row is
+// activated right after it is written, while it is in cache (the same select as the relu op).
+template <typename T, bool kReluMask = false>
+void ChannelAffine(const ChannelView& v, const T* x, const T* a, const T* b, const T* g, const T* e, T* out,
+                   Activation act = Activation::kIdentity, const T* mask = nullptr) {
   const int64_t row = v.C * v.inner;
   ParallelFor(v.outer, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(1, row)),
-              [&](int64_t o0, int64_t o1) { ChannelAffineRows(v, x, a, b, g, e, out, o0, o1); });
+              [&](int64_t o0, int64_t o1) {
+                if (act == Activation::kIdentity)
+                  return ChannelAffineRows<T, kReluMask>(v, x, a, b, g, e, out, o0, o1, mask);
+                for (int64_t o = o0; o < o1; ++o) {
+                  ChannelAffineRows(v, x, a, b, g, e, out, o, o + 1);
+                  Activate(act, out + o * row, out + o * row, row);
+                }
+              });
 }
 
 void InferBatchNorm(InferShapeContext& ctx) {
@@ -142,8 +169,9 @@ void InferBatchNorm(InferShapeContext& ctx) {
     if (ctx.HasOutput(slot)) ctx.SetOutput(slot, DDim{C}, dt);
 }
 
+// `act`: fused_batch_norm_act's activation of Y (identity for batch_norm).
 template <typename T>
-void BatchNormForward(const ExecutionContext& ctx) {
+void BatchNormForward(const ExecutionContext& ctx, Activation act = Activation::kIdentity) {
   const Tensor& x = ctx.Input("X");
   const bool nhwc = IsNHWC(ctx.Attr<std::string>("data_layout"));
   const ChannelView v = ViewOf(x.dims(), nhwc);
@@ -207,18 +235,17 @@ void BatchNormForward(const ExecutionContext& ctx) {
   const T* xp = x.data<T>();
   Tensor* y = ctx.Output("Y");
   T* yp = y->mutable_data<T>(x.dims(), ctx.place());  // may be X itself (in_place)
-  ChannelAffine<T>(v, xp, a.data(), b.data(), nullptr, nullptr, yp);
+  ChannelAffine<T>(v, xp, a.data(), b.data(), nullptr, nullptr, yp, act);
 }
 
 // Gradients with m = elements per channel, xhat = (x - mean) * inv:
 //   dBias = sum dy; dScale = sum dy * xhat;
 //   training: dx = scale * inv * (dy - dBias / m - xhat * dScale / m); global stats: dx = scale * inv * dy.
-template <typename T>
-void BatchNormBackward(const ExecutionContext& ctx) {
+// `gp`: Y@GRAD's values; with kReluMask (fused_batch_norm_act_grad) read through relu's output `mask` as relu_grad
+// would have written them: the same values, without that tensor.
+template <typename T, bool kReluMask = false>
+void BatchNormBackwardFrom(const ExecutionContext& ctx, const T* gp, const T* mask = nullptr) {
   const Tensor& x = ctx.Input("X");
-  const Tensor& dy = ctx.Input("Y@GRAD");
-  FL_ENFORCE(dy.dims() == x.dims(), "batch_norm_grad: Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", dy.dims(),
-             " must match X ", x.dims());
   const ChannelView v = ViewOf(x.dims(), IsNHWC(ctx.Attr<std::string>("data_layout")));
   const int64_t C = v.C;
   const bool global = ctx.Attr<bool>("is_test") || ctx.Attr<bool>("use_global_stats");
@@ -229,10 +256,9 @@ void BatchNormBackward(const ExecutionContext& ctx) {
   Tensor* dscale = ctx.OutputOrNull("Scale@GRAD");
   Tensor* dbias = ctx.OutputOrNull("Bias@GRAD");
   const T* xp = x.data<T>();
-  const T* gp = dy.data<T>();
 
   std::vector<double> s1(C, 0.0), s2(C, 0.0);
-  if (dscale || dbias || !global) ChannelSums<true, T>(v, xp, gp, mean, s1.data(), s2.data());
+  if (dscale || dbias || !global) ChannelSums<true, T, kReluMask>(v, xp, gp, mean, s1.data(), s2.data(), mask);
   if (dbias) {
     T* p = dbias->mutable_data<T>(DDim{C}, ctx.place());
     for (int64_t c = 0; c < C; ++c) p[c] = static_cast<T>(s1[c]);
@@ -257,14 +283,25 @@ void BatchNormBackward(const ExecutionContext& ctx) {
     }
   }
   T* dxp = dx->mutable_data<T>(x.dims(), ctx.place());
-  ChannelAffine<T>(v, xp, a.data(), b.data(), gp, e.data(), dxp);
+  ChannelAffine<T, kReluMask>(v, xp, a.data(), b.data(), gp, e.data(), dxp, Activation::kIdentity, mask);
 }
 
-}  // namespace
+template <typename T>
+void BatchNormBackward(const ExecutionContext& ctx, Activation act = Activation::kIdentity) {
+  const Tensor& dy = ctx.Input("Y@GRAD");
+  FL_ENFORCE(dy.dims() == ctx.Input("X").dims(), ctx.Type(), ": Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", dy.dims(),
+             " must match X ", ctx.Input("X").dims());
+  if (act == Activation::kIdentity) return BatchNormBackwardFrom<T>(ctx, dy.data<T>());
+  FL_ENFORCE(act == Activation::kRelu, ctx.Type(), ": act_type must be relu");
+  const Tensor& y = ctx.Input("Y");
+  FL_ENFORCE(y.dims() == dy.dims(), ctx.Type(), ": Y '", ctx.InputName("Y"), "' ", y.dims(),
+             " must have the shape of Y@GRAD '", ctx.InputName("Y@GRAD"), "' ", dy.dims());
+  BatchNormBackwardFrom<T, true>(ctx, dy.data<T>(), y.data<T>());
+}
 
-FL_REGISTER_OP(batch_norm, op) {
-  op.Doc("Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with batch or running statistics.")
-      .Input("X", "input [N, C, ...] (NCHW) or [N, ..., C] (NHWC)")
+// The slots and attributes batch_norm and fused_batch_norm_act share.
+OpBuilder& DeclareBatchNorm(OpBuilder& op) {
+  return op.Input("X", "input [N, C, ...] (NCHW) or [N, ..., C] (NHWC)")
       .Input("Scale", "per-channel scale [C]")
       .Input("Bias", "per-channel bias [C]")
       .Input("Mean", "running mean [C]")
@@ -274,7 +311,6 @@ FL_REGISTER_OP(batch_norm, op) {
       .Output("VarianceOut", "updated running variance (the Variance variable itself)")
       .DispensableOutput("SavedMean", "mean used for normalising (batch mean in training)")
       .DispensableOutput("SavedVariance", "1 / sqrt(var + epsilon) used for normalising")
-      .Inplace("Y", "X")  // layers.batch_norm(in_place=True)
       .Inplace("MeanOut", "Mean")
       .Inplace("VarianceOut", "Variance")
       .NonDifferentiable({"Mean", "Variance"})
@@ -284,9 +320,17 @@ FL_REGISTER_OP(batch_norm, op) {
       .Attr("data_layout", "NCHW", "NCHW (channel axis 1) or NHWC (channel axis last)")
       .OneOf({"NCHW", "NHWC", "AnyLayout"})
       .Attr<bool>("use_global_stats", false, "like is_test for the normalisation, also while training")
+      .SetInferShape(InferBatchNorm);
+}
+
+}  // namespace
+
+FL_REGISTER_OP(batch_norm, op) {
+  op.Doc("Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel, with batch or running statistics.");
+  DeclareBatchNorm(op)
+      .Inplace("Y", "X")  // layers.batch_norm(in_place=True)
       .Attr<bool>("fuse_with_relu", false, "accepted for compatibility (Fluid's MKL-DNN kernel only; no effect)")
       .Attr<bool>("use_mkldnn", false, "accepted for compatibility (no effect)")
-      .SetInferShape(InferBatchNorm)
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { BatchNormForward<typename decltype(tag)::type>(ctx); });
   op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD"})
@@ -294,6 +338,29 @@ FL_REGISTER_OP(batch_norm, op) {
       .ShapeLike("Bias", "Scale")
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { BatchNormBackward<typename decltype(tag)::type>(ctx); });
+}
+
+// Fluid 1.8's fused_batch_norm_act (made by the fuse_bn_act pass, kernels/passes/fuse_bn_act.cc): batch_norm with
+// act_type applied to Y in the same pass over the data, and its gradient without the activation's gradient tensor.
+// Bit for bit batch_norm followed by relu (and relu_grad followed by batch_norm_grad). No ReserveSpace output
+// (cuDNN's workspace in Fluid).
+FL_REGISTER_OP(fused_batch_norm_act, op) {
+  op.Doc(
+      "Y = act((X - mean) / sqrt(var + epsilon) * Scale + Bias) per channel: batch_norm and its activation in one "
+      "op (fuse_bn_act).");
+  DeclareBatchNorm(op)
+      .Attr("act_type", "relu", "the activation applied to batch_norm's output")
+      .OneOf({"relu"})
+      .Attr<std::vector<std::string>>("fused_ops", {}, "the op types this op replaced")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        BatchNormForward<typename decltype(tag)::type>(ctx, ActivationByName(ctx.Attr<std::string>("act_type")));
+      });
+  op.GradOp({"X", "Scale", "SavedMean", "SavedVariance", "Y", "Y@GRAD"})
+      .Doc("Gradients of fused_batch_norm_act for X, Scale and Bias: act's derivative taken from Y.")
+      .ShapeLike("Bias", "Scale")
+      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+        BatchNormBackward<typename decltype(tag)::type>(ctx, ActivationByName(ctx.Attr<std::string>("act_type")));
+      });
 }
 
 }  // namespace fl

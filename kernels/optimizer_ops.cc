@@ -67,8 +67,7 @@ FL_REGISTER_OP(sgd, op) {
         const T* g = ctx.Input("Grad").data<T>();
         const T* pin = p.data<T>();
         T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
-        const int64_t n = p.numel();
-        for (int64_t i = 0; i < n; ++i) pout[i] = pin[i] - lr * g[i];
+        SgdRange<T>(pin, g, lr, pout, 0, p.numel());
       });
 }
 
@@ -116,20 +115,7 @@ FL_REGISTER_OP(momentum, op) {
         const T* p = ctx.Input("Param").data<T>();
         T* pout = UpdateOutput<T>(ctx, "ParamOut", "Param");
         T* vout = UpdateOutput<T>(ctx, "VelocityOut", "Velocity");
-        const int64_t n = ctx.Input("Param").numel();
-        if (nesterov) {
-          for (int64_t i = 0; i < n; ++i) {
-            T vn = mu * v[i] + g[i];
-            vout[i] = vn;
-            pout[i] = p[i] - (g[i] + mu * vn) * lr;
-          }
-        } else {
-          for (int64_t i = 0; i < n; ++i) {
-            T vn = mu * v[i] + g[i];
-            vout[i] = vn;
-            pout[i] = p[i] - lr * vn;
-          }
-        }
+        MomentumRange<T>(p, g, v, mu, lr, nesterov, pout, vout, 0, ctx.Input("Param").numel());
       });
 }
 
@@ -167,7 +153,7 @@ FL_REGISTER_OP(adam, op) {
         const T eps = static_cast<T>(ctx.Attr<float>("epsilon"));
         const T b1p = ReadFloatScalarInput<T>(ctx, "Beta1Pow");
         const T b2p = ReadFloatScalarInput<T>(ctx, "Beta2Pow");
-        const T lr_t = lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+        const T lr_t = AdamStepSize<T>(lr, b1p, b2p);
         MergedRows<T> mg;
         if (SparseGrad<T>(ctx, &mg)) {
           T* p = InPlaceOutput<T>(ctx, "ParamOut", "Param");
@@ -204,15 +190,8 @@ FL_REGISTER_OP(adam, op) {
         T* m1 = InPlaceOutput<T>(ctx, "Moment1Out", "Moment1");
         T* m2 = InPlaceOutput<T>(ctx, "Moment2Out", "Moment2");
         // Seven streams per element and little arithmetic: split over the pool, each part one vectorised loop.
-        ParallelFor(n, kMinParallelElements, [=](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            const T a = b1 * m1[i] + (T(1) - b1) * g[i];
-            const T b = b2 * m2[i] + (T(1) - b2) * g[i] * g[i];
-            m1[i] = a;
-            m2[i] = b;
-            p[i] -= lr_t * a / (std::sqrt(b) + eps);
-          }
-        });
+        ParallelFor(n, kMinParallelElements,
+                    [=](int64_t begin, int64_t end) { AdamRange<T>(g, b1, b2, eps, lr_t, p, m1, m2, begin, end); });
       });
 }
 

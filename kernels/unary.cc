@@ -385,6 +385,7 @@ void RegisterUnary(OpBuilder& op, const std::string& type) {
     const char* v = GradSource<A>();
     OpBuilder grad = op.GradOp({v, "Out@GRAD"});
     if (A::kGradFrom == GradFrom::kOut) grad.ShapeLike("X", "Out");
+    grad.Inplace("X@GRAD", "Out@GRAD");  // the kernel reads each element of Out@GRAD before writing X@GRAD's
     grad.Grad(UnaryGradGrad<A>).template CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
       using T = typename decltype(tag)::type;
       if (!ctx.HasOutput("X@GRAD")) return;

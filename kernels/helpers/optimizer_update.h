@@ -13,18 +13,20 @@
 namespace fl {
 
 // Every listed input slot has Param's dims and dtype; a one-element LearningRate when `lr` (adadelta has none);
-// each (output, input) pair's output takes the input's dims and dtype.
+// each (output, input) pair's output takes the input's dims and dtype. `i`: which argument of each slot (the
+// multi-tensor updates check each parameter's).
 inline void InferUpdateShapes(InferShapeContext& ctx, std::initializer_list<const char*> same_as_param,
-                              std::initializer_list<std::pair<const char*, const char*>> out_from_in, bool lr = true) {
-  const DDim p = ctx.InputDim("Param");
-  const DType pt = ctx.InputDType("Param");
+                              std::initializer_list<std::pair<const char*, const char*>> out_from_in, bool lr = true,
+                              int i = 0) {
+  const DDim p = ctx.InputDim("Param", i);
+  const DType pt = ctx.InputDType("Param", i);
   for (const char* slot : same_as_param) {
-    const DDim d = ctx.InputDim(slot);
+    const DDim d = ctx.InputDim(slot, i);
     bool ok = d.size() == p.size();
-    for (int i = 0; ok && i < d.size(); ++i) ok = d[i] < 0 || p[i] < 0 || d[i] == p[i];
-    FL_ENFORCE(ok, ctx.Type(), ": ", ctx.Describe(slot), " must have the shape of ", ctx.Describe("Param"));
-    const DType t = ctx.InputDType(slot);
-    FL_ENFORCE(t == pt || t == DType::UNDEFINED || pt == DType::UNDEFINED, ctx.Type(), ": ", ctx.Describe(slot),
+    for (int k = 0; ok && k < d.size(); ++k) ok = d[k] < 0 || p[k] < 0 || d[k] == p[k];
+    FL_ENFORCE(ok, ctx.Type(), ": ", ctx.Describe(slot, i), " must have the shape of ", ctx.Describe("Param", i));
+    const DType t = ctx.InputDType(slot, i);
+    FL_ENFORCE(t == pt || t == DType::UNDEFINED || pt == DType::UNDEFINED, ctx.Type(), ": ", ctx.Describe(slot, i),
                " must have Param's dtype ", DTypeName(pt), ", got ", DTypeName(t));
   }
   if (lr) {
@@ -33,26 +35,26 @@ inline void InferUpdateShapes(InferShapeContext& ctx, std::initializer_list<cons
                " must hold exactly one element");
   }
   for (auto& io : out_from_in) {
-    if (ctx.HasOutput(io.first)) ctx.SetOutput(io.first, ctx.InputDim(io.second), ctx.InputDType(io.second));
+    if (ctx.HasOutput(io.first)) ctx.SetOutput(io.first, ctx.InputDim(io.second, i), ctx.InputDType(io.second, i), i);
   }
 }
 
-// The one value of a one-element float32/float64 input, as T.
+// The one value of a one-element float32/float64 input (argument i of the slot), as T.
 template <typename T>
-T ReadFloatScalarInput(const ExecutionContext& ctx, const char* slot) {
-  const Tensor& t = ctx.Input(slot);
-  FL_ENFORCE(t.numel() == 1, ctx.Type(), ": ", slot, " '", ctx.InputName(slot), "' must hold one element, has dims ",
+T ReadFloatScalarInput(const ExecutionContext& ctx, const char* slot, int i = 0) {
+  const Tensor& t = ctx.Input(slot, i);
+  FL_ENFORCE(t.numel() == 1, ctx.Type(), ": ", slot, " '", ctx.InputName(slot, i), "' must hold one element, has dims ",
              t.dims());
-  FL_ENFORCE(t.dtype() == DType::FP32 || t.dtype() == DType::FP64, ctx.Type(), ": ", slot, " '", ctx.InputName(slot),
+  FL_ENFORCE(t.dtype() == DType::FP32 || t.dtype() == DType::FP64, ctx.Type(), ": ", slot, " '", ctx.InputName(slot, i),
              "' must be float32/float64, got ", DTypeName(t.dtype()));
   return t.dtype() == DType::FP64 ? static_cast<T>(*t.data<double>()) : static_cast<T>(*t.data<float>());
 }
 
 // Output `out`, sized like input `in`: the input's own buffer when the op updates in place (ParamOut = Param).
 template <typename T>
-T* UpdateOutput(const ExecutionContext& ctx, const char* out, const char* in) {
-  Tensor* o = ctx.Output(out);
-  o->Resize(ctx.Input(in).dims());
+T* UpdateOutput(const ExecutionContext& ctx, const char* out, const char* in, int i = 0) {
+  Tensor* o = ctx.Output(out, i);
+  o->Resize(ctx.Input(in, i).dims());
   return o->mutable_data<T>(ctx.place());
 }
 
@@ -61,11 +63,55 @@ T* UpdateOutput(const ExecutionContext& ctx, const char* out, const char* in) {
 // touches; a dense one reads and writes through one pointer, which the compiler vectorises without a run-time
 // overlap check (separate input and output pointers fail that check when they are the same buffer).
 template <typename T>
-T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in) {
-  const Tensor& src = ctx.Input(in);
-  T* o = UpdateOutput<T>(ctx, out, in);
+T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in, int i = 0) {
+  const Tensor& src = ctx.Input(in, i);
+  T* o = UpdateOutput<T>(ctx, out, in, i);
   if (o != src.data<T>()) std::memcpy(o, src.data<T>(), src.numel() * sizeof(T));
   return o;
+}
+
+// The dense updates over elements [begin, end): sgd, momentum and adam run these, and so do their multi-tensor
+// forms (fused_sgd, fused_momentum, fused_adam: kernels/passes/fuse_optimizer_ops.cc), so that a fused update is
+// bit for bit the unfused one. `pout` may be `p` (and `vout` `v`): each element is read before it is written.
+template <typename T>
+inline void SgdRange(const T* p, const T* g, T lr, T* pout, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) pout[i] = p[i] - lr * g[i];
+}
+
+template <typename T>
+inline void MomentumRange(const T* p, const T* g, const T* v, T mu, T lr, bool nesterov, T* pout, T* vout,
+                          int64_t begin, int64_t end) {
+  if (nesterov) {
+    for (int64_t i = begin; i < end; ++i) {
+      T vn = mu * v[i] + g[i];
+      vout[i] = vn;
+      pout[i] = p[i] - (g[i] + mu * vn) * lr;
+    }
+  } else {
+    for (int64_t i = begin; i < end; ++i) {
+      T vn = mu * v[i] + g[i];
+      vout[i] = vn;
+      pout[i] = p[i] - lr * vn;
+    }
+  }
+}
+
+// Adam's learning rate with the bias correction folded in: lr sqrt(1 - beta2^t) / (1 - beta1^t).
+template <typename T>
+inline T AdamStepSize(T lr, T b1p, T b2p) {
+  return lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+}
+
+// Adam in place over p, m1, m2 (seven streams per element and little arithmetic).
+template <typename T>
+inline void AdamRange(const T* g, T b1, T b2, T eps, T lr_t, T* p, T* m1, T* m2, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const T a = b1 * m1[i] + (T(1) - b1) * g[i];
+    const T b = b2 * m2[i] + (T(1) - b2) * g[i] * g[i];
+    m1[i] = a;
+    m2[i] = b;
+    p[i] -= lr_t * a / (std::sqrt(b) + eps);
+  }
 }
 
 // sqrt(sum x^2), accumulated in double.

@@ -18,7 +18,7 @@ TESTS_DIR = os.path.dirname(OPS_DIR)
 KERNELS_DIR = os.path.join(os.path.dirname(TESTS_DIR), "kernels")
 
 # Test files outside tests/ops that record checks (test_every_recording_file_is_listed keeps this complete).
-RECORDING_FILES = ["test_double_grad.py"]
+RECORDING_FILES = ["test_double_grad.py", "test_fuse_bn_act.py", "test_fuse_optimizer.py"]
 
 # ------------------------------------------------------------------ exemptions
 # Forward ops whose values are checked against the distribution they sample rather than against a numpy array;
