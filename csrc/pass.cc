@@ -126,11 +126,18 @@ VarUses::VarUses(const ProgramDesc& program) {
       }
       // An op with a sub-block (recurrent, while, conditional_block) names variables in its attributes that its
       // runtime reads or writes by name in either block (StaticRNN's states and ex_states): mentioned everywhere.
+      // A grad op (recurrent_grad) also reads and writes their gradients, by the name plus @GRAD.
       if (!ops[i]->HasAttr("sub_block")) continue;
       for (auto& [attr, value] : ops[i]->attrs()) {
-        if (auto* s = std::get_if<std::string>(&value)) blocks_[*s].insert(-1);
+        if (auto* s = std::get_if<std::string>(&value)) {
+          blocks_[*s].insert(-1);
+          blocks_[*s + "@GRAD"].insert(-1);
+        }
         if (auto* v = std::get_if<std::vector<std::string>>(&value))
-          for (auto& n : *v) blocks_[n].insert(-1);
+          for (auto& n : *v) {
+            blocks_[n].insert(-1);
+            blocks_[n + "@GRAD"].insert(-1);
+          }
       }
     }
   }
