@@ -506,6 +506,13 @@ const char* PreparedOp::ProfileArgs() {
   args += "}";
   const std::string site = desc_->CreationSite();
   if (!site.empty()) args += ",\"site\":\"" + JsonEscaped(site) + "\"";
+  // A fused op (an IR pass's) names the ops it replaced, so its profiler row says what is inside.
+  if (desc_->HasAttr("fused_ops"))
+    if (auto* fused = std::get_if<std::vector<std::string>>(&desc_->GetAttr("fused_ops"))) {
+      args += ",\"fused_ops\":[";
+      for (size_t j = 0; j < fused->size(); ++j) args += (j ? ",\"" : "\"") + JsonEscaped((*fused)[j]) + "\"";
+      args += "]";
+    }
   if (op_index_ >= 0) args += Str(",\"block\":", block_index_, ",\"index\":", op_index_);
   profile_args_ = Intern(args);
   return profile_args_;
