@@ -172,10 +172,11 @@ def measure(name, builder, shape, repeat, codegen, functors, cache_dir):
     ops = fused_ops(exe, fused_prog, scope)
     n_unfused = len(unfused_prog.global_block().ops)
     iters = 200 if np.prod(shape) < 1e6 else 3
-    t_unfused = seconds_per_call(lambda: exe.run(unfused_prog, scope=scope), iters, repeat)[0]
-    t_fused = seconds_per_call(lambda: exe.run(fused_prog, scope=scope), iters, repeat)[0]
+    t_unfused = seconds_per_call(lambda: exe.run(unfused_prog, scope=scope), iters, repeat, 2)
+    t_fused = seconds_per_call(lambda: exe.run(fused_prog, scope=scope), iters, repeat, 2)
     row = {"group": name, "shape": "x".join(map(str, shape)), "ops": n_unfused, "fused_ops": len(ops),
-           "unfused_us": t_unfused * 1e6, "interp_us": t_fused * 1e6}
+           "unfused_us": t_unfused[0] * 1e6, "unfused_min_us": t_unfused[1] * 1e6,
+           "interp_us": t_fused[0] * 1e6, "interp_min_us": t_fused[1] * 1e6}
     if codegen and len(ops) == 1:
         op = ops[0]
         fn, compile_s, _ = compile_cached(generate(op, functors), cache_dir)
@@ -190,7 +191,8 @@ def measure(name, builder, shape, repeat, codegen, functors, cache_dir):
             want = np.array(scope.find_var(name_).get_tensor())
             row.setdefault("codegen_max_abs_diff", 0.0)
             row["codegen_max_abs_diff"] = max(row["codegen_max_abs_diff"], float(np.abs(want - g).max()))
-        row["codegen_us"] = seconds_per_call(lambda: fn(in_ptrs, out_ptrs, n), iters, repeat)[0] * 1e6
+        t_gen = seconds_per_call(lambda: fn(in_ptrs, out_ptrs, n), iters, repeat, 2)
+        row["codegen_us"], row["codegen_min_us"] = t_gen[0] * 1e6, t_gen[1] * 1e6
         row["compile_s"] = compile_s
         row["cache_load_ms"] = load_s * 1e3
     return row
@@ -208,8 +210,8 @@ def main():
             measure("lstm_bwd", group_lstm_bwd, (32, 128), args.repeat, codegen, functors, cache_dir),
             measure("chain", group_chain, (4096, 4096), args.repeat, codegen, functors, cache_dir)]
     print("fluidlite %s, %d threads" % (fluid.__version__, fluid.core.get_num_threads()), file=sys.stderr)
-    cols = ["group", "shape", "ops", "fused_ops", "unfused_us", "interp_us", "codegen_us", "compile_s",
-            "cache_load_ms", "codegen_max_abs_diff"]
+    cols = ["group", "shape", "ops", "fused_ops", "unfused_us", "unfused_min_us", "interp_us", "interp_min_us",
+            "codegen_us", "codegen_min_us", "compile_s", "cache_load_ms", "codegen_max_abs_diff"]
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(("%.4g" % r[c]) if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols))

@@ -4,7 +4,8 @@
 // kTile elements at a time and every instruction runs on the tile (one vectorised loop of the original op's functor)
 // before the next tile, so intermediates stay in L1 and only the outputs with consumers are written to memory.
 // Inputs have the output's shape, or broadcast into it by Fluid's axis rule (a bias [N] against [M, N], a scalar):
-// their tile is gathered from the broadcast plan (helpers/broadcast.h). Same functors, same order of operations:
+// their tile is gathered from the broadcast plan (helpers/broadcast.h), or are a column block of a 2-D input (a
+// split the pass folded in, read in place). Same functors, same order of operations:
 // the results equal the unfused ops' bit for bit.
 #include <algorithm>
 #include <cstring>
@@ -61,6 +62,7 @@ struct Program {
   std::vector<int> buffer;    // slot -> scratch buffer index (temporaries), or -1
   int n_buffers = 0;
   std::vector<int32_t> axes;
+  std::vector<int32_t> columns;  // per input: -1, or the first column of its view (a split folded in)
   std::vector<std::vector<std::string>> unary_params;  // per fn used
   int ref = -1;                                        // a full input: the output's dims
 };
@@ -69,6 +71,8 @@ void Decode(const ExecutionContext& ctx, Program& p) {
   const auto& code = ctx.Attr<std::vector<int32_t>>("code");
   p.params = ctx.Attr<std::vector<float>>("params");
   p.axes = ctx.Attr<std::vector<int32_t>>("axes");
+  p.columns = ctx.Attr<std::vector<int32_t>>("column_offsets");
+  p.columns.resize(p.axes.size(), -1);
   const auto& outs = ctx.Attr<std::vector<int32_t>>("outputs");
   p.n_in = ctx.InputSize("X");
   const int n = static_cast<int>(code.size()) / kCodeWidth;
@@ -107,7 +111,7 @@ void Decode(const ExecutionContext& ctx, Program& p) {
     if (last_use[dst] < 0 && p.buffer[dst] >= 0) free_list.push_back(p.buffer[dst]);  // never read
   }
   for (int i = 0; i < p.n_in; ++i)
-    if (p.axes[i] == kFullInput) {
+    if (p.axes[i] == kFullInput && p.columns[i] < 0) {
       p.ref = i;
       break;
     }
@@ -115,13 +119,23 @@ void Decode(const ExecutionContext& ctx, Program& p) {
 }
 
 // One input that broadcasts into the output: its plan and, per tile, its values gathered into a buffer.
+// Or a column view: the output's [rows, width] taken at column `offset` of an input [rows, stride] (a split's part).
 struct Broadcast {
   BroadcastPlan plan;
-  int64_t inner = 1;  // a rank-2 plan [rows, inner] with the input along the rows (0) or the inner dim (1)
+  int64_t offset = -1, width = 0, stride = 0;
 };
 
 template <typename T>
 void Gather(const Broadcast& bc, const T* y, int64_t begin, int64_t n, T* out) {
+  if (bc.offset >= 0) {  // row pieces of the view
+    for (int64_t i = 0; i < n;) {
+      const int64_t row = (begin + i) / bc.width, col = (begin + i) % bc.width;
+      const int64_t len = std::min(n - i, bc.width - col);
+      std::memcpy(out + i, y + row * bc.stride + bc.offset + col, len * sizeof(T));
+      i += len;
+    }
+    return;
+  }
   const BroadcastPlan& p = bc.plan;
   if (p.rank == 1) {  // a scalar (stride 0) or the whole output (stride 1)
     if (p.ys[0] == 0) std::fill(out, out + n, y[0]);
@@ -212,9 +226,16 @@ void Kernel(const ExecutionContext& ctx) {
   for (int i = 0; i < p.n_in; ++i) {
     const Tensor& t = ctx.Input("X", i);
     in[i] = t.data<T>();
-    if (p.axes[i] == kFullInput) continue;
-    bc[i].plan =
-        MakeBroadcastPlan(dims, t.dims(), p.axes[i], ctx.Type(), ctx.InputName("X", p.ref), ctx.InputName("X", i));
+    if (p.columns[i] >= 0) {
+      bc[i].offset = p.columns[i];
+      bc[i].width = dims.size() ? dims[dims.size() - 1] : 1;
+      bc[i].stride = t.dims().size() ? t.dims()[t.dims().size() - 1] : 1;
+    } else if (p.axes[i] != kFullInput) {
+      bc[i].plan =
+          MakeBroadcastPlan(dims, t.dims(), p.axes[i], ctx.Type(), ctx.InputName("X", p.ref), ctx.InputName("X", i));
+    } else {
+      continue;
+    }
     gathered.push_back(i);
   }
   std::vector<T*> out(p.out_slot.size());
@@ -276,8 +297,12 @@ void CheckProgram(const OpCheckContext& ctx) {
              " values, expected ", n * kParamWidth, " (", kParamWidth, " per instruction)");
   FL_ENFORCE(static_cast<int>(axes.size()) == n_in, "fused_elementwise: axes has ", axes.size(),
              " values, expected one per input X (", n_in, ")");
-  FL_ENFORCE(std::count(axes.begin(), axes.end(), kFullInput) > 0,
-             "fused_elementwise: no input has the output's shape (axes all broadcast)");
+  const auto& columns = ctx.Attr<std::vector<int32_t>>("column_offsets");
+  FL_ENFORCE(columns.empty() || columns.size() == axes.size(), "fused_elementwise: column_offsets has ",
+             columns.size(), " values, expected none or one per input X (", n_in, ")");
+  bool has_ref = false;
+  for (size_t i = 0; i < axes.size(); ++i) has_ref = has_ref || (axes[i] == kFullInput && (columns.empty() || columns[i] < 0));
+  FL_ENFORCE(has_ref, "fused_elementwise: no input has the output's shape (all broadcast or column views)");
   for (int k = 0; k < n; ++k) {
     const int32_t* c = &code[k * kCodeWidth];
     const int kind = c[0], fn = c[1];
@@ -307,9 +332,11 @@ void CheckProgram(const OpCheckContext& ctx) {
 
 void InferFused(InferShapeContext& ctx) {
   const auto& axes = ctx.Attr<std::vector<int32_t>>("axes");
+  std::vector<int32_t> columns = ctx.Attr<std::vector<int32_t>>("column_offsets");
+  columns.resize(axes.size(), -1);
   int ref = -1;
   for (size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] == kFullInput) {
+    if (axes[i] == kFullInput && columns[i] < 0) {
       ref = static_cast<int>(i);
       break;
     }
@@ -321,7 +348,14 @@ void InferFused(InferShapeContext& ctx) {
     FL_ENFORCE(dt == dtype || dt == DType::UNDEFINED || dtype == DType::UNDEFINED, ctx.Type(), ": X[", i, "] '",
                ctx.InputName("X", i), "' is ", DTypeName(dt), " but X[", ref, "] '", ctx.InputName("X", ref), "' is ",
                DTypeName(dtype));
-    if (axes[i] == kFullInput) {
+    if (columns[i] >= 0) {  // [rows, stride] holding the output's [rows, width] at column columns[i]
+      const int64_t width = dims.size() ? dims[dims.size() - 1] : 1;
+      const bool fits = d.size() == 2 && dims.size() == 2 &&
+                        (!ctx.IsRuntime() || (d[0] == dims[0] && columns[i] + width <= d[1]));
+      FL_ENFORCE(fits, ctx.Type(), ": X[", i, "] '", ctx.InputName("X", i), "' ", d, " does not hold columns ",
+                 columns[i], " .. ", columns[i] + width - 1, " of the chain's shape ", dims, " (X[", ref, "] '",
+                 ctx.InputName("X", ref), "')");
+    } else if (axes[i] == kFullInput) {
       bool same = d.size() == dims.size();
       for (int k = 0; same && k < d.size(); ++k)
         same = d[k] == dims[k] || (!ctx.IsRuntime() && (d[k] < 0 || dims[k] < 0));
@@ -353,6 +387,9 @@ FL_REGISTER_OP(fused_elementwise, op) {
       .Attr<std::vector<float>>("params", {}, "3 floats per instruction: the fused op's attributes")
       .Attr<std::vector<int32_t>>("outputs", {}, "the slot each Out takes")
       .Attr<std::vector<int32_t>>("axes", {}, "per input: -2 (the output's shape) or the broadcast axis")
+      .Attr<std::vector<int32_t>>("column_offsets", {},
+                                  "per input: -1, or the first column of the output's [rows, width] in a 2-D input "
+                                  "[rows, stride] (a split folded in); empty: all -1")
       .Attr<std::vector<std::string>>("fused_ops", {}, "the ops this op replaced, in program order")
       .Check(CheckProgram)
       .SetInferShape(InferFused)

@@ -190,17 +190,28 @@ def prepared_lstm(batch=4):
 def test_lstm_step_block_and_grad_block_each_become_few_fused_ops():
     built, view = prepared_lstm()
     step, grad = view.blocks[1], view.blocks[2]
-    assert op_types(step) == ["mul", "mul", "fused_elementwise", "split", "fused_elementwise", "rnn_memory_helper",
+    # fc on [x_t, h]: its sum and bias add are one op; the split is read in place by the cell's op.
+    assert op_types(step) == ["mul", "mul", "fused_elementwise", "fused_elementwise", "rnn_memory_helper",
                               "rnn_memory_helper", "rnn_memory_helper"]
-    (cell,) = [op for op in step.ops if op.type == "fused_elementwise" and "split" not in op.attr("fused_ops")][1:]
-    assert cell.attr("fused_ops") == ["sigmoid", "sigmoid", "sigmoid", "tanh", "elementwise_mul", "elementwise_mul",
-                                      "elementwise_add", "tanh", "elementwise_mul"]
-    # The backward's cell: the gradient sums, elementwise_*_grad and activation grads, in one op.
-    fused_grads = [op.attr("fused_ops") for op in grad.ops if op.type == "fused_elementwise"]
-    assert ["sum", "elementwise_mul_grad", "tanh_grad", "sum", "elementwise_add_grad", "elementwise_mul_grad",
-            "elementwise_mul_grad", "tanh_grad", "sigmoid_grad", "sigmoid_grad", "sigmoid_grad"] in fused_grads
-    # The bias gradient needs a reduction over the batch: its elementwise_add_grad is not fused.
-    assert "elementwise_add_grad" in op_types(grad)
+    fc, cell = [op for op in step.ops if op.type == "fused_elementwise"]
+    assert fc.attr("fused_ops") == ["sum", "elementwise_add"]
+    assert cell.attr("fused_ops") == ["split", "sigmoid", "sigmoid", "sigmoid", "tanh", "elementwise_mul",
+                                      "elementwise_mul", "elementwise_add", "tanh", "elementwise_mul"]
+    assert cell.attr("column_offsets") == [0, 128, 256, 384, -1]
+    assert cell.input("X")[:4] == [fc.output("Out")[1]] * 4
+    # The backward's cell: the gradient sums, elementwise_*_grad and activation grads in one op; the sum's two
+    # gradient copies (scale) and elementwise_add_grad's copy of dOut are gone; the bias gradient (a reduction over
+    # the batch) stays in elementwise_add_grad.
+    assert op_types(grad) == ["rnn_memory_helper_grad"] * 3 + ["fused_elementwise", "concat", "elementwise_add_grad",
+                                                              "mul_grad", "mul_grad"]
+    (cell_grad,) = [op for op in grad.ops if op.type == "fused_elementwise"]
+    assert cell_grad.attr("fused_ops") == ["sum", "elementwise_mul_grad", "tanh_grad", "sum", "elementwise_add_grad",
+                                           "elementwise_mul_grad", "elementwise_mul_grad", "tanh_grad", "sigmoid_grad",
+                                           "sigmoid_grad", "sigmoid_grad"]
+    (add_grad,) = [op for op in grad.ops if op.type == "elementwise_add_grad"]
+    assert add_grad.output("X@GRAD") == [] and add_grad.output("Y@GRAD") == ["fc_0.b_0@GRAD"]
+    concat_out = [op for op in grad.ops if op.type == "concat"][0].output("Out")
+    assert [op.input("Out@GRAD") for op in grad.ops if op.type == "mul_grad"] == [concat_out, concat_out]
 
 
 def test_lstm_training_is_bit_identical_with_the_pass_on_and_off():
@@ -209,11 +220,33 @@ def test_lstm_training_is_bit_identical_with_the_pass_on_and_off():
     params = ["fc_0.w_0", "fc_0.w_1", "fc_0.b_0"]
     on, p_on = run(built.main, built.startup, feed, built.fetch_list, steps=3, params=params)
     off, p_off = run(built.main, built.startup, feed, built.fetch_list, steps=3, disable=PASS, params=params)
+    _, p_init = run(built.main, built.startup, feed, [], steps=0, params=params)
     assert_bit_equal(on, off)
     for p in params:
         assert np.array_equal(p_on[p], p_off[p]), p
-    assert not np.array_equal(p_on["fc_0.w_1"], run(built.main, built.startup, feed, [], steps=0,
-                                                    params=params)[1]["fc_0.w_1"])  # SGD did update
+        assert not np.array_equal(p_on[p], p_init[p]), p  # SGD did update it
+
+
+def test_a_split_part_read_outside_the_group_is_not_folded():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = L.data(name="x", shape=[-1, 8], dtype="float32", append_batch_size=False)
+        m = L.data(name="m", shape=[-1, 4], dtype="float32", append_batch_size=False)
+        a, b = L.split(x, 2, dim=1)
+        out = L.elementwise_add(L.elementwise_mul(L.sigmoid(a), L.tanh(b)), m)
+    rng = np.random.RandomState(0)
+    feed = {"x": rng.randn(3, 8).astype("float32"), "m": rng.randn(3, 4).astype("float32")}
+    exe = fluid.Executor(fluid.CPUPlace())
+    folded = exe.prepared_program(main, feed=list(feed), fetch_list=[out])
+    assert op_types(folded.global_block()) == ["fused_elementwise"]
+    kept = exe.prepared_program(main, feed=list(feed), fetch_list=[out, b])  # part b is fetched
+    assert op_types(kept.global_block()) == ["split", "fused_elementwise"]
+    for fetch in ([out], [out, b]):
+        (on,), _ = run(main, startup, feed, fetch)
+        (off,), _ = run(main, startup, feed, fetch, disable=PASS)
+        assert all(np.array_equal(u, v) for u, v in zip(on, off))
+    np.testing.assert_allclose(on[0], 1 / (1 + np.exp(-feed["x"][:, :4])) * np.tanh(feed["x"][:, 4:]) + feed["m"],
+                               rtol=1e-5, atol=1e-6)
 
 
 def lstm_short_program(seq, batch):

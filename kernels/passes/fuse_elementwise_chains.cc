@@ -5,7 +5,9 @@
 // that streams the data once. It works in every block, sub-blocks first (StaticRNN step blocks and their grad
 // blocks: where a recurrent cell's ops live). A value the group computes stays an output of the fused op when
 // anything else reads it (another op, another block, a fetch) or it is persistable; the others are never written.
-// A gradient that needs a reduction over broadcast dims (a bias gradient) ends the group.
+// A gradient that needs a reduction over broadcast dims (a bias gradient) ends the group. A split along dim 1 whose
+// parts only the group reads is folded in (the parts are read in place, as column views), and plain copies (an
+// identity scale, the X@GRAD of elementwise_add_grad) are removed, their readers reading the source (ForwardCopies).
 //
 // fuse_elewise_add_act (order 600): Fluid's fuse_elewise_add_act_ops, the same machinery restricted to pairs of an
 // elementwise_add and an activation (act(add(x, y)) or add(act(x), y)), and the pairs of their gradients.
@@ -214,29 +216,75 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 // Builds the fused op for `members` (ascending indices of block `b`) and puts it in their place. Returns false
 // (changing nothing) when the group cannot be one op: an output that is also an input, or an order the move
 // would change (ReplaceOps).
-bool FuseGroup(ProgramDesc& program, int b, const std::vector<size_t>& members, const std::vector<Node>& nodes,
+// The parts of a split along dim 1 of a 2-D input with known part widths: (part, first column) each.
+bool SplitColumns(const BlockDesc& block, const OpDesc& op, std::vector<std::pair<std::string, int32_t>>* parts) {
+  const std::string& x = One(op, "X", true);
+  const VarDesc* xv = FindVar(block, x);
+  if (x.empty() || !xv || xv->kind() != VarKind::LOD_TENSOR || xv->shape().size() != 2) return false;
+  const int32_t axis = op.HasAttr("axis") ? op.Attr<int32_t>("axis") : 0;
+  if (axis != 1 && axis != -1) return false;
+  int32_t col = 0;
+  for (const std::string& part : op.Output("Out")) {
+    const VarDesc* v = FindVar(block, part);
+    if (!v || v->shape().size() != 2 || v->shape()[1] <= 0) return false;
+    parts->emplace_back(part, col);
+    col += static_cast<int32_t>(v->shape()[1]);
+  }
+  return xv->shape()[1] < 0 || xv->shape()[1] == col;
+}
+
+// Builds the fused op for `members` (ascending indices of block `b`) and puts it in their place. A split whose parts
+// only the group reads is folded in: its parts become column views of its input. Returns false (changing nothing)
+// when the group cannot be one op: an output that is also an input, or an order the move would change (ReplaceOps).
+bool FuseGroup(ProgramDesc& program, int b, std::vector<size_t> members, const std::vector<Node>& nodes,
                const VarUses& uses, const PassContext& ctx, PassResult& result) {
   BlockDesc& block = *program.Block(b);
   std::unordered_set<size_t> is_member(members.begin(), members.end());
-  std::vector<std::string> inputs;  // slot order
-  std::vector<int32_t> axes;
-  std::unordered_map<std::string, int> slot;
   std::vector<NamedInstr> code;
   for (size_t m : members)
     for (const NamedInstr& in : nodes[m].code) code.push_back(in);
   std::unordered_set<std::string> produced;
   for (auto& in : code) produced.insert(in.dst);
+  std::map<std::string, std::pair<std::string, int32_t>> views;  // split part -> (split input, first column)
+  std::vector<std::string> internal;
+  for (auto& in : code)
+    for (auto& s : in.src) {
+      const auto& writers = uses.Writers(s);
+      if (s.empty() || produced.count(s) || views.count(s) || writers.size() != 1 || writers[0].block != b) continue;
+      const size_t si = static_cast<size_t>(writers[0].op);
+      std::vector<std::pair<std::string, int32_t>> parts;
+      if (block.Op(si)->type() != "split" || !SplitColumns(block, *block.Op(si), &parts)) continue;
+      bool only_ours = true;
+      for (auto& [part, col] : parts) {
+        only_ours = only_ours && IsRemovableTemporary(program, b, part, uses, ctx) && uses.Writers(part).size() == 1;
+        for (const VarUses::Use& u : uses.Readers(part))
+          only_ours = only_ours && u.block == b && is_member.count(static_cast<size_t>(u.op));
+      }
+      if (!only_ours) continue;
+      for (auto& [part, col] : parts) {
+        views[part] = {One(*block.Op(si), "X", true), col};
+        internal.push_back(part);
+      }
+      members.insert(std::upper_bound(members.begin(), members.end(), si), si);
+    }
+  std::vector<std::string> inputs;  // slot order
+  std::vector<int32_t> axes, columns;
+  std::unordered_map<std::string, int> slot;
   for (auto& in : code)
     for (auto& s : in.src) {
       if (s.empty() || produced.count(s) || slot.count(s)) continue;
       slot[s] = static_cast<int>(inputs.size());
-      inputs.push_back(s);
+      auto view = views.find(s);
+      inputs.push_back(view == views.end() ? s : view->second.first);
+      columns.push_back(view == views.end() ? -1 : view->second.second);
       int32_t axis = kFullInput;
       for (size_t m : members)
         if (auto it = nodes[m].broadcast.find(s); it != nodes[m].broadcast.end()) axis = it->second;
       axes.push_back(axis);
     }
-  if (std::find(axes.begin(), axes.end(), kFullInput) == axes.end()) return false;
+  bool has_ref = false;
+  for (size_t i = 0; i < axes.size(); ++i) has_ref = has_ref || (axes[i] == kFullInput && columns[i] < 0);
+  if (!has_ref) return false;
   const int n_in = static_cast<int>(inputs.size());
   std::vector<int32_t> flat;
   std::vector<float> params;
@@ -249,7 +297,7 @@ bool FuseGroup(ProgramDesc& program, int b, const std::vector<size_t>& members, 
     params.insert(params.end(), in.params, in.params + kParamWidth);
   }
   // Outputs: what anything outside the group reads, and what may not go unwritten.
-  std::vector<std::string> outs, internal;
+  std::vector<std::string> outs;
   std::vector<int32_t> out_slots;
   for (auto& in : code) {
     if (in.dst.find("@fused_sum_") != std::string::npos) continue;
@@ -271,6 +319,7 @@ bool FuseGroup(ProgramDesc& program, int b, const std::vector<size_t>& members, 
   fused.SetAttr("params", params);
   fused.SetAttr("outputs", out_slots);
   fused.SetAttr("axes", axes);
+  if (!views.empty()) fused.SetAttr("column_offsets", columns);
   const std::vector<std::string> types = FusedOpTypes(block, members);
   fused.SetAttr("fused_ops", types);
   if (!ReplaceOps(block, members, fused)) return false;
@@ -319,6 +368,60 @@ std::vector<std::vector<size_t>> Groups(const ProgramDesc& program, int b, const
   return groups;
 }
 
+// Copies whose readers can read the source instead: scale(X, scale=1, bias=0) (backward makes two for every sum of
+// two, as fc on a list has) and the X@GRAD of elementwise_add_grad / elementwise_sub_grad when X has the output's
+// shape (dOut itself; the op keeps computing Y@GRAD). The copy goes when it is a temporary of the block that only the
+// block's later ops read, and its source is written by nothing but an earlier op of the same block.
+bool IsIdentityCopy(const BlockDesc& block, const OpDesc& op, std::string* src, std::string* dst) {
+  if (op.type() == "scale") {
+    if ((op.HasAttr("scale") && op.Attr<float>("scale") != 1.0f) || (op.HasAttr("bias") && op.Attr<float>("bias") != 0.0f))
+      return false;
+    *src = One(op, "X", true);
+    *dst = One(op, "Out", false);
+  } else if (op.type() == "elementwise_add_grad" || op.type() == "elementwise_sub_grad") {
+    const VarDesc* x = FindVar(block, One(op, "X", true));
+    const VarDesc* g = FindVar(block, One(op, "Out@GRAD", true));
+    if (!x || !g || x->shape() != g->shape()) return false;
+    *src = One(op, "Out@GRAD", true);
+    *dst = One(op, "X@GRAD", false);
+  } else {
+    return false;
+  }
+  const VarDesc *sv = FindVar(block, *src), *dv = FindVar(block, *dst);
+  return sv && dv && *src != *dst && sv->shape() == dv->shape() && sv->dtype() == dv->dtype() &&
+         sv->kind() == VarKind::LOD_TENSOR;
+}
+
+void ForwardCopies(ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+  for (int b = 0; b < static_cast<int>(program.Size()); ++b) {
+    for (bool again = true; again;) {
+      again = false;
+      const VarUses uses(program);
+      BlockDesc& block = *program.Block(b);
+      for (size_t i = 0; i < block.OpSize() && !again; ++i) {
+        OpDesc& op = *block.Op(i);
+        std::string x, out;
+        if (!IsIdentityCopy(block, op, &x, &out)) continue;
+        if (!IsRemovableTemporary(program, b, out, uses, ctx) || uses.Writers(out).size() != 1) continue;
+        const auto& xw = uses.Writers(x);
+        if (xw.size() > 1 || (xw.size() == 1 && (xw[0].block != b || static_cast<size_t>(xw[0].op) > i))) continue;
+        bool later = true;
+        for (const VarUses::Use& u : uses.Readers(out)) later = later && u.block == b && static_cast<size_t>(u.op) > i;
+        if (!later) continue;
+        for (const VarUses::Use& u : uses.Readers(out)) block.Op(static_cast<size_t>(u.op))->RenameInput(out, x);
+        const std::string type = op.type();
+        if (type == "scale" || One(op, "Y@GRAD", false).empty()) block.RemoveOp(i, i + 1);
+        else op.SetOutput("X@GRAD", {});
+        RemoveUnusedVars(program, b, {out});
+        ++result.changes;
+        result.details.push_back(Str("block ", b, ": ", type, "'s copy '", out, "' of '", x, "' removed, its readers ",
+                                     "read '", x, "'"));
+        again = true;
+      }
+    }
+  }
+}
+
 void FuseBlocks(ProgramDesc& program, const PassContext& ctx, PassResult& result, bool pairs) {
   std::unordered_set<const OpDesc*> refused;                         // ops of groups that could not become one op
   for (int b = static_cast<int>(program.Size()) - 1; b >= 0; --b) {  // sub-blocks first: grad blocks read forward
@@ -360,6 +463,7 @@ FL_REGISTER_PASS(fuse_elementwise_chains, 700,
                  "connected elementwise / activation / scale / sum ops of one shape (and their elementwise "
                  "gradients) -> one fused_elementwise op that streams the data once",
                  [](ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+                   ForwardCopies(program, ctx, result);
                    FuseBlocks(program, ctx, result, false);
                  });
 
