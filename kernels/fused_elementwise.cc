@@ -24,7 +24,7 @@ namespace {
 
 using namespace fused;  // NOLINT: the instruction set
 
-constexpr int64_t kTile = 512;  // elements per tile: 2 KiB of float per live slot
+constexpr int64_t kTile = 1024;  // elements per tile (at most): 4 KiB of float per live slot
 
 // The attribute context a unary functor is constructed from: its op's attributes, by name, from the params.
 struct ParamContext {
@@ -136,34 +136,39 @@ void Gather(const Broadcast& bc, const T* y, int64_t begin, int64_t n, T* out) {
     }
     return;
   }
+  // Runs along the plan's innermost dim (the input's stride there is 0 or 1: a fill or a copy), an odometer over the
+  // outer dims: a bias row [N] against [M, N], a channel bias [C] against [N, C, H, W] (runs of H * W), a scalar.
   const BroadcastPlan& p = bc.plan;
-  if (p.rank == 1) {  // a scalar (stride 0) or the whole output (stride 1)
-    if (p.ys[0] == 0) std::fill(out, out + n, y[0]);
-    else std::memcpy(out, y + begin, n * sizeof(T));
-    return;
+  const int r = p.rank;
+  int64_t idx[DDim::kMaxRank], rest = begin, off = 0;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rest % p.dims[d];
+    rest /= p.dims[d];
+    off += idx[d] * p.ys[d];
   }
-  if (p.rank == 2 && p.ys[0] == 0 && p.ys[1] == 1) {  // a row vector, repeated: the bias pattern
-    const int64_t w = p.dims[1];
-    for (int64_t i = 0; i < n;) {
-      const int64_t col = (begin + i) % w;
-      const int64_t len = std::min(n - i, w - col);
-      std::memcpy(out + i, y + col, len * sizeof(T));
-      i += len;
+  const int64_t inner = p.dims[r - 1], step = p.ys[r - 1];
+  for (int64_t i = 0; i < n;) {
+    const int64_t len = std::min(n - i, inner - idx[r - 1]);
+    if (step == 0) std::fill(out + i, out + i + len, y[off]);
+    else std::memcpy(out + i, y + off, len * sizeof(T));
+    i += len;
+    idx[r - 1] += len;
+    off += step * len;
+    if (idx[r - 1] < inner) continue;
+    idx[r - 1] = 0;
+    off -= step * inner;
+    for (int d = r - 2; d >= 0; --d) {
+      off += p.ys[d];
+      if (++idx[d] < p.dims[d]) break;
+      off -= p.ys[d] * p.dims[d];
+      idx[d] = 0;
     }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {  // any other pattern: the input's offset from the multi-index
-    int64_t rest = begin + i, off = 0;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      off += (rest % p.dims[d]) * p.ys[d];
-      rest /= p.dims[d];
-    }
-    out[i] = y[off];
   }
 }
 
 template <typename F, typename T>
-void RunUnaryAs(const Instr& in, const std::vector<std::string>& names, const T* a, const T* b, T* d, int64_t n) {
+void RunUnaryAs(const Instr& in, const std::vector<std::string>& names, const T* __restrict a, const T* __restrict b,
+                T* __restrict d, int64_t n) {
   const F f(ParamContext{&names, in.params});
   if (in.kind == kUnary) {
     for (int64_t i = 0; i < n; ++i) d[i] = f.template Fwd<T>(a[i]);
@@ -185,7 +190,8 @@ void RunUnary(const Instr& in, const std::vector<std::string>& names, const T* a
 }
 
 template <typename Op, typename T>
-void RunBinaryOp(int kind, const T* a, const T* b, const T* c, T* d, int64_t n) {
+void RunBinaryOp(int kind, const T* __restrict a, const T* __restrict b, const T* __restrict c, T* __restrict d,
+                 int64_t n) {
   if (kind == kBinary) {
     for (int64_t i = 0; i < n; ++i) d[i] = Op::template Fwd<T>(a[i], b[i]);
   } else if constexpr (!std::is_same_v<Op, binary_fn::DivOp> && !std::is_same_v<Op, binary_fn::MaxOp> &&
@@ -241,26 +247,55 @@ void Kernel(const ExecutionContext& ctx) {
   std::vector<T*> out(p.out_slot.size());
   for (size_t j = 0; j < out.size(); ++j)
     out[j] = ctx.Output("Out", static_cast<int>(j))->template mutable_data<T>(ctx.place());
-  const int64_t tiles = (numel + kTile - 1) / kTile;
+  // Broadcast inputs whose values repeat with one period P <= 4 kTile (a bias row [N]: P = N; a channel bias [C]
+  // against [N, C, H, W]: P = C H W; a scalar: P = 1) are gathered once: the tiles are a multiple of P long, so every
+  // tile sees the same values.
+  int64_t tile = kTile, period = -1;
+  for (int i : gathered) {
+    if (bc[i].offset >= 0) {
+      period = 0;  // a column view: gathered per tile
+      break;
+    }
+    const BroadcastPlan& bp = bc[i].plan;
+    int k = 0;  // the outer dims the input is broadcast along: its values repeat every P elements
+    while (k < bp.rank && bp.ys[k] == 0) ++k;
+    int64_t P = 1;
+    for (int d = k; d < bp.rank; ++d) P *= bp.dims[d];
+    if (period < 0) period = P;
+    if (P != period) period = 0;
+  }
+  const bool shared = period > 0 && period <= 4 * kTile && numel > period;
+  if (shared) tile = period * std::max<int64_t>(1, kTile / period);
+  const int64_t tiles = (numel + tile - 1) / tile;
   const int n_scratch = p.n_buffers + static_cast<int>(gathered.size());
-  ParallelFor(tiles, std::max<int64_t>(1, kMinParallelElements / kTile), [&](int64_t t0, int64_t t1) {
+  std::vector<T> prefilled;
+  if (shared) {
+    prefilled.resize(static_cast<size_t>(gathered.size() * tile));
+    for (size_t g = 0; g < gathered.size(); ++g)
+      Gather(bc[gathered[g]], in[gathered[g]], 0, tile, prefilled.data() + g * tile);
+  }
+  ParallelFor(tiles, std::max<int64_t>(1, kMinParallelElements / tile), [&](int64_t t0, int64_t t1) {
     thread_local std::vector<char> scratch;
-    const size_t bytes = static_cast<size_t>(n_scratch) * kTile * sizeof(T) + 64;
+    const size_t bytes = static_cast<size_t>(n_scratch) * tile * sizeof(T) + 64;
     if (scratch.size() < bytes) scratch.resize(bytes);
     T* base = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
     std::vector<T*> slot(p.n_slots);
     std::vector<const T*> cslot(p.n_slots);
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t begin = t * kTile;
-      const int64_t n = std::min(kTile, numel - begin);
+      const int64_t begin = t * tile;
+      const int64_t n = std::min(tile, numel - begin);
       for (int i = 0; i < p.n_in; ++i) cslot[i] = in[i] + begin;
       for (size_t g = 0; g < gathered.size(); ++g) {
-        T* buf = base + (p.n_buffers + g) * kTile;
+        if (shared) {
+          cslot[gathered[g]] = prefilled.data() + g * tile;
+          continue;
+        }
+        T* buf = base + (p.n_buffers + g) * tile;
         Gather(bc[gathered[g]], in[gathered[g]], begin, n, buf);
         cslot[gathered[g]] = buf;
       }
       for (int s = p.n_in; s < p.n_slots; ++s) {
-        slot[s] = p.out_of[s] >= 0 ? out[p.out_of[s]] + begin : base + std::max(p.buffer[s], 0) * kTile;
+        slot[s] = p.out_of[s] >= 0 ? out[p.out_of[s]] + begin : base + std::max(p.buffer[s], 0) * tile;
         cslot[s] = slot[s];
       }
       for (const Instr& ins : p.code) {
@@ -298,10 +333,11 @@ void CheckProgram(const OpCheckContext& ctx) {
   FL_ENFORCE(static_cast<int>(axes.size()) == n_in, "fused_elementwise: axes has ", axes.size(),
              " values, expected one per input X (", n_in, ")");
   const auto& columns = ctx.Attr<std::vector<int32_t>>("column_offsets");
-  FL_ENFORCE(columns.empty() || columns.size() == axes.size(), "fused_elementwise: column_offsets has ",
-             columns.size(), " values, expected none or one per input X (", n_in, ")");
+  FL_ENFORCE(columns.empty() || columns.size() == axes.size(), "fused_elementwise: column_offsets has ", columns.size(),
+             " values, expected none or one per input X (", n_in, ")");
   bool has_ref = false;
-  for (size_t i = 0; i < axes.size(); ++i) has_ref = has_ref || (axes[i] == kFullInput && (columns.empty() || columns[i] < 0));
+  for (size_t i = 0; i < axes.size(); ++i)
+    has_ref = has_ref || (axes[i] == kFullInput && (columns.empty() || columns[i] < 0));
   FL_ENFORCE(has_ref, "fused_elementwise: no input has the output's shape (all broadcast or column views)");
   for (int k = 0; k < n; ++k) {
     const int32_t* c = &code[k * kCodeWidth];
@@ -350,8 +386,8 @@ void InferFused(InferShapeContext& ctx) {
                DTypeName(dtype));
     if (columns[i] >= 0) {  // [rows, stride] holding the output's [rows, width] at column columns[i]
       const int64_t width = dims.size() ? dims[dims.size() - 1] : 1;
-      const bool fits = d.size() == 2 && dims.size() == 2 &&
-                        (!ctx.IsRuntime() || (d[0] == dims[0] && columns[i] + width <= d[1]));
+      const bool fits =
+          d.size() == 2 && dims.size() == 2 && (!ctx.IsRuntime() || (d[0] == dims[0] && columns[i] + width <= d[1]));
       FL_ENFORCE(fits, ctx.Type(), ": X[", i, "] '", ctx.InputName("X", i), "' ", d, " does not hold columns ",
                  columns[i], " .. ", columns[i] + width - 1, " of the chain's shape ", dims, " (X[", ref, "] '",
                  ctx.InputName("X", ref), "')");

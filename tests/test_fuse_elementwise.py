@@ -120,6 +120,26 @@ def test_a_scalar_and_a_middle_axis_broadcast_are_fused_too():
     np.testing.assert_allclose(fused[0], np.tanh((feed["x"] + feed["c"][None, :, None]) * 0.7), rtol=1e-5)
 
 
+@pytest.mark.parametrize("shape, bias_shape, axis", [((4, 6, 50, 7), (6,), 1), ((5, 3, 70), (3, 70), 1),
+                                                   ((9, 333), (1,), -1), ((2, 700), (2, 1), 0)])
+def test_broadcast_patterns_across_tile_boundaries_are_bit_identical(shape, bias_shape, axis):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = L.data(name="x", shape=list(shape), dtype="float32", append_batch_size=False)
+        c = L.data(name="c", shape=list(bias_shape), dtype="float32", append_batch_size=False)
+        out = L.relu(L.elementwise_add(x, c, axis=axis))
+    rng = np.random.RandomState(1)
+    feed = {"x": rng.randn(*shape).astype("float32"), "c": rng.randn(*bias_shape).astype("float32")}
+    view = fluid.Executor(fluid.CPUPlace()).prepared_program(main, feed=list(feed), fetch_list=[out])
+    assert op_types(view.global_block()) == ["fused_elementwise"]
+    (on,), _ = run(main, startup, feed, [out])
+    (off,), _ = run(main, startup, feed, [out], disable=PASS)
+    assert np.array_equal(on[0], off[0])
+    a = axis if axis >= 0 else len(shape) - len(bias_shape)
+    c_full = feed["c"].reshape((1,) * a + bias_shape + (1,) * (len(shape) - a - len(bias_shape)))
+    np.testing.assert_allclose(on[0], np.maximum(feed["x"] + c_full, 0), rtol=1e-6)
+
+
 def test_an_intermediate_that_is_fetched_stays_an_output():
     main, startup, out, t = chain_program()
     feed = chain_feed()
