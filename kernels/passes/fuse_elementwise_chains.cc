@@ -374,7 +374,8 @@ std::vector<std::vector<size_t>> Groups(const ProgramDesc& program, int b, const
 // block's later ops read, and its source is written by nothing but an earlier op of the same block.
 bool IsIdentityCopy(const BlockDesc& block, const OpDesc& op, std::string* src, std::string* dst) {
   if (op.type() == "scale") {
-    if ((op.HasAttr("scale") && op.Attr<float>("scale") != 1.0f) || (op.HasAttr("bias") && op.Attr<float>("bias") != 0.0f))
+    if ((op.HasAttr("scale") && op.Attr<float>("scale") != 1.0f) ||
+        (op.HasAttr("bias") && op.Attr<float>("bias") != 0.0f))
       return false;
     *src = One(op, "X", true);
     *dst = One(op, "Out", false);
@@ -414,8 +415,8 @@ void ForwardCopies(ProgramDesc& program, const PassContext& ctx, PassResult& res
         else op.SetOutput("X@GRAD", {});
         RemoveUnusedVars(program, b, {out});
         ++result.changes;
-        result.details.push_back(Str("block ", b, ": ", type, "'s copy '", out, "' of '", x, "' removed, its readers ",
-                                     "read '", x, "'"));
+        result.details.push_back(
+            Str("block ", b, ": ", type, "'s copy '", out, "' of '", x, "' removed, its readers ", "read '", x, "'"));
         again = true;
       }
     }
