@@ -398,3 +398,15 @@ def test_a_hand_written_fused_op_with_a_bad_program_is_refused():
     v = np.linspace(-3, 3, 4).astype("float32")
     (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": v}, fetch_list=[out])
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-v)), rtol=1e-6)
+
+
+def test_programs_prepared_with_the_nan_check_on_are_not_fused():
+    main, startup, out, _ = chain_program()
+    exe = fluid.Executor(fluid.CPUPlace())
+    fluid.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        view = exe.prepared_program(main, feed=list(chain_feed()), fetch_list=[out])
+    finally:
+        fluid.set_flags({"FLAGS_check_nan_inf": False})
+    assert "fused_elementwise" not in op_types(view.global_block())
+    assert "skipped: FLAGS_check_nan_inf is on" in str(view)

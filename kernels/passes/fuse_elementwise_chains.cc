@@ -22,6 +22,7 @@
 
 #include "../helpers/fused_elementwise.h"
 #include "enforce.h"
+#include "executor.h"  // CheckNanInf
 #include "op_registry.h"
 #include "pass.h"
 
@@ -458,12 +459,21 @@ void FuseBlocks(ProgramDesc& program, const PassContext& ctx, PassResult& result
   }
 }
 
+// FLAGS_check_nan_inf names the op whose output is not finite, and the value: a fused op would leave the intermediate
+// unwritten and name itself, so programs prepared with the check on are not fused.
+bool SkippedForNanCheck(PassResult& result) {
+  if (!CheckNanInf()) return false;
+  result.details.push_back("skipped: FLAGS_check_nan_inf is on (it names the op that made a NaN or Inf)");
+  return true;
+}
+
 }  // namespace
 
 FL_REGISTER_PASS(fuse_elementwise_chains, 700,
                  "connected elementwise / activation / scale / sum ops of one shape (and their elementwise "
                  "gradients) -> one fused_elementwise op that streams the data once",
                  [](ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+                   if (SkippedForNanCheck(result)) return;
                    ForwardCopies(program, ctx, result);
                    FuseBlocks(program, ctx, result, false);
                  });
@@ -472,6 +482,7 @@ FL_REGISTER_PASS(fuse_elewise_add_act, 600,
                  "elementwise_add + activation pairs (and their gradient pairs) -> fused_elementwise "
                  "(Fluid's fuse_elewise_add_act_ops)",
                  [](ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+                   if (SkippedForNanCheck(result)) return;
                    FuseBlocks(program, ctx, result, true);
                  });
 
