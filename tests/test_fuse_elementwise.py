@@ -379,27 +379,6 @@ def test_run_time_shape_mismatch_names_the_op_and_the_variables():
         exe.run(main, feed={"x": np.ones((2, 4), "float32"), "y": np.ones((3, 4), "float32")}, fetch_list=[out])
 
 
-def test_a_hand_written_fused_op_with_a_bad_program_is_refused():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = L.data(name="x", shape=[4], dtype="float32", append_batch_size=False)
-        out = main.global_block().create_var(name="out", shape=[4], dtype="float32")
-        with pytest.raises(Exception, match=r"fused_elementwise: instruction 0 reads slot 5 before it is written"):
-            main.global_block().append_op(type="fused_elementwise", inputs={"X": [x]}, outputs={"Out": [out]},
-                                          attrs={"code": [0, 1, 1, 5, -1, -1], "params": [0.0, 0.0, 0.0],
-                                                 "outputs": [1], "axes": [-2]})
-        with pytest.raises(Exception, match=r"fused_elementwise: params has 1 values, expected 3"):
-            main.global_block().append_op(type="fused_elementwise", inputs={"X": [x]}, outputs={"Out": [out]},
-                                          attrs={"code": [0, 1, 1, 0, -1, -1], "params": [0.0],
-                                                 "outputs": [1], "axes": [-2]})
-        main.global_block().append_op(type="fused_elementwise", inputs={"X": [x]}, outputs={"Out": [out]},
-                                      attrs={"code": [0, 1, 1, 0, -1, -1], "params": [0.0, 0.0, 0.0],
-                                             "outputs": [1], "axes": [-2], "fused_ops": ["sigmoid"]})
-    v = np.linspace(-3, 3, 4).astype("float32")
-    (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed={"x": v}, fetch_list=[out])
-    np.testing.assert_allclose(got, 1 / (1 + np.exp(-v)), rtol=1e-6)
-
-
 def test_programs_prepared_with_the_nan_check_on_are_not_fused():
     main, startup, out, _ = chain_program()
     exe = fluid.Executor(fluid.CPUPlace())

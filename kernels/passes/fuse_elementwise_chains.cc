@@ -270,10 +270,12 @@ bool FuseGroup(ProgramDesc& program, int b, std::vector<size_t> members, const s
     }
   std::vector<std::string> inputs;  // slot order
   std::vector<int32_t> axes, columns;
-  std::unordered_map<std::string, int> slot;
-  for (auto& in : code)
-    for (auto& s : in.src) {
-      if (s.empty() || produced.count(s) || slot.count(s)) continue;
+  std::unordered_map<std::string, int> slot;  // input or instruction slot of each name, in program order
+  std::unordered_set<std::string> written;
+  for (size_t k = 0; k < code.size(); ++k) {
+    for (auto& s : code[k].src) {
+      if (s.empty() || slot.count(s) || written.count(s)) continue;  // an input seen, or an earlier result
+      if (produced.count(s)) return false;  // read before the group writes it (an op in place): not one op
       slot[s] = static_cast<int>(inputs.size());
       auto view = views.find(s);
       inputs.push_back(view == views.end() ? s : view->second.first);
@@ -283,6 +285,8 @@ bool FuseGroup(ProgramDesc& program, int b, std::vector<size_t> members, const s
         if (auto it = nodes[m].broadcast.find(s); it != nodes[m].broadcast.end()) axis = it->second;
       axes.push_back(axis);
     }
+    written.insert(code[k].dst);
+  }
   bool has_ref = false;
   for (size_t i = 0; i < axes.size(); ++i) has_ref = has_ref || (axes[i] == kFullInput && columns[i] < 0);
   if (!has_ref) return false;
