@@ -63,6 +63,7 @@ def _unrolled_program():
 def _params(scope):
     return {n: np.array(scope.find_var(n).get_tensor()) for n in ("w_x", "w_h", "b")}
 
+
 @pytest.fixture
 def programs_as_written(monkeypatch):
     """For tests that count the step block's ops or temporaries as written (its sums, its intermediates):
