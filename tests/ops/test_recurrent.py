@@ -71,7 +71,6 @@ def programs_as_written(monkeypatch):
     monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
 
 
-
 def test_forward_and_gradients_equal_unrolled_network():
     rng = np.random.RandomState(0)
     xv, h0v = rng.randn(T, B, D), rng.randn(B, H) * 0.5
