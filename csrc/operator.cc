@@ -506,7 +506,7 @@ const char* PreparedOp::ProfileArgs() {
   args += "}";
   const std::string site = desc_->CreationSite();
   if (!site.empty()) args += ",\"site\":\"" + JsonEscaped(site) + "\"";
-  // A fused op (an IR pass's) names the ops it replaced, so its profiler row says what is inside.
+  // An op an IR pass made from others (fused_reduce, ...) names them: one profiler row, the ops it stands for.
   if (desc_->HasAttr("fused_ops"))
     if (auto* fused = std::get_if<std::vector<std::string>>(&desc_->GetAttr("fused_ops"))) {
       args += ",\"fused_ops\":[";

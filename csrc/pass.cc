@@ -8,6 +8,7 @@
 
 #include "enforce.h"
 #include "logging.h"
+#include "names.h"
 #include "op_builder.h"
 #include "op_registry.h"
 
@@ -126,18 +127,16 @@ VarUses::VarUses(const ProgramDesc& program) {
       }
       // An op with a sub-block (recurrent, while, conditional_block) names variables in its attributes that its
       // runtime reads or writes by name in either block (StaticRNN's states and ex_states): mentioned everywhere.
-      // A grad op (recurrent_grad) also reads and writes their gradients, by the name plus @GRAD.
       if (!ops[i]->HasAttr("sub_block")) continue;
       for (auto& [attr, value] : ops[i]->attrs()) {
-        if (auto* s = std::get_if<std::string>(&value)) {
-          blocks_[*s].insert(-1);
-          blocks_[*s + "@GRAD"].insert(-1);
-        }
+        // The runtime also derives gradient names from them (StaticRNN reads ex_states[i] + "@GRAD").
+        auto mention = [this](const std::string& n) {
+          blocks_[n].insert(-1);
+          blocks_[n + kGradSuffix].insert(-1);
+        };
+        if (auto* s = std::get_if<std::string>(&value)) mention(*s);
         if (auto* v = std::get_if<std::vector<std::string>>(&value))
-          for (auto& n : *v) {
-            blocks_[n].insert(-1);
-            blocks_[n + "@GRAD"].insert(-1);
-          }
+          for (auto& n : *v) mention(n);
       }
     }
   }
