@@ -105,37 +105,33 @@ def lstm_weights(params, cell=CELL):
     return params["fc_0.w_0"], params["fc_1.w_0"], params["fc_0.b_0"], "fc_2"
 
 
-def torch_lstm(wx, wh, b):
-    """A torch.nn.LSTM holding fluidlite's LSTM weights W_x [in, 4h], W_h [h, 4h] and bias b [4h] (gates i, f, o, g).
-    torch's gate order is i, f, g, o and it keeps [4h, in] weights with two biases: the blocks are reordered and
-    transposed, and bias_hh is zero and frozen. Also used by the lstm_primitive model."""
+def ifgo_to_ifgo_torch(m):
+    """[..., 4h] columns in lstm_unit's gate order i, f, o, g -> torch's and paddle's nn.LSTM order i, f, g, o."""
+    i, f, o, g = np.split(m, 4, axis=-1)
+    return np.ascontiguousarray(np.concatenate([i, f, g, o], axis=-1))
+
+
+def torch_network(params, cell=CELL):
+    """(embedding, nn.LSTM, nn.Linear) holding fluidlite's weights. torch's gate order is i, f, g, o
+    (fluidlite's lstm_unit: i, f, o, g) and it keeps [4h, in] weights with two biases: the blocks are
+    reordered and transposed, and bias_hh is zero and frozen."""
     import torch
+    from ..reference import torch_linear
+    wx, wh, b, head = lstm_weights(params, cell)
     hidden = wh.shape[0]
+    torch_order = ifgo_to_ifgo_torch
 
-    def torch_order(m):  # [..., 4h] columns i, f, o, g -> i, f, g, o
-        i, f, o, g = np.split(m, 4, axis=-1)
-        return np.ascontiguousarray(np.concatenate([i, f, g, o], axis=-1))
-
+    emb_w = params["embedding_0.w_0"]
+    emb = torch.nn.Embedding(emb_w.shape[0], emb_w.shape[1])
     lstm = torch.nn.LSTM(wx.shape[0], hidden)
     with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(emb_w))
         lstm.weight_ih_l0.copy_(torch.from_numpy(np.ascontiguousarray(torch_order(wx).T)))
         lstm.weight_hh_l0.copy_(torch.from_numpy(np.ascontiguousarray(torch_order(wh).T)))
         lstm.bias_ih_l0.copy_(torch.from_numpy(torch_order(b)))
         lstm.bias_hh_l0.zero_()
     lstm.bias_hh_l0.requires_grad_(False)  # fluidlite has one bias: a trained second one doubles its step
-    return lstm
-
-
-def torch_network(params, cell=CELL):
-    """(embedding, nn.LSTM, nn.Linear) holding fluidlite's weights (torch_lstm)."""
-    import torch
-    from ..reference import torch_linear
-    wx, wh, b, head = lstm_weights(params, cell)
-    emb_w = params["embedding_0.w_0"]
-    emb = torch.nn.Embedding(emb_w.shape[0], emb_w.shape[1])
-    with torch.no_grad():
-        emb.weight.copy_(torch.from_numpy(emb_w))
-    return emb, torch_lstm(wx, wh, b), torch_linear(params, head)
+    return emb, lstm, torch_linear(params, head)
 
 
 class TorchLSTMClassifier:

@@ -13,7 +13,7 @@ import numpy as np
 import fluidlite as fluid
 
 from . import Built
-from .lstm import torch_lstm, unfused_cell
+from .lstm import ifgo_to_ifgo_torch, unfused_cell
 
 DESCRIPTION = "StaticRNN LSTM 128 from primitive ops (fc on [x_t, h], split, sigmoid/tanh, mul/add), seq 20, SGD"
 DEFAULTS = {"batch_size": 32, "iterations": 50, "warmup": 10, "repeat": 5}
@@ -55,6 +55,21 @@ def build(batch_size, seed):
     rng = np.random.RandomState(seed)
     xs = rng.uniform(-1, 1, size=(SEQ_LEN, batch_size, HIDDEN)).astype("float32")
     return Built(main, startup, lambda: {"x": xs}, [loss])
+
+
+def torch_lstm(wx, wh, b):
+    """A torch.nn.LSTM holding fluidlite's W_x [in, 4h], W_h [h, 4h] and bias b [4h] (gates i, f, o, g; torch's order
+    is i, f, g, o and it keeps [4h, in] weights with two biases): reordered and transposed, bias_hh zero and frozen
+    (fluidlite has one bias), as lstm.torch_network builds it."""
+    import torch
+    lstm = torch.nn.LSTM(wx.shape[0], wh.shape[0])
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(torch.from_numpy(np.ascontiguousarray(ifgo_to_ifgo_torch(wx).T)))
+        lstm.weight_hh_l0.copy_(torch.from_numpy(np.ascontiguousarray(ifgo_to_ifgo_torch(wh).T)))
+        lstm.bias_ih_l0.copy_(torch.from_numpy(ifgo_to_ifgo_torch(b)))
+        lstm.bias_hh_l0.zero_()
+    lstm.bias_hh_l0.requires_grad_(False)
+    return lstm
 
 
 class TorchPrimitiveLSTM:
