@@ -16,13 +16,7 @@ import numpy as np
 import fluidlite as fluid
 from fluidlite import profiler
 from fluidlite.bench import seconds_per_call
-from fluidlite.bench.models.lstm import unfused_cell
-
-
-def primitive_cell(x_t, h_prev, c_prev):
-    """The LSTM cell from primitives, as Fluid users write it: fc on [x_t, h_prev], then split, sigmoid/tanh and
-    elementwise ops. Returns (h, c)."""
-    return unfused_cell(fluid.layers.fc(input=[x_t, h_prev], size=4 * c_prev.shape[-1]), c_prev)
+from fluidlite.bench.models.lstm_primitive import primitive_cell  # noqa: F401  (advisor_accuracy imports it here)
 
 
 def lstm_program(seq, batch, hidden, cell=primitive_cell):

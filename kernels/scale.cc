@@ -1,5 +1,6 @@
 // scale: Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is false).
 #include "grad_op_maker.h"
+#include "helpers/elementwise_functors.h"
 #include "helpers/elementwise_loop.h"
 #include "op_context.h"
 
@@ -16,10 +17,8 @@ FL_REGISTER_OP(scale, op) {
       .SetInferShape(InferSameShapeAsX)
       .CPUKernel<float, double, int32_t, int64_t>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        T scale = static_cast<T>(ctx.Attr<float>("scale"));
-        T bias = static_cast<T>(ctx.Attr<float>("bias"));
-        if (!ctx.Attr<bool>("bias_after_scale")) bias = bias * scale;
-        UnaryMap<T>(ctx, [scale, bias](T x) { return scale * x + bias; });
+        const ScaleFn<T> f(ctx.Attr<float>("scale"), ctx.Attr<float>("bias"), ctx.Attr<bool>("bias_after_scale"));
+        UnaryMap<T>(ctx, f);
       })
       .Grad([](GradOpMaker& g) {
         // d(scale*x + b)/dx = scale: the grad is another scale op, with no bias.

@@ -12,6 +12,14 @@ from fluidlite.profiler import advisor
 from fluidlite.profiler._session import Event
 from fluidlite.profiler.report import preempted
 
+
+@pytest.fixture(autouse=True)
+def _programs_as_written(monkeypatch):
+    """These tests read profiles of their programs' ops as written: elementwise fusion (on by default) would turn
+    their chains into fused_elementwise ops (subprocesses inherit the variable)."""
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+
+
 L = fluid.layers
 
 

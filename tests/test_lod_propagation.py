@@ -108,6 +108,10 @@ for _t in ["elementwise_floordiv", "elementwise_mod"]:  # Fluid's elementwise In
 ROWS.update({
     # Fluid: ShareLoD("X", "Out") (or the slot named): the row-preserving ops
     "scale": Row(unary("scale", scale=2.0)),
+    # made by the elementwise fusion passes (no gradient: they fuse backward ops too); Out takes its shape input's LoD
+    "fused_elementwise": Row(lambda x: {"Out": (op("fused_elementwise", {"X": x}, ["Out"], {
+        "code": [0, 1, 1, 0, -1, -1], "params": [0.0, 0.0, 0.0], "outputs": [1], "axes": [-2],
+        "fused_ops": ["sigmoid"]})["Out"][0], "x")}, grad=False),
     "cast": Row(lambda x: {"Out": (L.cast(x, "float64"), "x")}),
     "dropout": Row(lambda x: {"Out": (L.dropout(x, 0.5, is_test=True), "x")}),
     "softmax": Row(lambda x: {"Out": (L.softmax(x), "x")}),

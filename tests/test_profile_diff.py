@@ -13,6 +13,17 @@ import fluidlite as fluid
 from fluidlite import profiler
 from fluidlite.profiler.diff import FORMAT, MIN_SAMPLES, step_change
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _programs_as_written():
+    """These tests diff profiles of their programs' ops as written: elementwise fusion (on by default) would turn
+    their chains into fused_elementwise ops (subprocesses inherit the variable). Module scope: the profiles are
+    module fixtures."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+        yield
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 4
 

@@ -11,6 +11,13 @@ import fluidlite as fluid
 from fluidlite import profiler
 
 
+@pytest.fixture(autouse=True)
+def _programs_as_written(monkeypatch):
+    """These tests read profiles of their programs' ops as written: elementwise fusion (on by default) would turn
+    their chains into fused_elementwise ops (subprocesses inherit the variable)."""
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+
+
 def _program(n_ops=3):
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):

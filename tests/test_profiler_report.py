@@ -13,6 +13,15 @@ import pytest
 
 import fluidlite as fluid
 from fluidlite import profiler
+
+
+@pytest.fixture(autouse=True)
+def _programs_as_written(monkeypatch):
+    """These tests read profiles of their programs' ops as written: elementwise fusion (on by default) would turn
+    their chains into fused_elementwise ops (subprocesses inherit the variable)."""
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+
+
 report_mod = importlib.import_module("fluidlite.profiler.report")  # the package's `report` is the function
 
 

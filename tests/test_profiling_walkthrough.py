@@ -7,7 +7,17 @@ import math
 import os
 import re
 
+import pytest
+
 import fluidlite as fluid
+
+
+@pytest.fixture(autouse=True)
+def _programs_as_written(monkeypatch):
+    """These tests read profiles of their programs' ops as written: elementwise fusion (on by default) would turn
+    their chains into fused_elementwise ops (subprocesses inherit the variable)."""
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+
 
 DOC = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "profiling.md")
 

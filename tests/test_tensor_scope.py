@@ -212,6 +212,7 @@ def test_eager_deletion_off_keeps_temporaries(monkeypatch):
     # FLAGS_eager_delete_tensor_gb < 0 (read when the program is prepared), as in Fluid: temporaries keep
     # their buffers between runs.
     monkeypatch.setenv("FLAGS_eager_delete_tensor_gb", "-1")
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")  # the chain's temporaries as written
     main, y = _scale_chain()
     exe = fluid.Executor(fluid.CPUPlace())
     gc.collect()

@@ -64,6 +64,13 @@ def _params(scope):
     return {n: np.array(scope.find_var(n).get_tensor()) for n in ("w_x", "w_h", "b")}
 
 
+@pytest.fixture
+def programs_as_written(monkeypatch):
+    """For tests that count the step block's ops or temporaries as written (its sums, its intermediates):
+    elementwise fusion (on by default) would turn them into fused_elementwise ops."""
+    monkeypatch.setenv("FLUIDLITE_DISABLE_PASSES", "fuse_elementwise_chains")
+
+
 def test_forward_and_gradients_equal_unrolled_network():
     rng = np.random.RandomState(0)
     xv, h0v = rng.randn(T, B, D), rng.randn(B, H) * 0.5
@@ -261,6 +268,7 @@ def test_backward_releases_each_steps_gradients(monkeypatch):
     assert off - on >= (steps - 2) * 4 * step_tensor, (on, off)
 
 
+@pytest.mark.usefixtures("programs_as_written")
 def test_forward_releases_what_no_gradient_reads(monkeypatch):
     # Forward only: the fc's two products, their sum and the biased sum are released after their last use in each
     # step (nothing reads them later); the new memory (tanh) is kept, the next step reads it.
@@ -295,6 +303,7 @@ def test_misuse_is_reported_at_build_time():
                 rnn3.step_input(y)
 
 
+@pytest.mark.usefixtures("programs_as_written")
 def test_profiler_shows_step_events_and_a_sum_per_parameter_per_step():
     xv = np.random.RandomState(4).randn(T, B, D)
     main, startup, out, loss, _ = _rnn_program(with_grads=False)
@@ -401,6 +410,7 @@ def test_fluid_mode_switch_reads_back(set_fluid_mode):
     assert not fluid.core.get_recurrent_fluid_mode()
 
 
+@pytest.mark.usefixtures("programs_as_written")
 def test_fluid_mode_shows_fluids_costs_in_the_profiler_with_the_same_results(set_fluid_mode):
     run = _profiled_rnn_training()
     params, memories = 3, 1
