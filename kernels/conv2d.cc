@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "helpers/bias_act.h"
 #include "helpers/blas.h"
 #include "helpers/direct_conv.h"
 #include "helpers/im2row.h"
@@ -22,6 +23,14 @@
 namespace fl {
 
 namespace {
+
+// conv2d_fusion's epilogue: Output = act(conv + Bias[m]), applied to each output tile right after the GEMM or
+// the direct kernel wrote it (before it goes back to NCHW), or to each depthwise output plane.
+template <typename T>
+struct ConvEpilogue {
+  BiasAct<T> act;
+  const T* bias = nullptr;  // [M] or null
+};
 
 // The conv attributes, read once (from an InferShapeContext or an ExecutionContext).
 struct ConvAttrs {
@@ -211,9 +220,9 @@ class PatchConv {
     }
   }
 
-  void Forward(const T* x, T* out) const {
+  void Forward(const T* x, T* out, const ConvEpilogue<T>* epi = nullptr) const {
     ForParts([&](int64_t b0, int64_t b1, int) {
-      for (int64_t c0 = b0; c0 < b1; c0 += nb_) ForwardChunk(x, c0, std::min(nb_, b1 - c0), out);
+      for (int64_t c0 = b0; c0 < b1; c0 += nb_) ForwardChunk(x, c0, std::min(nb_, b1 - c0), out, epi);
     });
   }
 
@@ -295,10 +304,11 @@ class PatchConv {
     return rows;
   }
 
-  void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out) const {
+  void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out, const ConvEpilogue<T>* epi = nullptr) const {
     if constexpr (std::is_same_v<T, float>) {
       if (direct_) {
-        for (int64_t i = b0; i < b0 + n; ++i) DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_);
+        for (int64_t i = b0; i < b0 + n; ++i)
+          DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_, epi);
         return;
       }
     }
@@ -307,18 +317,23 @@ class PatchConv {
     T* y = Scratch<T>(kGemmOut, r * m);
     for (int64_t g = 0; g < s_.groups; ++g)
       blas::Gemm<T>(false, true, r, mg_, kg_, T(1), rows + g * kg_, k_, wp_ + g * mg_ * kg_, kg_, T(0), y + g * mg_, m);
+    if (epi) epi->act.Rows(y, r, m, m, epi->bias);  // [R, M]: bias per column, while the tile is in cache
     TransposeImages(y, n, p_, m, out + b0 * m * p_);
   }
 
   // One image through the direct kernel: pad to channels last, convolve row by row, back to NCHW.
-  void DirectForwardImage(const float* x, float* out) const {
+  void DirectForwardImage(const float* x, float* out, const ConvEpilogue<float>* epi) const {
     const ConvGeometry& g = s_.geom;
     const int64_t m = s_.out_channels;
     float* padded = Scratch<float>(kChannelsLast, direct_conv::PaddedSize(g));
     direct_conv::PadToChannelsLast(g, x, padded);
     float* y = Scratch<float>(kGemmOut, p_ * mp_);
     const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, g.out_w * mp_ * k_));
-    ParallelFor(g.out_h, grain, [&](int64_t b, int64_t e) { direct_conv::ConvolveRows(g, mp_, padded, wd_, y, b, e); });
+    ParallelFor(g.out_h, grain, [&](int64_t b, int64_t e) {
+      direct_conv::ConvolveRows(g, mp_, padded, wd_, y, b, e);
+      // The rows' tile [(e - b) * Wo, Mp] is still in cache: bias and activation on its M real channels.
+      if (epi) epi->act.Rows(y + b * g.out_w * mp_, (e - b) * g.out_w, m, mp_, epi->bias);
+    });
     detail::Transpose2D(y, mp_, out, p_, m, p_);
   }
 
@@ -433,7 +448,7 @@ class DepthwiseConv {
       ValidRange(g_.out_w, g_.width, g_.stride_w, kj * g_.dilation_w - g_.pad_w, &wlo_[kj], &whi_[kj]);
   }
 
-  void Forward(const T* x, const T* w, T* out) const {
+  void Forward(const T* x, const T* w, T* out, const ConvEpilogue<T>* epi = nullptr) const {
     const int64_t sw = g_.stride_w, p = g_.OutSize(), hw = g_.height * g_.width, m_all = s_.out_channels;
     ParallelFor(s_.batch * m_all, Grain(), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
@@ -452,6 +467,7 @@ class DepthwiseConv {
             for (int64_t i = 0; i < n; ++i) d[i] += wv * src[i * sw];
           }
         });
+        if (epi) epi->act.Plane(o, p, epi->bias ? epi->bias[m] : T(0), epi->bias != nullptr);  // plane in cache
       }
     });
   }
@@ -541,16 +557,30 @@ class DepthwiseConv {
   std::vector<int64_t> hlo_, hhi_, wlo_, whi_;
 };
 
+// epi: conv2d_fusion's bias and activation (null for conv2d).
 template <typename T>
-void ConvForwardKernel(const ExecutionContext& ctx) {
+void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi = nullptr) {
   const Tensor& in = ctx.Input("Input");
   const Tensor& filter = ctx.Input("Filter");
   const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
   Tensor* out = ctx.Output("Output");
   out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
   T* o = out->mutable_data<T>(ctx.place());
-  if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o);
-  else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o);
+  if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o, epi);
+  else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o, epi);
+}
+
+template <typename T>
+void ConvFusionKernel(const ExecutionContext& ctx) {
+  ConvEpilogue<T> epi;
+  epi.act.act = EpilogueActByName(ctx.Attr<std::string>("activation"));
+  if (const Tensor* b = ctx.InputOrNull("Bias")) {
+    const int64_t m = ctx.Input("Filter").dims()[0];
+    FL_ENFORCE(b->numel() == m, "conv2d_fusion: Bias '", ctx.InputName("Bias"), "' ", b->dims(), " must hold M = ", m,
+               " values (the output channels of Filter '", ctx.InputName("Filter"), "')");
+    epi.bias = b->data<T>();
+  }
+  ConvForwardKernel<T>(ctx, &epi);
 }
 
 template <typename T>
@@ -579,15 +609,9 @@ void ConvGradKernel(const ExecutionContext& ctx) {
         .Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
-void RegisterConv(OpBuilder& op, const std::string& type) {
-  op.Doc(type +
-         ": 2-D convolution of NCHW Input [N, C, H, W] with Filter [M, C/groups, kh, kw] giving Output "
-         "[N, M, Ho, Wo], Ho = (H + 2*pad - (dilation*(kh-1) + 1)) / stride + 1 (likewise Wo). Channels "
-         "split into `groups` independent convolutions.")
-      .Input("Input", "input images [N, C, H, W]")
-      .Input("Filter", "filters [M, C/groups, kh, kw]")
-      .Output("Output", "output images [N, M, Ho, Wo]")
-      .Attr("strides", std::vector<int32_t>{1, 1}, "[stride_h, stride_w]")
+// The attributes conv2d, depthwise_conv2d and conv2d_fusion share.
+void ConvAttrSpecs(OpBuilder& op) {
+  op.Attr("strides", std::vector<int32_t>{1, 1}, "[stride_h, stride_w]")
       .Min(1)
       .Size(2)
       .Attr("paddings", std::vector<int32_t>{0, 0}, "zero padding [pad_h, pad_w] on both sides")
@@ -601,8 +625,19 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
       .Attr<bool>("use_cudnn", false, "accepted for Fluid compatibility; CPU kernels ignore it")
       .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
       .Attr("data_format", "AnyLayout", "NCHW (or AnyLayout, meaning NCHW); no other layout is supported")
-      .OneOf({"NCHW", "AnyLayout"})
-      .SetInferShape(ConvInferShape)
+      .OneOf({"NCHW", "AnyLayout"});
+}
+
+void RegisterConv(OpBuilder& op, const std::string& type) {
+  op.Doc(type +
+         ": 2-D convolution of NCHW Input [N, C, H, W] with Filter [M, C/groups, kh, kw] giving Output "
+         "[N, M, Ho, Wo], Ho = (H + 2*pad - (dilation*(kh-1) + 1)) / stride + 1 (likewise Wo). Channels "
+         "split into `groups` independent convolutions.")
+      .Input("Input", "input images [N, C, H, W]")
+      .Input("Filter", "filters [M, C/groups, kh, kw]")
+      .Output("Output", "output images [N, M, Ho, Wo]");
+  ConvAttrSpecs(op);
+  op.SetInferShape(ConvInferShape)
       .CPUKernel<float, double>(
           [](const ExecutionContext& ctx, auto tag) { ConvForwardKernel<typename decltype(tag)::type>(ctx); });
   // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
@@ -815,6 +850,33 @@ void RegisterConvTranspose(OpBuilder& op, const std::string& type) {
 }  // namespace
 
 FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
+// Fluid 1.8's conv2d_fusion (its CUDA-only op, here on the CPU): the inference pass fuse_conv_bias_act makes it
+// from conv2d / depthwise_conv2d + elementwise_add(bias) + an activation. No gradient (inference programs only).
+FL_REGISTER_OP(conv2d_fusion, op) {
+  op.Doc("conv2d_fusion: Output = act(conv2d(Input, Filter) + Bias[m]): the convolution of conv2d (groups == "
+         "channels: depthwise_conv2d's kernel) with the bias and activation applied to each output tile as the "
+         "convolution writes it.")
+      .Input("Input", "input images [N, C, H, W]")
+      .Input("Filter", "filters [M, C/groups, kh, kw]")
+      .DispensableInput("Bias", "per-output-channel bias [M]")
+      .Output("Output", "output images [N, M, Ho, Wo]");
+  ConvAttrSpecs(op);
+  op.Attr("activation", "relu", "applied after the bias: identity, relu, relu6 (threshold 6), sigmoid or tanh")
+      .OneOf(EpilogueActNames())
+      .Attr("fused_ops", std::vector<std::string>{}, "the ops a pass replaced by this one (shown by the profiler)")
+      .SetInferShape([](InferShapeContext& ctx) {
+        ConvInferShape(ctx);
+        if (ctx.HasInput("Bias")) {
+          ctx.EnforceSameDType("Input", "Bias");
+          const DDim b = ctx.InputDim("Bias"), f = ctx.InputDim("Filter");
+          const int64_t n = b.numel();
+          FL_ENFORCE(n < 0 || f[0] < 0 || n == f[0], "conv2d_fusion: ", ctx.Describe("Bias"), " must hold M = ", f[0],
+                     " values (the output channels of ", ctx.Describe("Filter"), ")");
+        }
+      })
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { ConvFusionKernel<typename decltype(tag)::type>(ctx); });
+}
 FL_REGISTER_OP(depthwise_conv2d, op) { RegisterConv(op, "depthwise_conv2d"); }
 FL_REGISTER_OP(conv2d_transpose, op) { RegisterConvTranspose(op, "conv2d_transpose"); }
 FL_REGISTER_OP(depthwise_conv2d_transpose, op) { RegisterConvTranspose(op, "depthwise_conv2d_transpose"); }

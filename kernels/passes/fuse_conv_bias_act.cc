@@ -1,0 +1,55 @@
+// fuse_conv_bias_act (inference): conv2d / depthwise_conv2d + elementwise_add(bias [M], axis 1) [+ relu / relu6 /
+// sigmoid / tanh] -> one conv2d_fusion op (kernels/conv2d.cc), whose kernel applies the bias and the activation to
+// each output tile as the convolution writes it. Either the bias or the activation may be missing (not both).
+// Each intermediate must be a temporary read only by the next op of the chain. Training programs are left alone.
+#include "inference_pass_util.h"
+
+namespace fl {
+namespace {
+
+using namespace inference_pass;
+
+void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& result) {
+  if (IsTrainingProgram(program)) return;
+  for (size_t bi = 0; bi < program.Size(); ++bi) {
+    BlockDesc& block = *program.Block(bi);
+    for (size_t i = 0; i < block.OpSize(); ++i) {
+      const OpDesc& conv = *block.Op(i);
+      if (conv.type() != "conv2d" && conv.type() != "depthwise_conv2d") continue;
+      const std::string layout = AttrOr<std::string>(conv, "data_format", "AnyLayout");
+      const std::string x = Arg(conv, "Input"), w = Arg(conv, "Filter");
+      const VarDesc* wv = w.empty() ? nullptr : block.FindVarRecursive(w);
+      if (x.empty() || !wv || wv->shape().size() != 4 || wv->shape()[0] < 0 || layout == "NHWC") continue;
+      const int64_t m = wv->shape()[0];
+      VarUses uses(program);
+      BiasActChain c = MatchBiasAct(program, static_cast<int>(bi), i, "Output", uses, ctx, [&](const OpDesc& add) {
+        const VarDesc* bv = block.FindVarRecursive(Arg(add, "Y"));
+        return bv && bv->shape().size() == 1 && bv->shape()[0] == m && AttrOr<int32_t>(add, "axis", -1) == 1;
+      });
+      if (c.members.size() < 2) continue;
+      OpDesc fused("conv2d_fusion");
+      fused.SetInput("Input", {x});
+      fused.SetInput("Filter", {w});
+      if (!c.bias.empty()) fused.SetInput("Bias", {c.bias});
+      fused.SetOutput("Output", {c.out});
+      for (const char* a : {"strides", "paddings", "dilations", "groups", "use_cudnn", "use_mkldnn", "data_format"})
+        if (conv.HasAttr(a)) fused.SetAttr(a, conv.GetAttr(a));
+      fused.SetAttr("activation", c.activation.empty() ? std::string("identity") : c.activation);
+      fused.SetAttr("fused_ops", c.fused_ops);
+      if (!ReplaceOps(block, c.members, fused)) continue;
+      RemoveUnusedVars(program, static_cast<int>(bi), c.removed);
+      ++result.changes;
+      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> conv2d_fusion (" +
+                               w + (c.bias.empty() ? "" : " + " + c.bias) +
+                               (c.activation.empty() ? "" : ", " + c.activation) + ") -> " + c.out);
+      i = c.members.front() > 0 ? c.members.front() - 1 : 0;
+    }
+  }
+}
+
+}  // namespace
+
+FL_REGISTER_PASS(fuse_conv_bias_act, 300,
+                 "conv2d + elementwise_add(bias) [+ activation] -> conv2d_fusion (inference)", FuseConvBiasAct);
+
+}  // namespace fl
