@@ -507,6 +507,13 @@ const char* PreparedOp::ProfileArgs() {
   const std::string site = desc_->CreationSite();
   if (!site.empty()) args += ",\"site\":\"" + JsonEscaped(site) + "\"";
   if (op_index_ >= 0) args += Str(",\"block\":", block_index_, ",\"index\":", op_index_);
+  // A fused op made by an IR pass names the ops it replaced.
+  if (desc_->HasAttr("fused_ops"))
+    if (auto* fused = std::get_if<std::vector<std::string>>(&desc_->GetAttr("fused_ops")); fused && !fused->empty()) {
+      args += ",\"fused_ops\":[";
+      for (size_t i = 0; i < fused->size(); ++i) args += (i ? ",\"" : "\"") + JsonEscaped((*fused)[i]) + "\"";
+      args += "]";
+    }
   profile_args_ = Intern(args);
   return profile_args_;
 }
