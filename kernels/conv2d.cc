@@ -307,8 +307,7 @@ class PatchConv {
   void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out, const ConvEpilogue<T>* epi = nullptr) const {
     if constexpr (std::is_same_v<T, float>) {
       if (direct_) {
-        for (int64_t i = b0; i < b0 + n; ++i)
-          DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_, epi);
+        for (int64_t i = b0; i < b0 + n; ++i) DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_, epi);
         return;
       }
     }
@@ -562,7 +561,9 @@ class DepthwiseConv {
 // 1x1 layers are [1280, 320] filters over 2x2 images: 0.9 ms of re-layout for 1.6 MFLOP). The output is made in
 // blocks of rows, each a single-threaded GEMM whose [rows, P] tile gets the epilogue while it is in cache; the
 // blocks of all images are spread over the pool. Used where the images are large enough to make wide GEMMs or at
-// batch 1 (many small images go through the stacked patch path: one tall GEMM per chunk).
+// batch 1 (many small images go through the stacked patch path: one tall GEMM per chunk), by conv2d_fusion only:
+// conv2d keeps the patch path's summation order, which training results are compared against (MobileNetV2's
+// ill-conditioned first steps move by 10% with another order: tests/test_convnet_models.py).
 bool UsePointwise(const ConvShape& s) {
   return s.groups == 1 && s.consistent && s.geom.IsPointwise() && s.geom.dilation_h == 1 && s.geom.dilation_w == 1 &&
          (s.batch == 1 || s.geom.OutSize() >= 64);
@@ -599,7 +600,7 @@ void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi =
   out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
   T* o = out->mutable_data<T>(ctx.place());
   if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o, epi);
-  else if (UsePointwise(s)) PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi);
+  else if (epi && UsePointwise(s)) PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi);
   else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o, epi);
 }
 
@@ -670,9 +671,9 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
       .Input("Filter", "filters [M, C/groups, kh, kw]")
       .Output("Output", "output images [N, M, Ho, Wo]");
   ConvAttrSpecs(op);
-  op.SetInferShape(ConvInferShape)
-      .CPUKernel<float, double>(
-          [](const ExecutionContext& ctx, auto tag) { ConvForwardKernel<typename decltype(tag)::type>(ctx); });
+  op.SetInferShape(ConvInferShape).CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
+    ConvForwardKernel<typename decltype(tag)::type>(ctx);
+  });
   // The grad needs neither Output nor its buffer: only Input, Filter and Output@GRAD.
   op.GradOp({"Input", "Filter", "Output@GRAD"})
       .Doc(type + "_grad: gradients of the convolution; Input@GRAD and Filter@GRAD are each optional.")
@@ -886,9 +887,10 @@ FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
 // Fluid 1.8's conv2d_fusion (its CUDA-only op, here on the CPU): the inference pass fuse_conv_bias_act makes it
 // from conv2d / depthwise_conv2d + elementwise_add(bias) + an activation. No gradient (inference programs only).
 FL_REGISTER_OP(conv2d_fusion, op) {
-  op.Doc("conv2d_fusion: Output = act(conv2d(Input, Filter) + Bias[m]): the convolution of conv2d (groups == "
-         "channels: depthwise_conv2d's kernel) with the bias and activation applied to each output tile as the "
-         "convolution writes it.")
+  op.Doc(
+        "conv2d_fusion: Output = act(conv2d(Input, Filter) + Bias[m]): the convolution of conv2d (groups == "
+        "channels: depthwise_conv2d's kernel) with the bias and activation applied to each output tile as the "
+        "convolution writes it.")
       .Input("Input", "input images [N, C, H, W]")
       .Input("Filter", "filters [M, C/groups, kh, kw]")
       .DispensableInput("Bias", "per-output-channel bias [M]")

@@ -83,7 +83,8 @@ FL_REGISTER_OP(fc, op) {
       .Attr<bool>("use_mkldnn", false, "accepted for Fluid compatibility; ignored")
       .Attr("fused_ops", std::vector<std::string>{}, "the ops a pass replaced by this one (shown by the profiler)")
       .SetInferShape(FcInferShape)
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) { FcKernel<typename decltype(tag)::type>(ctx); });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { FcKernel<typename decltype(tag)::type>(ctx); });
 }
 
 }  // namespace fl

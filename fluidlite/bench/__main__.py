@@ -302,8 +302,8 @@ def main(argv=None):
         else:
             code, results = _run_models(args, names, many, machine, baselines)
     if args.json and results:
-        doc = {"schema": SCHEMA, "mode": args.mode, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
-               "exit_code": code, "results": results}
+        doc = {"schema": SCHEMA, "mode": args.mode, "argv": sys.argv[1:] if argv is None else list(argv),
+               "machine": machine, "exit_code": code, "results": results}
         try:
             with open(args.json, "w") as f:
                 json.dump(doc, f, indent=2)

@@ -50,7 +50,7 @@ void FoldKernel(const ExecutionContext& ctx) {
     Tensor* wf = ctx.Output("FoldedFilter", i);
     Tensor* bf = ctx.Output("FoldedBias", i);
     std::vector<std::pair<const void*, uint64_t>> now = {
-        w.data_version(),     b ? b->data_version() : std::pair<const void*, uint64_t>{nullptr, 0},
+        w.data_version(),      b ? b->data_version() : std::pair<const void*, uint64_t>{nullptr, 0},
         scale->data_version(), shift->data_version(),
         mean->data_version(),  var->data_version(),
         wf->data_version(),    bf->data_version()};
@@ -121,7 +121,8 @@ void FoldBatchNorm(ProgramDesc& program, const PassContext& ctx, PassResult& res
   std::vector<Fold> folds;
   for (size_t i = 0; i < block.OpSize(); ++i) {
     OpDesc& bn = *block.Op(i);
-    if (bn.type() != "batch_norm" || !(AttrOr<bool>(bn, "is_test", false) || AttrOr<bool>(bn, "use_global_stats", false)))
+    if (bn.type() != "batch_norm" ||
+        !(AttrOr<bool>(bn, "is_test", false) || AttrOr<bool>(bn, "use_global_stats", false)))
       continue;
     if (AttrOr<std::string>(bn, "data_layout", "NCHW") == "NHWC") continue;
     const std::string x = Arg(bn, "X"), y = Arg(bn, "Y", false);
@@ -249,10 +250,11 @@ void FoldBatchNorm(ProgramDesc& program, const PassContext& ctx, PassResult& res
 }  // namespace
 
 FL_REGISTER_OP(batch_norm_fold, op) {
-  op.Doc("batch_norm_fold: the weights of test-mode batch norms folded into their producers (made by the "
-         "fold_batch_norm pass): FoldedFilter[i] = Filter[i] * a along channel_axis[i], FoldedBias[i] = Bias * a + "
-         "Shift[i] - Mean[i] * a with a = Scale[i] / sqrt(Variance[i] + epsilon[i]). Computed again only when a "
-         "source tensor's data changed since the last run (Tensor::data_version); the outputs stay between runs.")
+  op.Doc(
+        "batch_norm_fold: the weights of test-mode batch norms folded into their producers (made by the "
+        "fold_batch_norm pass): FoldedFilter[i] = Filter[i] * a along channel_axis[i], FoldedBias[i] = Bias * a + "
+        "Shift[i] - Mean[i] * a with a = Scale[i] / sqrt(Variance[i] + epsilon[i]). Computed again only when a "
+        "source tensor's data changed since the last run (Tensor::data_version); the outputs stay between runs.")
       .DuplicableInput("Filter", "the producers' weights (conv filters [M, C/g, kh, kw] or mul's W [K, N])")
       .OptionalDuplicableInput("Bias", "the producers' biases that existed (see bias_index)")
       .DuplicableInput("Scale", "batch_norm's Scale, one per filter")
@@ -293,7 +295,8 @@ FL_REGISTER_OP(batch_norm_fold, op) {
           ctx.SetOutput("FoldedBias", DDim{w[axis[i]]}, ctx.InputDType("Filter", i), i);
         }
       })
-      .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) { FoldKernel<typename decltype(tag)::type>(ctx); });
+      .CPUKernel<float, double>(
+          [](const ExecutionContext& ctx, auto tag) { FoldKernel<typename decltype(tag)::type>(ctx); });
 }
 
 FL_REGISTER_PASS(fold_batch_norm, 100,

@@ -39,8 +39,8 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
       if (!ReplaceOps(block, c.members, fused)) continue;
       RemoveUnusedVars(program, static_cast<int>(bi), c.removed);
       ++result.changes;
-      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> conv2d_fusion (" +
-                               w + (c.bias.empty() ? "" : " + " + c.bias) +
+      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> conv2d_fusion (" + w +
+                               (c.bias.empty() ? "" : " + " + c.bias) +
                                (c.activation.empty() ? "" : ", " + c.activation) + ") -> " + c.out);
       i = c.members.front() > 0 ? c.members.front() - 1 : 0;
     }
@@ -49,7 +49,7 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
 
 }  // namespace
 
-FL_REGISTER_PASS(fuse_conv_bias_act, 300,
-                 "conv2d + elementwise_add(bias) [+ activation] -> conv2d_fusion (inference)", FuseConvBiasAct);
+FL_REGISTER_PASS(fuse_conv_bias_act, 300, "conv2d + elementwise_add(bias) [+ activation] -> conv2d_fusion (inference)",
+                 FuseConvBiasAct);
 
 }  // namespace fl

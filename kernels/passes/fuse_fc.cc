@@ -40,8 +40,8 @@ void FuseFc(ProgramDesc& program, const PassContext& ctx, PassResult& result) {
       if (!ReplaceOps(block, c.members, fc)) continue;
       RemoveUnusedVars(program, static_cast<int>(bi), c.removed);
       ++result.changes;
-      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> fc (" + x + " @ " +
-                               w + (c.bias.empty() ? "" : " + " + c.bias) +
+      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> fc (" + x + " @ " + w +
+                               (c.bias.empty() ? "" : " + " + c.bias) +
                                (c.activation.empty() ? "" : ", " + c.activation) + ") -> " + c.out);
       i = c.members.front() > 0 ? c.members.front() - 1 : 0;  // the fc now sits where the chain began or later
     }

@@ -70,10 +70,10 @@ inline std::string EpilogueActivation(const OpDesc& op) {
 // A producer op at `first` (mul, conv2d) followed by elementwise_add of a bias (optional) and an activation
 // (optional), each intermediate read only by the next op: what fuse_fc and fuse_conv_bias_act replace by one op.
 struct BiasActChain {
-  std::vector<size_t> members;  // op indices, ascending
-  std::string bias;             // "" when there is no add
-  std::string activation;       // "" when there is no activation op
-  std::string out;              // the chain's final output
+  std::vector<size_t> members;       // op indices, ascending
+  std::string bias;                  // "" when there is no add
+  std::string activation;            // "" when there is no activation op
+  std::string out;                   // the chain's final output
   std::vector<std::string> removed;  // the intermediates
   std::vector<std::string> fused_ops;
 };
