@@ -15,6 +15,7 @@
 // source tensor is persistable, written by no op of the program and fed or fetched by no run; NCHW. Training
 // programs (backward or optimizer ops) are left alone.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -31,7 +32,8 @@ using namespace inference_pass;
 struct FoldState {
   // Per folded pair: the data_version()s of the sources (W, bias or none, Scale, Bias, Mean, Variance) and of the
   // two outputs when they were last computed.
-  std::vector<std::vector<std::pair<const void*, uint64_t>>> versions;
+  using Versions = std::array<std::pair<const void*, uint64_t>, 8>;
+  std::vector<Versions> versions;
 };
 
 template <typename T>
@@ -40,20 +42,24 @@ void FoldKernel(const ExecutionContext& ctx) {
   const auto& axis = ctx.Attr<std::vector<int32_t>>("channel_axis");
   const auto& bias_of = ctx.Attr<std::vector<int32_t>>("bias_index");
   const auto& eps = ctx.Attr<std::vector<float>>("epsilon");
+  // Every slot looked up once: the check below runs on every run, for every folded pair.
+  const std::vector<const Tensor*> ws = ctx.MultiInput("Filter"), scales = ctx.MultiInput("Scale"),
+                                   shifts = ctx.MultiInput("Shift"), means = ctx.MultiInput("Mean"),
+                                   vars = ctx.MultiInput("Variance");
+  const std::vector<const Tensor*> bs = ctx.HasInput("Bias") ? ctx.MultiInput("Bias") : std::vector<const Tensor*>{};
+  const std::vector<Tensor*> wfs = ctx.MultiOutput("FoldedFilter"), bfs = ctx.MultiOutput("FoldedBias");
   FoldState& st = ctx.State<FoldState>();
   st.versions.resize(n);
   for (int i = 0; i < n; ++i) {
-    const Tensor& w = ctx.Input("Filter", i);
-    const Tensor* b = bias_of[i] >= 0 ? &ctx.Input("Bias", bias_of[i]) : nullptr;
-    const Tensor *scale = &ctx.Input("Scale", i), *shift = &ctx.Input("Shift", i), *mean = &ctx.Input("Mean", i),
-                 *var = &ctx.Input("Variance", i);
-    Tensor* wf = ctx.Output("FoldedFilter", i);
-    Tensor* bf = ctx.Output("FoldedBias", i);
-    std::vector<std::pair<const void*, uint64_t>> now = {
-        w.data_version(),      b ? b->data_version() : std::pair<const void*, uint64_t>{nullptr, 0},
-        scale->data_version(), shift->data_version(),
-        mean->data_version(),  var->data_version(),
-        wf->data_version(),    bf->data_version()};
+    const Tensor& w = *ws[i];
+    const Tensor* b = bias_of[i] >= 0 ? bs[bias_of[i]] : nullptr;
+    const Tensor *scale = scales[i], *shift = shifts[i], *mean = means[i], *var = vars[i];
+    Tensor* wf = wfs[i];
+    Tensor* bf = bfs[i];
+    FoldState::Versions now = {w.data_version(),     b ? b->data_version() : std::pair<const void*, uint64_t>{},
+                               scale->data_version(), shift->data_version(),
+                               mean->data_version(),  var->data_version(),
+                               wf->data_version(),    bf->data_version()};
     if (now == st.versions[i] && wf->IsInitialized() && bf->IsInitialized()) continue;  // still current
     const DDim& wd = w.dims();
     const int ax = axis[i];
@@ -84,7 +90,7 @@ void FoldKernel(const ExecutionContext& ctx) {
     for (int64_t k = 0; k < c; ++k) bo[k] = (bi ? bi[k] * a[k] : T(0)) + (sh[k] - mu[k] * a[k]);
     now[6] = wf->data_version();
     now[7] = bf->data_version();
-    st.versions[i] = std::move(now);
+    st.versions[i] = now;
   }
 }
 
