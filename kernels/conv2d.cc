@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "helpers/bias_act.h"
@@ -30,6 +31,19 @@ template <typename T>
 struct ConvEpilogue {
   BiasAct<T> act;
   const T* bias = nullptr;  // [M] or null
+};
+
+// conv2d_fusion's filters in PatchConv's layouts (patch order, and packed for the direct kernel), kept across runs
+// in the op's state and made again when the filter tensor's data_version() (or its shape) changes: conv2d re-lays
+// its filters out on every call, which at batch 1 costs as much as a small convolution itself.
+template <typename T>
+struct PackedFilters {
+  std::pair<const void*, uint64_t> version{nullptr, 0};
+  DDim dims;
+  int64_t groups = 0;
+  bool direct = false;
+  std::vector<T> wp;
+  std::vector<float> wd;
 };
 
 // The conv attributes, read once (from an InferShapeContext or an ExecutionContext).
@@ -190,7 +204,9 @@ template <typename T>
 class PatchConv {
  public:
   // w: the filters [M, C/groups, kh, kw] as Fluid stores them.
-  PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot)
+  // cache (conv2d_fusion): the filters' layouts made once per version of the filter tensor (`version`, `dims`).
+  PatchConv(const ConvShape& s, const T* w, Slot filter_slot, Slot direct_slot, PackedFilters<T>* cache = nullptr,
+            std::pair<const void*, uint64_t> version = {}, const DDim& dims = DDim{})
       : s_(s),
         p_(s.geom.OutSize()),
         k_(s.geom.PatchSize()),
@@ -202,13 +218,27 @@ class PatchConv {
         direct_(UseDirect<T>(s)),
         direct_dw_(direct_ && s.geom.PatchSize() <= kMaxDirectFilterGradPatch),
         mp_(direct_conv::PaddedChannels(s.out_channels)) {
-    T* wp = Scratch<T>(filter_slot, s.out_channels * kg_);
-    ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
-    wp_ = wp;
-    if constexpr (std::is_same_v<T, float>) {
-      if (direct_) {
-        wd_ = Scratch<float>(direct_slot, mp_ * kg_);
-        direct_conv::PackFilters(w, s.out_channels, mp_, s.geom.channels, s.geom.Taps(), wd_);
+    const bool cached = cache && version.first && cache->version == version && cache->dims == dims &&
+                        cache->groups == s.groups && cache->direct == direct_;
+    if (cached) {
+      wp_ = cache->wp.data();
+      wd_ = direct_ ? cache->wd.data() : nullptr;
+    } else {
+      T* wp = cache ? (cache->wp.resize(s.out_channels * kg_), cache->wp.data())
+                    : Scratch<T>(filter_slot, s.out_channels * kg_);
+      ToPatchOrder(w, s.out_channels, s.geom.channels / s.groups, s.geom.Taps(), wp);
+      wp_ = wp;
+      if constexpr (std::is_same_v<T, float>) {
+        if (direct_) {
+          wd_ = cache ? (cache->wd.resize(mp_ * kg_), cache->wd.data()) : Scratch<float>(direct_slot, mp_ * kg_);
+          direct_conv::PackFilters(w, s.out_channels, mp_, s.geom.channels, s.geom.Taps(), wd_);
+        }
+      }
+      if (cache) {
+        cache->version = version;
+        cache->dims = dims;
+        cache->groups = s.groups;
+        cache->direct = direct_;
       }
     }
     const int64_t threads = ThreadPool::Instance().Size(), chunks = (s.batch + nb_ - 1) / nb_;
@@ -676,6 +706,10 @@ void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi =
     DepthwiseChannelsLast<T>(s, in.data<T>(), filter.data<T>(), o, epi);
   else if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o, epi);
   else if (epi && UsePointwise(s)) PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi);
+  else if (epi)
+    PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters, &ctx.State<PackedFilters<T>>(), filter.data_version(),
+                 filter.dims())
+        .Forward(in.data<T>(), o, epi);
   else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o, epi);
 }
 

@@ -294,6 +294,26 @@ def test_fuse_conv_bias_act_bit_exact_and_shape_mismatch():
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("filter_size,channels", [(3, 16), (1, 16), (3, 4)])  # direct kernel, pointwise, GEMM
+def test_conv2d_fusion_sees_new_filter_values(filter_size, channels):
+    # conv2d_fusion keeps its filters' packed layouts between runs: a new filter value must be packed again.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[3, 8, 8], dtype="float32")
+        out = fluid.layers.conv2d(x, channels, filter_size, padding=filter_size // 2, act="relu")
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = feed_x(1)
+    assert prepared_ops(exe, main, feed, [out], scope)[0] == ["conv2d_fusion"]
+    w = main.global_block().ops[0].input("Filter")[0]
+    for k in range(3):
+        got, = run(exe, main, feed, [out], scope, on=True)
+        ref, = run(exe, main, feed, [out], scope, on=False)
+        np.testing.assert_array_equal(got, ref)
+        _set(scope, w, np.random.RandomState(k).standard_normal(np.array(scope.find_var(w).get_tensor()).shape))
+
+
 def test_load_inference_model_programs_get_the_passes_by_default():
     main, startup, out = conv_bn_net()
     exe, scope = setup(main, startup)
