@@ -44,6 +44,10 @@ struct PackedFilters {
   bool direct = false;
   std::vector<T> wp;
   std::vector<float> wd;
+  // The pointwise micro-kernel's filters in blocks of 16 output channels, each block [C, 16] (PointwiseTiles).
+  std::pair<const void*, uint64_t> wt_version{nullptr, 0};
+  DDim wt_dims;
+  std::vector<float> wt;
 };
 
 // The conv attributes, read once (from an InferShapeContext or an ExecutionContext).
@@ -654,9 +658,64 @@ inline void DotRow<float>(const float* w, const float* x, int64_t c, int64_t p, 
 // memory, instead of a GEMM that re-packs the whole filter for a few columns (MobileNetV2's 2x2 and 4x4 stages).
 constexpr int64_t kDotMaxPixels = 16;
 
+// y [Pp, Mp] = xt [Pp, C] @ W^T for the output channels [m0, m1) (multiples of 16), wt holding W^T in blocks of 16
+// channels ([Mp / 16][C][16], each block read front to back): a register tile of 4 pixels x 16 channels, pixels
+// broadcast, no horizontal sums.
+inline void PointwiseTiles(const float* xt, const float* wt, int64_t c, int64_t mp, int64_t pp, int64_t m0, int64_t m1,
+                           float* y) {
+  typedef float v8 __attribute__((vector_size(32)));
+  for (int64_t mb = m0; mb < m1; mb += 16)
+    for (int64_t q0 = 0; q0 < pp; q0 += 4) {
+      const float *x0 = xt + q0 * c, *x1 = x0 + c, *x2 = x1 + c, *x3 = x2 + c;
+      const float* wb = wt + mb * c;  // block mb / 16: [C, 16]
+      v8 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
+      for (int64_t ch = 0; ch < c; ++ch) {
+        v8 w0, w1;
+        std::memcpy(&w0, wb + ch * 16, sizeof(v8));
+        std::memcpy(&w1, wb + ch * 16 + 8, sizeof(v8));
+        a00 += x0[ch] * w0, a01 += x0[ch] * w1;
+        a10 += x1[ch] * w0, a11 += x1[ch] * w1;
+        a20 += x2[ch] * w0, a21 += x2[ch] * w1;
+        a30 += x3[ch] * w0, a31 += x3[ch] * w1;
+      }
+      float* yq = y + q0 * mp + mb;
+      std::memcpy(yq, &a00, sizeof(v8)), std::memcpy(yq + 8, &a01, sizeof(v8));
+      std::memcpy(yq + mp, &a10, sizeof(v8)), std::memcpy(yq + mp + 8, &a11, sizeof(v8));
+      std::memcpy(yq + 2 * mp, &a20, sizeof(v8)), std::memcpy(yq + 2 * mp + 8, &a21, sizeof(v8));
+      std::memcpy(yq + 3 * mp, &a30, sizeof(v8)), std::memcpy(yq + 3 * mp + 8, &a31, sizeof(v8));
+    }
+}
+
+// cache (conv2d_fusion, float, one image): the transposed filters kept across runs for PointwiseTiles.
 template <typename T>
-void PointwiseForward(const ConvShape& s, const T* x, const T* w, T* out, const ConvEpilogue<T>* epi) {
+void PointwiseForward(const ConvShape& s, const T* x, const T* w, T* out, const ConvEpilogue<T>* epi,
+                      PackedFilters<T>* cache = nullptr, std::pair<const void*, uint64_t> version = {},
+                      const DDim& dims = DDim{}) {
   const int64_t m = s.out_channels, c = s.geom.channels, p = s.geom.OutSize();
+  if constexpr (std::is_same_v<T, float>) {
+    if (p <= kDotMaxPixels && s.batch == 1 && cache && version.first) {
+      const int64_t mp = (m + 15) / 16 * 16, pp = (p + 3) / 4 * 4;
+      if (cache->wt_version != version || !(cache->wt_dims == dims)) {
+        cache->wt.assign(c * mp, 0.0f);
+        for (int64_t b = 0; b < mp / 16; ++b)  // block b: wt[(b * C + ch) * 16 + j] = w[(b * 16 + j) * C + ch]
+          detail::Transpose2D(w + b * 16 * c, c, cache->wt.data() + b * c * 16, 16, c, std::min<int64_t>(16, m - b * 16));
+        cache->wt_version = version;
+        cache->wt_dims = dims;
+      }
+      float* xt = Scratch<float>(kChannelsLast, pp * c);  // [Pp, C], the padding pixels zero
+      detail::Transpose2D(x, p, xt, c, p, c);
+      std::fill(xt + p * c, xt + pp * c, 0.0f);
+      float* y = Scratch<float>(kGemmOut, pp * mp);
+      const int64_t blocks = mp / 16;
+      const int64_t grain =
+          std::max<int64_t>(1, static_cast<int64_t>(blas::kMinFlopsPerPart / (2.0 * 16 * pp * c)));
+      const float* wt = cache->wt.data();
+      ParallelFor(blocks, grain, [&](int64_t b0, int64_t b1) { PointwiseTiles(xt, wt, c, mp, pp, b0 * 16, b1 * 16, y); });
+      if (epi) epi->act.Rows(y, p, m, mp, epi->bias);
+      detail::Transpose2D(y, mp, out, p, m, p);  // out[o * P + q] = y[q * Mp + o]
+      return;
+    }
+  }
   if (p <= kDotMaxPixels) {
     T* xt = Scratch<T>(kChannelsLast, s.batch * p * c);  // each image [P, C]
     for (int64_t i = 0; i < s.batch; ++i) detail::Transpose2D(x + i * c * p, p, xt + i * p * c, c, p, c);
@@ -743,7 +802,9 @@ void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi =
   if (epi && s.Depthwise() && s.out_channels == s.geom.channels && s.consistent && s.geom.channels >= 8)
     DepthwiseChannelsLast<T>(s, in.data<T>(), filter.data<T>(), o, epi);
   else if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o, epi);
-  else if (epi && UsePointwise(s)) PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi);
+  else if (epi && UsePointwise(s))
+    PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi, &ctx.State<PackedFilters<T>>(),
+                        filter.data_version(), filter.dims());
   else if (epi)
     PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters, &ctx.State<PackedFilters<T>>(), filter.data_version(),
                  filter.dims())
