@@ -292,6 +292,9 @@ FL_REGISTER_OP(batch_norm_fold, op) {
           FL_ENFORCE(b < biases, "batch_norm_fold: bias_index ", b, " is out of range for ", biases, " Bias");
       })
       .SetInferShape([](InferShapeContext& ctx) {
+        // At run time the kernel sizes its outputs when it computes them and leaves them as they are otherwise:
+        // shape inference over every folded pair on every run would cost more than the check itself.
+        if (ctx.IsRuntime()) return;
         const auto& axis = ctx.Attr<std::vector<int32_t>>("channel_axis");
         for (int i = 0; i < ctx.InputSize("Filter"); ++i) {
           const DDim w = ctx.InputDim("Filter", i);
