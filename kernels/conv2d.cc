@@ -698,7 +698,8 @@ void PointwiseForward(const ConvShape& s, const T* x, const T* w, T* out, const 
       if (cache->wt_version != version || !(cache->wt_dims == dims)) {
         cache->wt.assign(c * mp, 0.0f);
         for (int64_t b = 0; b < mp / 16; ++b)  // block b: wt[(b * C + ch) * 16 + j] = w[(b * 16 + j) * C + ch]
-          detail::Transpose2D(w + b * 16 * c, c, cache->wt.data() + b * c * 16, 16, c, std::min<int64_t>(16, m - b * 16));
+          detail::Transpose2D(w + b * 16 * c, c, cache->wt.data() + b * c * 16, 16, c,
+                              std::min<int64_t>(16, m - b * 16));
         cache->wt_version = version;
         cache->wt_dims = dims;
       }
@@ -707,10 +708,10 @@ void PointwiseForward(const ConvShape& s, const T* x, const T* w, T* out, const 
       std::fill(xt + p * c, xt + pp * c, 0.0f);
       float* y = Scratch<float>(kGemmOut, pp * mp);
       const int64_t blocks = mp / 16;
-      const int64_t grain =
-          std::max<int64_t>(1, static_cast<int64_t>(blas::kMinFlopsPerPart / (2.0 * 16 * pp * c)));
+      const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(blas::kMinFlopsPerPart / (2.0 * 16 * pp * c)));
       const float* wt = cache->wt.data();
-      ParallelFor(blocks, grain, [&](int64_t b0, int64_t b1) { PointwiseTiles(xt, wt, c, mp, pp, b0 * 16, b1 * 16, y); });
+      ParallelFor(blocks, grain,
+                  [&](int64_t b0, int64_t b1) { PointwiseTiles(xt, wt, c, mp, pp, b0 * 16, b1 * 16, y); });
       if (epi) epi->act.Rows(y, p, m, mp, epi->bias);
       detail::Transpose2D(y, mp, out, p, m, p);  // out[o * P + q] = y[q * Mp + o]
       return;
@@ -748,6 +749,46 @@ void PointwiseForward(const ConvShape& s, const T* x, const T* w, T* out, const 
   });
 }
 
+// DepthwiseChannelsLast's rows [h0, h1) for float with C a multiple of 8: the channels in blocks of 32 (4 vectors
+// of 8) accumulated in registers over the taps, in the same tap order.
+inline void DepthwiseRowsF32(const ConvGeometry& g, const float* xin, const float* wt, int64_t h0, int64_t h1,
+                             float* y) {
+  typedef float v8 __attribute__((vector_size(32)));
+  auto load = [](const float* f) {
+    v8 v;
+    std::memcpy(&v, f, sizeof(v));
+    return v;
+  };
+  const int64_t c = g.channels, ow = g.out_w;
+  for (int64_t c0 = 0; c0 < c; c0 += 32) {
+    const int64_t nv = std::min<int64_t>(4, (c - c0) / 8);
+    for (int64_t ho = h0; ho < h1; ++ho)
+      for (int64_t wo = 0; wo < ow; ++wo) {
+        v8 a[4] = {};
+        for (int64_t ki = 0; ki < g.kernel_h; ++ki) {
+          const int64_t hi = ho * g.stride_h + ki * g.dilation_h - g.pad_h;
+          if (hi < 0 || hi >= g.height) continue;
+          for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
+            const int64_t wi = wo * g.stride_w + kj * g.dilation_w - g.pad_w;
+            if (wi < 0 || wi >= g.width) continue;
+            const float* src = xin + (hi * g.width + wi) * c + c0;
+            const float* wk = wt + (ki * g.kernel_w + kj) * c + c0;
+            if (nv == 4) {
+              a[0] += load(wk) * load(src);
+              a[1] += load(wk + 8) * load(src + 8);
+              a[2] += load(wk + 16) * load(src + 16);
+              a[3] += load(wk + 24) * load(src + 24);
+            } else {
+              for (int64_t v = 0; v < nv; ++v) a[v] += load(wk + 8 * v) * load(src + 8 * v);
+            }
+          }
+        }
+        float* yo = y + (ho * ow + wo) * c + c0;
+        for (int64_t v = 0; v < nv; ++v) std::memcpy(yo + 8 * v, &a[v], sizeof(v8));
+      }
+  }
+}
+
 // A depthwise convolution (one output channel per input channel) channels-last: the image goes to [H*W, C] once,
 // each output pixel is a sum over the taps of C-long vector products, the bias and activation are applied to
 // each block of output rows [rows*Wo, C] right after they are computed, and the block goes back to NCHW. The
@@ -766,7 +807,14 @@ void DepthwiseChannelsLast(const ConvShape& s, const T* x, const T* w, T* out, c
     detail::Transpose2D(x + i * c * hw, hw, xin, c, hw, c);
     T* o = out + i * c * p;
     ParallelFor(g.out_h, grain, [&](int64_t h0, int64_t h1) {
-      for (int64_t ho = h0; ho < h1; ++ho)
+      bool done = false;
+      if constexpr (std::is_same_v<T, float>) {
+        if (c % 8 == 0) {
+          DepthwiseRowsF32(g, xin, wt, h0, h1, y);
+          done = true;
+        }
+      }
+      for (int64_t ho = h0; ho < h1 && !done; ++ho)
         for (int64_t wo = 0; wo < ow; ++wo) {
           T* yo = y + (ho * ow + wo) * c;
           std::fill(yo, yo + c, T(0));
@@ -799,7 +847,11 @@ void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi =
   Tensor* out = ctx.Output("Output");
   out->Resize(DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w});
   T* o = out->mutable_data<T>(ctx.place());
-  if (epi && s.Depthwise() && s.out_channels == s.geom.channels && s.consistent && s.geom.channels >= 8)
+  // Channels last where the planes are small or strided (MobileNetV2's 4x4 stage: 22 against 105 us per call, a
+  // stride-2 32x32 layer 72 against 166); large stride-1 planes keep the plane loops, whose runs are long and which
+  // need no transposes (64 channels of 32x32: 179 against 223 us; benchmarks measured under shared load).
+  if (epi && s.Depthwise() && s.out_channels == s.geom.channels && s.consistent && s.geom.channels >= 8 &&
+      (s.geom.height * s.geom.width <= 256 || s.geom.stride_h > 1 || s.geom.stride_w > 1))
     DepthwiseChannelsLast<T>(s, in.data<T>(), filter.data<T>(), o, epi);
   else if (s.Depthwise()) DepthwiseConv<T>(s).Forward(in.data<T>(), filter.data<T>(), o, epi);
   else if (epi && UsePointwise(s))

@@ -314,6 +314,39 @@ def test_conv2d_fusion_sees_new_filter_values(filter_size, channels):
         _set(scope, w, np.random.RandomState(k).standard_normal(np.array(scope.find_var(w).get_tensor()).shape))
 
 
+# (channels, filters, image size, kernel, groups, batch, exact): conv2d_fusion's kernel paths. Each equals conv2d +
+# elementwise_add + relu bit for bit except the pointwise NCHW GEMM (another summation order: float rounding).
+CONV_PATHS = [
+    (16, 16, 8, 3, 16, 1, True),   # depthwise, channels last
+    (4, 4, 8, 3, 4, 3, True),      # depthwise, few channels: conv2d's plane loops
+    (16, 32, 8, 3, 1, 1, True),    # the direct kernel
+    (3, 4, 8, 3, 1, 2, True),      # the patch GEMM path
+    (16, 32, 2, 1, 1, 1, True),    # pointwise, <= 16 pixels at batch 1: the register-tile kernel
+    (16, 32, 4, 1, 1, 4, True),    # pointwise, small images at batch 4: conv2d's stacked patch path
+    (16, 32, 8, 1, 1, 1, False),   # pointwise NCHW GEMM (batch 1)
+    (16, 32, 8, 1, 1, 4, False),   # pointwise NCHW GEMM (>= 64 pixels)
+]
+
+
+@pytest.mark.parametrize("c,m,hw,k,groups,batch,exact", CONV_PATHS)
+def test_conv2d_fusion_paths_match_unfused(c, m, hw, k, groups, batch, exact):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[c, hw, hw], dtype="float32")
+        y = fluid.layers.conv2d(x, m, k, padding=k // 2, groups=groups, act="relu", use_cudnn=groups == 1)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.random.RandomState(0).standard_normal((batch, c, hw, hw)).astype("float32")}
+    assert prepared_ops(exe, main, feed, [y], scope)[0] == ["conv2d_fusion"]
+    got, = run(exe, main, feed, [y], scope, on=True)
+    ref, = run(exe, main, feed, [y], scope, on=False)
+    if exact:
+        np.testing.assert_array_equal(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
 def test_load_inference_model_programs_get_the_passes_by_default():
     main, startup, out = conv_bn_net()
     exe, scope = setup(main, startup)

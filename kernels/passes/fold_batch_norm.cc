@@ -56,7 +56,7 @@ void FoldKernel(const ExecutionContext& ctx) {
     const Tensor *scale = scales[i], *shift = shifts[i], *mean = means[i], *var = vars[i];
     Tensor* wf = wfs[i];
     Tensor* bf = bfs[i];
-    FoldState::Versions now = {w.data_version(),     b ? b->data_version() : std::pair<const void*, uint64_t>{},
+    FoldState::Versions now = {w.data_version(),      b ? b->data_version() : std::pair<const void*, uint64_t>{},
                                scale->data_version(), shift->data_version(),
                                mean->data_version(),  var->data_version(),
                                wf->data_version(),    bf->data_version()};
