@@ -31,6 +31,15 @@ template <typename T>
 struct ConvEpilogue {
   BiasAct<T> act;
   const T* bias = nullptr;  // [M] or null
+  // ResidualData (NCHW, Output's shape) or null. With it the tile epilogue adds the bias only, and `post` (the
+  // activation) runs with the residual add over each image or chunk right after it is back in NCHW.
+  const T* residual = nullptr;
+  BiasAct<T> post;
+  // out[i] = post(out[i] + residual[offset + i]) for n values.
+  void Residual(T* out, int64_t offset, int64_t n) const {
+    const T* r = residual + offset;
+    post.Each(out, n, [r](int64_t i, T v) { return v + r[i]; });
+  }
 };
 
 // conv2d_fusion's filters in PatchConv's layouts (patch order, and packed for the direct kernel), kept across runs
@@ -341,7 +350,11 @@ class PatchConv {
   void ForwardChunk(const T* x, int64_t b0, int64_t n, T* out, const ConvEpilogue<T>* epi = nullptr) const {
     if constexpr (std::is_same_v<T, float>) {
       if (direct_) {
-        for (int64_t i = b0; i < b0 + n; ++i) DirectForwardImage(x + i * image_, out + i * s_.out_channels * p_, epi);
+        for (int64_t i = b0; i < b0 + n; ++i) {
+          const int64_t at = i * s_.out_channels * p_;
+          DirectForwardImage(x + i * image_, out + at, epi);
+          if (epi && epi->residual) epi->Residual(out + at, at, s_.out_channels * p_);  // the image is in cache
+        }
         return;
       }
     }
@@ -352,6 +365,7 @@ class PatchConv {
       blas::Gemm<T>(false, true, r, mg_, kg_, T(1), rows + g * kg_, k_, wp_ + g * mg_ * kg_, kg_, T(0), y + g * mg_, m);
     if (epi) epi->act.Rows(y, r, m, m, epi->bias);  // [R, M]: bias per column, while the tile is in cache
     TransposeImages(y, n, p_, m, out + b0 * m * p_);
+    if (epi && epi->residual) epi->Residual(out + b0 * m * p_, b0 * m * p_, n * m * p_);  // the chunk, in cache
   }
 
   // One image through the direct kernel: pad to channels last, convolve row by row, back to NCHW.
@@ -857,11 +871,13 @@ void ConvForwardKernel(const ExecutionContext& ctx, const ConvEpilogue<T>* epi =
   else if (epi && UsePointwise(s))
     PointwiseForward<T>(s, in.data<T>(), filter.data<T>(), o, epi, &ctx.State<PackedFilters<T>>(),
                         filter.data_version(), filter.dims());
-  else if (epi)
+  else if (epi) {
     PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters, &ctx.State<PackedFilters<T>>(), filter.data_version(),
                  filter.dims())
         .Forward(in.data<T>(), o, epi);
-  else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o, epi);
+    return;  // the patch path adds the residual per image or chunk
+  } else PatchConv<T>(s, filter.data<T>(), kFilters, kDirectFilters).Forward(in.data<T>(), o, epi);
+  if (epi && epi->residual) epi->Residual(o, 0, out->numel());  // the other paths: one pass at the end
 }
 
 template <typename T>
@@ -873,6 +889,16 @@ void ConvFusionKernel(const ExecutionContext& ctx) {
     FL_ENFORCE(b->numel() == m, "conv2d_fusion: Bias '", ctx.InputName("Bias"), "' ", b->dims(), " must hold M = ", m,
                " values (the output channels of Filter '", ctx.InputName("Filter"), "')");
     epi.bias = b->data<T>();
+  }
+  if (const Tensor* r = ctx.InputOrNull("ResidualData")) {
+    const Tensor& in = ctx.Input("Input");
+    const ConvShape s = MakeShape(ctx, in.dims(), ctx.Input("Filter").dims());
+    const DDim out{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
+    FL_ENFORCE(r->dims() == out, "conv2d_fusion: ResidualData '", ctx.InputName("ResidualData"), "' ", r->dims(),
+               " must have the Output's shape ", out);
+    epi.residual = r->data<T>();
+    epi.post.act = epi.act.act;
+    epi.act.act = EpilogueAct::kIdentity;
   }
   ConvForwardKernel<T>(ctx, &epi);
 }
@@ -1148,12 +1174,14 @@ FL_REGISTER_OP(conv2d, op) { RegisterConv(op, "conv2d"); }
 // from conv2d / depthwise_conv2d + elementwise_add(bias) + an activation. No gradient (inference programs only).
 FL_REGISTER_OP(conv2d_fusion, op) {
   op.Doc(
-        "conv2d_fusion: Output = act(conv2d(Input, Filter) + Bias[m]): the convolution of conv2d (groups == "
+        "conv2d_fusion: Output = act(conv2d(Input, Filter) + Bias[m] [+ ResidualData]): the convolution of conv2d "
+        "(groups == "
         "channels: depthwise_conv2d's kernel) with the bias and activation applied to each output tile as the "
         "convolution writes it.")
       .Input("Input", "input images [N, C, H, W]")
       .Input("Filter", "filters [M, C/groups, kh, kw]")
       .DispensableInput("Bias", "per-output-channel bias [M]")
+      .DispensableInput("ResidualData", "added after the bias, before the activation (Output's shape)")
       .Output("Output", "output images [N, M, Ho, Wo]");
   ConvAttrSpecs(op);
   op.Attr("activation", "relu", "applied after the bias: identity, relu, relu6 (threshold 6), sigmoid or tanh")
@@ -1167,6 +1195,13 @@ FL_REGISTER_OP(conv2d_fusion, op) {
           const int64_t n = b.numel();
           FL_ENFORCE(n < 0 || f[0] < 0 || n == f[0], "conv2d_fusion: ", ctx.Describe("Bias"), " must hold M = ", f[0],
                      " values (the output channels of ", ctx.Describe("Filter"), ")");
+        }
+        if (ctx.HasInput("ResidualData")) {
+          ctx.EnforceSameDType("Input", "ResidualData");
+          const DDim r = ctx.InputDim("ResidualData");
+          const int64_t m = ctx.InputDim("Filter")[0];
+          FL_ENFORCE(r.size() == 4 && (r[1] < 0 || m < 0 || r[1] == m), "conv2d_fusion: ", ctx.Describe("ResidualData"),
+                     " must have the Output's shape [N, M, Ho, Wo] with M = ", m);
         }
       })
       .CPUKernel<float, double>(

@@ -347,6 +347,32 @@ def test_conv2d_fusion_paths_match_unfused(c, m, hw, k, groups, batch, exact):
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("conv_is_y", [False, True])
+def test_residual_add_fuses_into_conv2d_fusion(conv_is_y):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[8, 6, 6], dtype="float32")
+        h = fluid.layers.conv2d(x, 8, 3, padding=1)  # conv + bias add
+        out = fluid.layers.elementwise_add(x, h, act="relu") if conv_is_y else \
+            fluid.layers.elementwise_add(h, x, act="relu")
+        bias_row = fluid.layers.create_parameter([6], "float32", name="row")
+        g = fluid.layers.conv2d(x, 8, 3, padding=1)
+        other = fluid.layers.elementwise_add(g, bias_row)  # broadcast, not a residual of Output's shape
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.random.RandomState(0).standard_normal((2, 8, 6, 6)).astype("float32")}
+    ops, view = prepared_ops(exe, main, feed, [out, other], scope)
+    assert ops == ["conv2d_fusion", "conv2d_fusion", "elementwise_add"]
+    fused = view.global_block().ops[1]
+    assert fused.attr("fused_ops") == ["conv2d", "elementwise_add", "elementwise_add", "relu"]
+    assert fused.input("ResidualData") == ["x"] and fused.attr("activation") == "relu"
+    got = run(exe, main, feed, [out, other], scope, on=True)
+    ref = run(exe, main, feed, [out, other], scope, on=False)
+    for g_, r_ in zip(got, ref):
+        np.testing.assert_array_equal(g_, r_)
+
+
 def test_load_inference_model_programs_get_the_passes_by_default():
     main, startup, out = conv_bn_net()
     exe, scope = setup(main, startup)

@@ -1,6 +1,8 @@
 // fuse_conv_bias_act (inference): conv2d / depthwise_conv2d + elementwise_add(bias [M], axis 1) [+ relu / relu6 /
 // sigmoid / tanh] -> one conv2d_fusion op (kernels/conv2d.cc), whose kernel applies the bias and the activation to
-// each output tile as the convolution writes it. Either the bias or the activation may be missing (not both).
+// each output tile as the convolution writes it. Either the bias or the activation may be missing (not both). A
+// residual elementwise_add between the bias and the activation (ResNet's shortcut: the other operand of Output's
+// shape, either side of the add) becomes conv2d_fusion's ResidualData.
 // Each intermediate must be a temporary read only by the next op of the chain. Training programs are left alone.
 #include "inference_pass_util.h"
 
@@ -26,11 +28,44 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
         const VarDesc* bv = block.FindVarRecursive(Arg(add, "Y"));
         return bv && bv->shape().size() == 1 && bv->shape()[0] == m && AttrOr<int32_t>(add, "axis", -1) == 1;
       });
+      // conv [+ bias] -> elementwise_add(the chain's output, a residual of the same shape) [-> activation].
+      std::string residual;
+      if (c.activation.empty()) {
+        const int next = SoleReader(program, static_cast<int>(bi), c.out, uses, ctx);
+        const OpDesc* add = next > static_cast<int>(c.members.back()) ? block.Op(next) : nullptr;
+        if (add && add->type() == "elementwise_add" && AttrOr<int32_t>(*add, "axis", -1) == -1 &&
+            !Arg(*add, "Out", false).empty()) {
+          const std::string x_in = Arg(*add, "X"), y_in = Arg(*add, "Y");
+          const std::string other = x_in == c.out ? y_in : (y_in == c.out ? x_in : "");
+          const VarDesc* ov = other.empty() || other == c.out ? nullptr : block.FindVarRecursive(other);
+          const VarDesc* cv = block.FindVarRecursive(c.out);
+          if (ov && cv && ov->shape() == cv->shape() && ov->shape().size() == 4 && ov->dtype() == cv->dtype()) {
+            residual = other;
+            c.removed.push_back(c.out);
+            c.out = Arg(*add, "Out", false);
+            c.members.push_back(next);
+            c.fused_ops.push_back("elementwise_add");
+            const int after = SoleReader(program, static_cast<int>(bi), c.out, uses, ctx);
+            if (after > next) {
+              const OpDesc& act = *block.Op(after);
+              const std::string a = EpilogueActivation(act);
+              if (!a.empty() && Arg(act, "X") == c.out && !Arg(act, "Out", false).empty()) {
+                c.activation = a;
+                c.removed.push_back(c.out);
+                c.out = Arg(act, "Out", false);
+                c.members.push_back(after);
+                c.fused_ops.push_back(act.type());
+              }
+            }
+          }
+        }
+      }
       if (c.members.size() < 2) continue;
       OpDesc fused("conv2d_fusion");
       fused.SetInput("Input", {x});
       fused.SetInput("Filter", {w});
       if (!c.bias.empty()) fused.SetInput("Bias", {c.bias});
+      if (!residual.empty()) fused.SetInput("ResidualData", {residual});
       fused.SetOutput("Output", {c.out});
       for (const char* a : {"strides", "paddings", "dilations", "groups", "use_cudnn", "use_mkldnn", "data_format"})
         if (conv.HasAttr(a)) fused.SetAttr(a, conv.GetAttr(a));
@@ -41,6 +76,7 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
       ++result.changes;
       result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> conv2d_fusion (" + w +
                                (c.bias.empty() ? "" : " + " + c.bias) +
+                               (residual.empty() ? "" : " + residual " + residual) +
                                (c.activation.empty() ? "" : ", " + c.activation) + ") -> " + c.out);
       i = c.members.front() > 0 ? c.members.front() - 1 : 0;
     }
