@@ -373,6 +373,24 @@ def test_residual_add_fuses_into_conv2d_fusion(conv_is_y):
         np.testing.assert_array_equal(g_, r_)
 
 
+@pytest.mark.parametrize("model,ops", [
+    # 21 convs, each with its batch norm, activation and (9 blocks) shortcut add in one conv2d_fusion
+    ("resnet_small", {"batch_norm_fold": 1, "conv2d_fusion": 21, "pool2d": 1, "fc": 1}),
+    # 53 convs + bn (+ relu6), the 10 shortcut adds fused into the units' last conv
+    ("mobilenet_v2", {"batch_norm_fold": 1, "conv2d_fusion": 53, "pool2d": 1, "fc": 1}),
+])
+def test_bench_models_inference_programs(model, ops, tmp_path):
+    from fluidlite.bench import infer, models
+    fl = infer.FluidliteInfer(models.load(model), 0, fluid.CPUPlace(), str(tmp_path / "m"))
+    x = np.random.RandomState(0).standard_normal((2,) + models.load(model).IMAGE_SHAPE).astype("float32")
+    feed = {fl.feed_names[0]: x}
+    types, _ = prepared_ops(fl.exe, fl.program, feed, fl.fetch, fl.scope)
+    assert {t: types.count(t) for t in set(types)} == ops
+    got, = run(fl.exe, fl.program, feed, fl.fetch, fl.scope, on=True)
+    ref, = run(fl.exe, fl.program, feed, fl.fetch, fl.scope, on=False)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)  # tens of folded layers: each rounds differently
+
+
 def test_load_inference_model_programs_get_the_passes_by_default():
     main, startup, out = conv_bn_net()
     exe, scope = setup(main, startup)

@@ -29,6 +29,7 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
         return bv && bv->shape().size() == 1 && bv->shape()[0] == m && AttrOr<int32_t>(add, "axis", -1) == 1;
       });
       // conv [+ bias] -> elementwise_add(the chain's output, a residual of the same shape) [-> activation].
+      const BiasActChain base = c;
       std::string residual;
       if (c.activation.empty()) {
         const int next = SoleReader(program, static_cast<int>(bi), c.out, uses, ctx);
@@ -60,24 +61,32 @@ void FuseConvBiasAct(ProgramDesc& program, const PassContext& ctx, PassResult& r
           }
         }
       }
-      if (c.members.size() < 2) continue;
-      OpDesc fused("conv2d_fusion");
-      fused.SetInput("Input", {x});
-      fused.SetInput("Filter", {w});
-      if (!c.bias.empty()) fused.SetInput("Bias", {c.bias});
-      if (!residual.empty()) fused.SetInput("ResidualData", {residual});
-      fused.SetOutput("Output", {c.out});
-      for (const char* a : {"strides", "paddings", "dilations", "groups", "use_cudnn", "use_mkldnn", "data_format"})
-        if (conv.HasAttr(a)) fused.SetAttr(a, conv.GetAttr(a));
-      fused.SetAttr("activation", c.activation.empty() ? std::string("identity") : c.activation);
-      fused.SetAttr("fused_ops", c.fused_ops);
-      if (!ReplaceOps(block, c.members, fused)) continue;
-      RemoveUnusedVars(program, static_cast<int>(bi), c.removed);
-      ++result.changes;
-      result.details.push_back("block " + std::to_string(bi) + ": " + Joined(c.fused_ops) + " -> conv2d_fusion (" + w +
-                               (c.bias.empty() ? "" : " + " + c.bias) +
-                               (residual.empty() ? "" : " + residual " + residual) +
-                               (c.activation.empty() ? "" : ", " + c.activation) + ") -> " + c.out);
+      // Replaces the chain by one conv2d_fusion; false when ReplaceOps refuses the move.
+      auto fuse = [&](const BiasActChain& ch, const std::string& res) {
+        if (ch.members.size() < 2) return false;
+        OpDesc fused("conv2d_fusion");
+        fused.SetInput("Input", {x});
+        fused.SetInput("Filter", {w});
+        if (!ch.bias.empty()) fused.SetInput("Bias", {ch.bias});
+        if (!res.empty()) fused.SetInput("ResidualData", {res});
+        fused.SetOutput("Output", {ch.out});
+        for (const char* a : {"strides", "paddings", "dilations", "groups", "use_cudnn", "use_mkldnn", "data_format"})
+          if (conv.HasAttr(a)) fused.SetAttr(a, conv.GetAttr(a));
+        fused.SetAttr("activation", ch.activation.empty() ? std::string("identity") : ch.activation);
+        fused.SetAttr("fused_ops", ch.fused_ops);
+        if (!ReplaceOps(block, ch.members, fused)) return false;
+        RemoveUnusedVars(program, static_cast<int>(bi), ch.removed);
+        ++result.changes;
+        result.details.push_back("block " + std::to_string(bi) + ": " + Joined(ch.fused_ops) + " -> conv2d_fusion (" +
+                                 w + (ch.bias.empty() ? "" : " + " + ch.bias) +
+                                 (res.empty() ? "" : " + residual " + res) +
+                                 (ch.activation.empty() ? "" : ", " + ch.activation) + ") -> " + ch.out);
+        return true;
+      };
+      // The residual's producer may sit between the conv and the add (ResNet's projection shortcut is computed
+      // after the block's second conv): then the conv fuses with its bias alone, and the shortcut's conv takes the
+      // add.
+      if (!fuse(c, residual) && (residual.empty() || !fuse(base, ""))) continue;
       i = c.members.front() > 0 ? c.members.front() - 1 : 0;
     }
   }
