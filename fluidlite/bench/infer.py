@@ -135,7 +135,6 @@ def run_infer(name, batch_sizes=BATCH_SIZES, iterations=None, warmup=None, repea
     """Inference latency of model `name` at each batch size, with ONNX Runtime beside it when installed.
     Returns {"model", "threads", "batches": [{"batch_size", "fluidlite": figures, "onnxruntime": figures or None,
     "speedup", "agreement"}], "reference": {"status", "reason", "version"}, "passes": [summaries]}."""
-    import fluidlite as fluid
     from fluidlite import core
 
     from . import _place
@@ -196,7 +195,6 @@ def run_infer(name, batch_sizes=BATCH_SIZES, iterations=None, warmup=None, repea
                 entry[REFERENCE] = _figures(times[REFERENCE])
                 entry["speedup"] = entry[REFERENCE]["median"] / entry["fluidlite"]["median"]
             batches.append(entry)
-    del fluid
     return {"model": name, "description": mod.DESCRIPTION, "mode": "infer", "device": device, "threads": threads,
             "iterations": iterations, "warmup": warmup, "repeat": repeat, "seed": seed, "batches": batches,
             "reference": ref_doc, "passes": passes}
