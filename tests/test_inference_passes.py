@@ -9,6 +9,7 @@ atol 1e-5 (the outputs here are O(1)) holds with margin, while a wrong fold (a m
 epsilon dropped) is off by 1e-2 or more.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -478,20 +479,47 @@ def _bench(*args, timeout=600):
                           timeout=timeout, env=env, cwd=ROOT)
 
 
-def test_bench_infer_cli_tiny():
+def test_bench_infer_cli_tiny(tmp_path):
+    path = tmp_path / "infer.json"
     r = _bench("--mode", "infer", "--model", "lenet", "--batch_size", "2", "--iterations", "1", "--repeat", "1",
-               "--warmup", "0", "--threads", "1")
+               "--warmup", "0", "--threads", "1", "--json", str(path))
     assert r.returncode == 0, r.stderr
     assert "lenet (inference)" in r.stdout
     assert "fuse_conv_bias_act: 2 changes" in r.stdout
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("make_table", os.path.join(ROOT, "benchmarks", "make_table.py"))
+    make_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_table)
+    doc = json.loads(path.read_text())
+    assert doc["mode"] == "infer" and doc["results"][0]["batches"][0]["batch_size"] == 2
+    text = "\n".join(make_table.render_infer(doc))  # docs/benchmarks.md's Inference section
+    assert "## Inference" in text and "| `lenet` | 2 | 1 |" in text
     from fluidlite.bench import infer
     reason = infer.availability()
     if reason is not None:
         assert "reference   onnxruntime skipped: " + reason in r.stdout
+        assert "ONNX Runtime was skipped" in text
         pytest.skip("the ONNX Runtime part needs onnxruntime, onnx and torch: " + reason)
     assert "logits agree within rtol" in r.stdout
     row = [line for line in r.stdout.splitlines() if line.strip().startswith("2 ")]
     assert row and row[0].rstrip().endswith("x")
+    speedup = doc["results"][0]["batches"][0]["speedup"]
+    assert speedup > 0 and ("%.2fx" % speedup) in text
+
+
+def test_bench_infer_agreement_check_fails_loudly():
+    from fluidlite.bench import infer, reference
+    if infer.availability() is not None:
+        pytest.skip("needs onnxruntime, onnx and torch: " + infer.availability())
+    env = dict(os.environ)
+    env[reference.PERTURB_ENV] = "onnxruntime"  # ONNX Runtime gets weights scaled by 1.05
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    r = subprocess.run([sys.executable, "-m", "fluidlite.bench", "--mode", "infer", "--model", "lenet",
+                        "--batch_size", "1", "--iterations", "1", "--repeat", "1", "--warmup", "0"],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "AGREEMENT CHECK FAILED for model lenet" in r.stderr and "ONNX Runtime's logits differ" in r.stderr
 
 
 def test_bench_infer_cli_errors():
@@ -499,3 +527,12 @@ def test_bench_infer_cli_errors():
     assert r.returncode == 2 and "model mlp has no inference mode" in r.stderr
     r = _bench("--mode", "infer", "--compare", "torch")
     assert r.returncode == 2 and "--compare is not supported with --mode infer" in r.stderr
+
+
+def test_bench_infer_without_onnxruntime_skips_the_reference():
+    from test_bench_cli import run_cli
+    r = run_cli("--mode", "infer", "--model", "lenet", "--batch_size", "1", "--iterations", "1", "--repeat", "1",
+                "--warmup", "0", hide=["onnxruntime"], timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert 'reference   onnxruntime skipped: onnxruntime not installed (pip install ".[compare]")' in r.stdout
+    assert re.search(r"^  1 +[\d.]+ \([\d.]+ - [\d.]+\) +- +-$", r.stdout, re.M), r.stdout

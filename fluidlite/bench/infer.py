@@ -155,7 +155,10 @@ def run_infer(name, batch_sizes=BATCH_SIZES, iterations=None, warmup=None, repea
         reason = availability() if reference_on else "not requested"
         ort = None
         if reason is None:
-            ort = OrtInfer(mod, fl.params, d, threads, mod.IMAGE_SHAPE)
+            params = fl.params
+            if os.environ.get(reference.PERTURB_ENV) == REFERENCE:  # test hook: the agreement check must fail
+                params = reference.perturbed(params, {})[0]
+            ort = OrtInfer(mod, params, d, threads, mod.IMAGE_SHAPE)
         ref_doc = {"framework": REFERENCE, "status": "ok" if ort else "skipped", "reason": reason,
                    "version": reference.version(REFERENCE) if ort else None}
         runners = [fl] + ([ort] if ort else [])
