@@ -536,3 +536,22 @@ def test_bench_infer_without_onnxruntime_skips_the_reference():
     assert r.returncode == 0, r.stderr
     assert 'reference   onnxruntime skipped: onnxruntime not installed (pip install ".[compare]")' in r.stdout
     assert re.search(r"^  1 +[\d.]+ \([\d.]+ - [\d.]+\) +- +-$", r.stdout, re.M), r.stdout
+
+
+def test_fused_ops_in_float64():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[4, 6, 6], dtype="float64")
+        h = fluid.layers.conv2d(x, 8, 1, act="relu")  # pointwise: the float kernels' vector paths are not taken
+        h = fluid.layers.conv2d(h, 8, 3, padding=1, groups=8, act="relu6", use_cudnn=False)
+        out = fluid.layers.fc(h, 3, act="tanh")
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.random.RandomState(0).standard_normal((1, 4, 6, 6))}
+    ops, _ = prepared_ops(exe, main, feed, [out], scope)
+    assert ops == ["conv2d_fusion", "conv2d_fusion", "fc"]
+    got, = run(exe, main, feed, [out], scope, on=True)
+    ref, = run(exe, main, feed, [out], scope, on=False)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
