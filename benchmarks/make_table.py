@@ -8,6 +8,10 @@ process whose environment lacks OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (this mac
 them to force OpenBLAS's slower Haswell kernels; numpy and fluidlite both use OpenBLAS), i.e. exactly
 ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m fluidlite.bench ...``, then renders the JSON.
 Extra arguments after ``--`` go to the bench (e.g. ``-- --threads 1 --repeat 7``).
+
+Then it runs ``python -m fluidlite.bench --mode infer --model all --json ...`` the same way for the "Inference"
+section (the image models' inference latency at batch 1 and 32 against ONNX Runtime; ``--no_infer`` skips it),
+and keeps that run's JSON in the saved file under ``"infer"``.
 """
 import argparse
 import datetime
@@ -24,6 +28,7 @@ from fluidlite.bench import format_bytes  # noqa: E402
 DEFAULT_OUT = os.path.join(ROOT, "docs", "benchmarks.md")
 UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 BENCH_ARGS = ["--model", "all", "--compare", "torch,paddle,numpy"]
+INFER_ARGS = ["--mode", "infer", "--model", "all"]
 REFS = ("torch", "paddle", "numpy")
 TITLES = {"fluidlite": "fluidlite", "torch": "PyTorch", "paddle": "Paddle", "numpy": "numpy"}
 
@@ -188,6 +193,8 @@ def render(doc, command):
                 cells.append("%.7g" % v[0] if len(v) == 1 else "%.7g, … (%d values)" % (v[0], len(v)))
         tol = ag["tolerance"]
         lines.append("| `%s` | rtol %g, atol %g | %s |" % (res["model"], tol["rtol"], tol["atol"], " | ".join(cells)))
+    if doc.get("infer"):
+        lines += render_infer(doc["infer"])
     lines += [
         "",
         "## Machine and versions",
@@ -216,6 +223,49 @@ def render(doc, command):
     return "\n".join(lines)
 
 
+def _figures_cell(f):
+    return "%s (%s–%s)" % (_ms(f["median"]), _ms(f["min"]), _ms(f["max"]))
+
+
+def render_infer(doc):
+    """The "Inference" section from a ``--mode infer --json`` document."""
+    results = doc["results"]
+    argv = list(doc.get("argv") or INFER_ARGS)
+    if "--json" in argv:  # the file the table was made from is no part of the command
+        del argv[argv.index("--json"):argv.index("--json") + 2]
+    ref = next((r["reference"] for r in results if r["reference"]["status"] == "ok"), results[0]["reference"]
+               if results else {"status": "skipped", "reason": "no results"})
+    lines = [
+        "",
+        "## Inference",
+        "",
+        "`python -m fluidlite.bench %s` (same machine, environment and thread count): each image model's" % (
+            " ".join(argv)),
+        "forward program saved with `fluid.io.save_inference_model` and loaded with `load_inference_model`, so the",
+        "inference passes apply (batch norm folded into the convolutions, `fc` and `conv2d_fusion`; the batch norms'",
+        "statistics are drawn at random first so folding them is not a no-op), against ONNX Runtime%s running the" % (
+            " " + ref["version"] if ref.get("version") else ""),
+        "model's PyTorch network exported with `torch.onnx.export` from the same weights (CPU execution provider,",
+        "the same number of intra-op threads). Both run the same batch and their logits are checked to agree",
+        "within the model's tolerance first. ms per batch: median over interleaved repetitions, with min–max;",
+        "**speedup** = ONNX Runtime ms / fluidlite ms (> 1: fluidlite is faster).",
+        "",
+    ]
+    if ref["status"] != "ok":
+        lines += ["ONNX Runtime was skipped: %s." % ref["reason"], ""]
+    lines += ["| model | batch | threads | fluidlite ms | ONNX Runtime ms | speedup vs ONNX Runtime | passes |",
+              "|---|---:|---:|---|---|---:|---|"]
+    for res in results:
+        for b in res["batches"]:
+            o = b["onnxruntime"]
+            lines.append("| `%s` | %d | %d | %s | %s | %s | %s |" % (
+                res["model"], b["batch_size"], res["threads"], _figures_cell(b["fluidlite"]),
+                _figures_cell(o) if o else "–",
+                "%.2fx" % b["speedup"] if b["speedup"] else "–",
+                "; ".join(res["passes"]) if b is res["batches"][0] else ""))
+    return lines
+
+
 def _rss_method(results):
     return results[0]["memory"]["rss_method"] if results else "?"
 
@@ -238,6 +288,7 @@ def main(argv=None):
     ap.add_argument("--out", default=DEFAULT_OUT, help="markdown file to write (default: docs/benchmarks.md)")
     ap.add_argument("--from_json", metavar="PATH", help="render this saved --json file instead of running")
     ap.add_argument("--save_json", metavar="PATH", help="keep the run's --json file here")
+    ap.add_argument("--no_infer", action="store_true", help="skip the --mode infer run (no Inference section)")
     args = ap.parse_args(argv)
     bench_args = BENCH_ARGS + extra
     command = "env %s python -m fluidlite.bench %s" % (" ".join("-u " + v for v in UNSET),
@@ -257,6 +308,18 @@ def main(argv=None):
             return r.returncode
         with open(path) as f:
             doc = json.load(f)
+        if not args.no_infer:
+            infer_path = path + ".infer.json"
+            infer_args = INFER_ARGS + [a for a in extra if a not in ("--compare",)]
+            print("running: python -m fluidlite.bench " + " ".join(infer_args), file=sys.stderr)
+            r = subprocess.run([sys.executable, "-m", "fluidlite.bench", *infer_args, "--json", infer_path], env=env,
+                               cwd=ROOT)
+            if r.returncode != 0:
+                print("make_table: the inference bench exited with %d; %s not written" % (r.returncode, args.out),
+                      file=sys.stderr)
+                return r.returncode
+            with open(infer_path) as f:
+                doc["infer"] = json.load(f)
         doc["command"] = command
         doc["generated"] = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
         with open(path, "w") as f:

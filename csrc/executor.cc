@@ -321,6 +321,12 @@ void PreparedProgram::PlanReleases() {
   }
   std::unordered_map<std::string, size_t> last_use;
   const auto& ops = block->AllOps();
+  // An op with keep_outputs = true (a pass's cache of values derived from parameters, e.g. batch_norm_fold's folded
+  // weights) keeps its outputs between runs.
+  for (auto& op : ops)
+    if (op->HasAttr("keep_outputs") && std::get_if<bool>(&op->GetAttr("keep_outputs")) &&
+        std::get<bool>(op->GetAttr("keep_outputs")))
+      for (auto& n : op->OutputArgumentNames()) keep.insert(n);
   for (size_t i = 0; i < ops.size(); ++i) {
     for (auto& n : ops[i]->InputArgumentNames()) last_use[n] = i;
     for (auto& n : ops[i]->OutputArgumentNames()) last_use[n] = i;

@@ -221,9 +221,14 @@ class PreparedView(Program):
         return "\n".join(lines) + "\n" + super().__str__()
 
 
+_PASSES_FOR = []
+
+
 def _passes_for(program):
-    from .compiler import passes_for  # compiler.py imports this module
-    return passes_for(program)
+    if not _PASSES_FOR:  # imported on first use: compiler.py imports this module
+        from .compiler import passes_for
+        _PASSES_FOR.append(passes_for)
+    return _PASSES_FOR[0](program)
 
 
 def _read_feed(readers, feed):

@@ -737,6 +737,9 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
         _, params = _select(program, None, is_persistable)
         arrays = _read_vars(saved, params, params_filename)
     _store(arrays, params, executor.place)
+    # BuildStrategy.inference_optimize=None (the default) applies the inference passes to this program
+    # (batch_norm folding, fc and conv + bias + activation fusion: compiler.passes_for).
+    program._is_inference = True
     block = program.global_block()
     return [program, feed, [block.var(n) for n in fetch]]
 

@@ -104,7 +104,9 @@ def test_inference_model_with_batch_norm_keeps_the_outputs_of_kept_ops(tmp_path)
         bn = [op for op in program.global_block().ops if op.type == "batch_norm"]
         assert len(bn) == 1 and bn[0].attr("is_test") is True
         got = exe.run(program, feed={"x": xv}, fetch_list=fetch_targets)[0]
-    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    # The loaded program runs with the inference passes (batch norm folded into the conv's weights), which round
+    # differently from conv + batch_norm: float32 rounding of O(1) values (tests/test_inference_passes.py).
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
 
 
 def test_crash_mid_save_keeps_previous_files(tmp_path, monkeypatch):

@@ -10,6 +10,8 @@ from . import (AgreementError, format_summary, gpu_unavailable_reason, machine_i
 
 PROG = "python -m fluidlite.bench"
 DEFAULT_MODEL = "mlp"
+DEFAULT_INFER_MODEL = "lenet"
+INFER_UNSUPPORTED = ("compare", "profile", "advise", "timeline", "save_profile", "baseline", "cprofile")
 SORTED_KEYS = ("calls", "total", "max", "min", "ave")
 SCHEMA = 2
 
@@ -26,9 +28,13 @@ examples:
   python -m fluidlite.bench --model mlp --save-profile A.json        # profile the timed steps, save them
   python -m fluidlite.bench --model mlp --baseline A.json            # after a fix: per-op diff against A
   python -m fluidlite.bench --model overhead --iterations 1 --repeat 1 --warmup 0 --glog_v 3
+  python -m fluidlite.bench --mode infer --model mobilenet_v2       # inference latency, batch 1 and 32, vs ONNX Runtime
 
   --compare checks that each reference's first step gives fluidlite's result (exit code 1 if not), then
   times them interleaved in this process; a framework that is not installed is reported as skipped.
+  --mode infer times the inference program (save_inference_model + load_inference_model, so the inference passes
+  apply) of the image models at batch 1 and 32 (or --batch_size) against ONNX Runtime running the torch network
+  exported to ONNX, after checking their logits agree (pip install ".[compare]"; skipped if not installed).
   With --model all, --timeline and --cprofile write one file per model (PATH with .MODEL before its
   extension), and so do --save-profile and --baseline. --baseline warns (stderr) when A ran another model,
   batch size, thread count or device; the step-time change comes with its noise band from both runs' per-step
@@ -86,8 +92,12 @@ def build_parser():
                 "(steps/s, ms/step median and min-max over repetitions after warm-up, samples/s, "
                 "construction time and object counts, memory).",
                 epilog=EPILOG + _model_lines(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=DEFAULT_MODEL, choices=list(models.MODELS) + ["all"],
-                   help="model to run, or all (default: %(default)s)")
+    p.add_argument("--mode", choices=["train", "infer"], default="train",
+                   help="train: time a training step; infer: inference latency against ONNX Runtime "
+                        "(default: %(default)s)")
+    p.add_argument("--model", choices=list(models.MODELS) + ["all"],
+                   help="model to run, or all (default: %s; with --mode infer: %s)" % (DEFAULT_MODEL,
+                                                                                         DEFAULT_INFER_MODEL))
     p.add_argument("--batch_size", type=_int_at_least(1), help="samples per step (default: the model's)")
     p.add_argument("--iterations", type=_int_at_least(1), help="timed steps per repetition (default: the model's)")
     p.add_argument("--warmup", type=_int_at_least(0), help="untimed steps before timing (default: the model's)")
@@ -216,9 +226,44 @@ def _run_models(args, names, many, machine, baselines):
     return code, results
 
 
+def _run_infer(args, names, machine):
+    """--mode infer: each model's inference latency table; returns (exit code, results)."""
+    from .infer import format_infer, run_infer
+    results, code = [], 0
+    for k, name in enumerate(names):
+        try:
+            result = run_infer(name, batch_sizes=(args.batch_size,) if args.batch_size else (1, 32),
+                               iterations=args.iterations, warmup=args.warmup, repeat=args.repeat,
+                               threads=args.threads, seed=args.seed, device=args.device)
+        except KeyboardInterrupt:
+            print("%s: interrupted during the inference run of %s" % (PROG, name), file=sys.stderr)
+            return 130, results
+        except AgreementError as e:
+            print("%s: error: AGREEMENT CHECK FAILED for model %s: %s" % (PROG, name, e), file=sys.stderr)
+            return 1, results
+        except Exception as e:
+            return _fail("model %s failed: %s: %s" % (name, type(e).__name__, e), 1), results
+        results.append(result)
+        if k:
+            print()
+        print(format_infer(result, machine if not k else None))
+        sys.stdout.flush()
+    return code, results
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.mode == "infer":
+        from .infer import infer_models, supported
+        bad = [f for f in INFER_UNSUPPORTED if getattr(args, f)]
+        if bad:
+            parser.error("--%s is not supported with --mode infer" % bad[0].replace("_", "-"))
+        if args.model is not None and args.model != "all" and not supported(args.model):
+            parser.error("--mode infer: model %s has no inference mode (choose from %s)" % (
+                args.model, ", ".join(infer_models())))
+    if args.model is None:
+        args.model = DEFAULT_INFER_MODEL if args.mode == "infer" else DEFAULT_MODEL
     if args.sorted_key and not args.profile:
         parser.error("--sorted_key needs --profile")
     for flag in ("timeline", "cprofile", "json", "save_profile"):
@@ -234,7 +279,11 @@ def main(argv=None):
         import fluidlite
         fluidlite.set_vlog_level(args.glog_v)
 
-    names = list(models.MODELS) if args.model == "all" else [args.model]
+    if args.mode == "infer":
+        from .infer import infer_models
+        names = infer_models() if args.model == "all" else [args.model]
+    else:
+        names = list(models.MODELS) if args.model == "all" else [args.model]
     many = len(names) > 1
     baselines = {}
     if args.baseline:  # read before running, so a bad file costs no run
@@ -248,10 +297,13 @@ def main(argv=None):
     machine = machine_info()
     machine["background_load"] = args.background_load
     with background_load(args.background_load):
-        code, results = _run_models(args, names, many, machine, baselines)
+        if args.mode == "infer":
+            code, results = _run_infer(args, names, machine)
+        else:
+            code, results = _run_models(args, names, many, machine, baselines)
     if args.json and results:
-        doc = {"schema": SCHEMA, "argv": sys.argv[1:] if argv is None else list(argv), "machine": machine,
-               "exit_code": code, "results": results}
+        doc = {"schema": SCHEMA, "mode": args.mode, "argv": sys.argv[1:] if argv is None else list(argv),
+               "machine": machine, "exit_code": code, "results": results}
         try:
             with open(args.json, "w") as f:
                 json.dump(doc, f, indent=2)
