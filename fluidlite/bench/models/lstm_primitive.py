@@ -92,3 +92,15 @@ class TorchPrimitiveLSTM:
 
 def reference_torch(params, feed):
     return TorchPrimitiveLSTM(params, feed)
+
+
+def reference_paddle(params, feed):
+    """Paddle 3.3 static: one paddle.nn.LSTM over the sequence (StaticRNN is gone from Paddle 3.x), the same weights."""
+    from ..reference import PaddleStatic, paddle_optimizer
+    from .lstm import PADDLE_NOTE, paddle_lstm
+
+    def build(pb):
+        lstm = paddle_lstm(pb, params["fc_0.w_0"], params["fc_0.w_1"], params["fc_0.b_0"])
+        out, _ = lstm(pb.data("x", feed["x"]))
+        return pb.paddle.mean(out)
+    return PaddleStatic(build, paddle_optimizer("SGD", LEARNING_RATE), note=PADDLE_NOTE)
