@@ -1,5 +1,7 @@
 #include "step_block_runner.h"
 
+#include "grad_accumulate.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -122,6 +124,30 @@ void SumArrayGradients(const std::vector<const Variable*>& parts, const std::str
 // gradient `outer`; `*started` says whether an earlier step did already. The first dense contribution becomes the
 // outer gradient: its buffer is taken over (`take`, when no other tensor shares it) or copied. A sparse lookup's
 // SelectedRows gradient is added row by row into zeros.
+namespace {
+thread_local AccumulateScope* g_accumulate = nullptr;
+}  // namespace
+
+AccumulateScope::AccumulateScope(std::vector<const Tensor*> targets)
+    : targets_(std::move(targets)), outer_(g_accumulate) {
+  g_accumulate = this;
+}
+AccumulateScope::~AccumulateScope() { g_accumulate = outer_; }
+
+bool AccumulateInto(const Tensor* out) {
+  for (AccumulateScope* a = g_accumulate; a; a = a->outer_)
+    for (auto& t : a->targets_)
+      if (t == out) {
+        t = nullptr;
+        return true;
+      }
+  return false;
+}
+
+bool SupportsAccumulate(const std::string& type, const std::string& slot) {
+  return type == "mul_grad" && slot == "Y@GRAD";
+}
+
 void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const Tensor& param, bool take,
                      const Place& place, Tensor* outer, bool* started) {
   if (!v) return;
@@ -281,6 +307,25 @@ const StepBlockRunner::GradPlan& StepBlockRunner::PlanBackward(const StepBlockIO
   plan.output_grads = inner(io.output_grad_args, *io.output_names);
   plan.input_grads = inner(io.input_grad_args, *io.input_names);
   plan.parameter_grads = inner(io.parameter_grad_args, *io.parameter_names);
+  // A parameter gradient that one op of the step block writes, through a slot that can add into a running total,
+  // and that no op of the block reads: that op accumulates straight into the outer gradient (grad_accumulate.h).
+  plan.accumulate.assign(plan.parameter_grads.size(), 0);
+  for (size_t p = 0; p < plan.parameter_grads.size(); ++p) {
+    const std::string& name = plan.parameter_grads[p];
+    int writers = 0;
+    bool ok = true;
+    for (auto& op : grad.AllOps()) {
+      for (auto& in : op->InputArgumentNames()) ok = ok && in != name;
+      for (auto& [slot, args] : op->outputs())
+        for (auto& a : args)
+          if (a == name) {
+            ++writers;
+            ok = ok && SupportsAccumulate(op->type(), slot);
+          }
+    }
+    const VarDesc* v = grad.FindVar(name);
+    plan.accumulate[p] = ok && writers == 1 && v && v->kind() == VarKind::LOD_TENSOR;
+  }
   plan.eager = EagerDeletion();
   if (plan.eager) {
     std::unordered_set<std::string> keep(plan.input_grads.begin(), plan.input_grads.end());
@@ -387,11 +432,40 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
       else v->GetMutableTensor()->Clear();
       if (nv && eager) ReleaseTensor(nv);  // shared now: the step after this one is done with it
     }
-    RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
+    // Parameter gradients after the first: the step's gradient variable borrows the running total, which its one
+    // writer adds into (grad_accumulate.h).
+    std::vector<const Tensor*> lend;
+    std::vector<size_t> lent;
+    if (!fluid_mode)
+      for (size_t p = 0; p < param_names.size(); ++p) {
+        Tensor* outer = io.parameter_grads[p];
+        Variable* v = plan.accumulate[p] && started[p] && outer ? s.FindLocalVar(plan.parameter_grads[p]) : nullptr;
+        if (!v || !outer->IsInitialized() || v->GetSelectedRows()) continue;
+        Tensor* g = v->GetMutableTensor();
+        g->ShareDataWith(*outer);
+        lend.push_back(g);
+        lent.push_back(p);
+      }
+    {
+      AccumulateScope accumulate(lend);
+      try {
+        RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
+      } catch (...) {
+        for (size_t p : lent) s.FindLocalVar(plan.parameter_grads[p])->GetMutableTensor()->Clear();
+        throw;
+      }
+      for (size_t i = 0; i < lent.size(); ++i) {
+        const std::string& grad_name = plan.parameter_grads[lent[i]];
+        FL_ENFORCE(accumulate.consumed(i), "recurrent_grad: the op writing parameter gradient '", grad_name,
+                   "' at step ", t, " did not add into the running total (a fluidlite bug)");
+        s.FindLocalVar(grad_name)->GetMutableTensor()->Clear();  // the total is the outer gradient's alone again
+      }
+    }
     // Parameter gradients: added into the outer gradient while the step's is still in cache.
     for (size_t p = 0; p < param_names.size(); ++p) {
       Tensor* outer = io.parameter_grads[p];
       if (!outer) continue;
+      if (std::find(lent.begin(), lent.end(), p) != lent.end()) continue;  // added by its writer
       const std::string& grad_name = plan.parameter_grads[p];
       Variable* v = s.FindLocalVar(grad_name);
       bool done = started[p];

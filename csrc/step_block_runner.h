@@ -114,8 +114,9 @@ class StepBlockRunner {
   // Backward's names and eager-deletion plan, made on the first run.
   struct GradPlan {
     std::vector<std::string> output_grads, input_grads, parameter_grads;  // their names in the step scopes
-    ReleaseNames releases;  // per grad-block op, what to release after it (empty lists: eager deletion off)
-    bool eager = false;     // eager deletion was on when the plan was made (the runner releases what it used)
+    std::vector<char> accumulate;  // per parameter: its one writer adds into the outer gradient (grad_accumulate.h)
+    ReleaseNames releases;         // per grad-block op, what to release after it (empty lists: eager deletion off)
+    bool eager = false;            // eager deletion was on when the plan was made (the runner releases what it used)
   };
   const GradPlan& PlanBackward(const StepBlockIO& io);
 

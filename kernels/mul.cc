@@ -1,4 +1,5 @@
 // mul: Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims), the matrix product behind fc.
+#include "grad_accumulate.h"
 #include "grad_op_maker.h"
 #include "helpers/blas.h"
 #include "op_context.h"
@@ -83,8 +84,13 @@ FL_REGISTER_OP(mul, op) {
                         dx->mutable_data<T>(ctx.place()));
         }
         if (Tensor* dy = ctx.OutputOrNull("Y@GRAD")) {  // [K, N] = [M, K]^T @ [M, N]
+          // A StaticRNN step adds its weight gradient into the running total it was lent (grad_accumulate.h).
+          const bool add = AccumulateInto(dy);
+          FL_ENFORCE(!add || (dy->IsInitialized() && dy->numel() == y.numel() && dy->dtype() == y.dtype()),
+                     "mul_grad: the running total of Y@GRAD '", ctx.OutputName("Y@GRAD"), "' is ", dy->dims(),
+                     ", Y is ", y.dims());
           dy->Resize(y.dims());
-          blas::Gemm<T>(true, false, s.k, s.n, s.m, T(1), x.data<T>(), dout.data<T>(), T(0),
+          blas::Gemm<T>(true, false, s.k, s.n, s.m, T(1), x.data<T>(), dout.data<T>(), add ? T(1) : T(0),
                         dy->mutable_data<T>(ctx.place()));
         }
       });

@@ -178,7 +178,8 @@ def test_profile_and_timeline(tmp_path):
     totals = [float(row[2]) for row in rows]
     assert rows and totals == sorted(totals, reverse=True)
     names = {row[0].split("::", 1)[1] for row in rows}
-    assert {"mul", "sgd", "mean"} <= names, names
+    # fit_a_line's mean(square_error_cost) runs as one fused_reduce (fuse_reductions, on by default)
+    assert {"mul", "sgd", "fused_reduce"} <= names, names
     calls = {row[0].split("::", 1)[1]: int(row[1]) for row in rows}
     assert calls["sgd"] == 2 * 3 * 2  # 2 parameters x 3 iterations x 2 repeats: the timed steps only
     trace = json.loads(trace_path.read_text())

@@ -10,6 +10,15 @@ import pytest
 import fluidlite as fluid
 from fluidlite import core, profiler
 
+from conftest import only_passes  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _only_this_pass(monkeypatch):
+    """The passes on by default (fusion) would rewrite what these tests count further."""
+    only_passes(monkeypatch, "fuse_reductions")
+
+
 L = fluid.layers
 
 

@@ -9,6 +9,15 @@ import pytest
 
 import fluidlite as fluid
 
+from conftest import only_passes  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _only_this_pass(monkeypatch):
+    """The passes on by default (fusion) would rewrite what these tests count further."""
+    only_passes(monkeypatch, "inplace")
+
+
 
 def _net(extra=None, seed=2):
     main, startup = fluid.Program(), fluid.Program()

@@ -121,6 +121,11 @@ ROWS.update({
                   extra={"y": (np.ones((4, 3), "float32"), None)}),
     "layer_norm": Row(lambda x: {"Y": (L.layer_norm(x), "x")}),
     "batch_norm": Row(lambda x: {"Y": (L.batch_norm(x), "x")}),
+    # made by fuse_bn_act: batch_norm's rule
+    "fused_batch_norm_act": Row(lambda x: {"Y": (op("fused_batch_norm_act", {
+        "X": x, "Scale": _var("s", [4]), "Bias": _var("b", [4]), "Mean": _var("m", [4]), "Variance": _var("v", [4])},
+        ["Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance"], {"act_type": "relu"})["Y"][0], "x")},
+        grad=False, extra={n: (np.ones(4, "float32"), None) for n in "sbmv"}),
     "cross_entropy": Row(lambda x: {"Y": (L.cross_entropy(L.softmax(x), ids("label")), "x")},
                          extra={"label": (np.array([[0], [1], [2], [3], [0], [1]], "int64"), None)}),
     "softmax_with_cross_entropy": Row(
@@ -230,6 +235,10 @@ ROWS.update({
                     extra={"label": (np.array([[0], [1], [2], [3], [0], [1]], "int64"), None)}),
     "conv2d": Row(lambda x: {"Out": (L.conv2d(x, 2, 1), None)}, x_shape=(2, 1, 2, 2), lod=[[0, 1, 2]]),
     "pool2d": Row(lambda x: {"Out": (L.pool2d(x, 2), None)}, x_shape=(2, 1, 2, 2), lod=[[0, 1, 2]]),
+    # made by fuse_conv_bias_act for inference programs: conv2d's rule
+    "conv2d_fusion": Row(lambda x: {"Out": (op("conv2d_fusion", {"Input": x, "Filter": _var("w", [2, 1, 1, 1])},
+                                                ["Output"])["Output"][0], None)}, grad=False, x_shape=(2, 1, 2, 2),
+                         lod=[[0, 1, 2]], extra={"w": (np.ones((2, 1, 1, 1), "float32"), None)}),
     "bilinear_interp": Row(lambda x: {"Out": (L.resize_bilinear(x, out_shape=[4, 4]), None)},
                            x_shape=(2, 1, 2, 2), lod=[[0, 1, 2]]),
     "pixel_shuffle": Row(lambda x: {"Out": (L.pixel_shuffle(x, 2), None)}, x_shape=(2, 4, 1, 1), lod=[[0, 1, 2]]),
@@ -356,6 +365,8 @@ REBUILDS |= {"while"}
 NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decayed_adagrad", "adadelta", "adamax",
                 "lamb", "lars_momentum", "average_accumulates", "fill_constant", "assign_value", "uniform_random",
                 "gaussian_random", "range", "linspace", "auc",
+                # the fused optimizers (fuse_optimizer_ops) and batch_norm folding (parameters in, parameters out)
+                "fused_sgd", "fused_momentum", "fused_adam", "batch_norm_fold",
                 # SelectedRows in, dense out: a SelectedRows has no LoD
                 "merge_selected_rows", "get_tensor_from_selected_rows"}
 
