@@ -132,7 +132,7 @@ def test_fusable_chain_found_with_its_ops_variables_and_share():
     assert ev["gaps_saved_ms_per_step"] >= 0 and ev["fused_ms_per_step"] > 0
     assert 0 < f.estimated_saving_ms == pytest.approx(
         ev["chain_ms_per_step"] - ev["fused_ms_per_step"] + ev["gaps_saved_ms_per_step"], rel=1e-3, abs=1e-6)
-    assert "fuse_elewise_add_act_ops" in f.fix
+    assert "BuildStrategy.fuse_elementwise_chains" in f.fix
 
 
 def test_no_fusable_chain_when_the_intermediate_is_fetched_or_alone():

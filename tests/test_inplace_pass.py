@@ -9,7 +9,7 @@ import pytest
 
 import fluidlite as fluid
 
-from conftest import only_passes  # noqa: E402
+from pass_util import only_passes  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -446,9 +446,10 @@ def _chain_fix(types):
     if sig >= 2 and tanh >= 1:
         return ("this looks like a hand-written GRU cell: use fluid.layers.gru_unit (one fused op per step) or "
                 "fluid.layers.dynamic_gru over the whole sequence")
-    return ("fluidlite has no general elementwise fusion yet (no fused_elemwise_activation op): use a fused layer "
-            "where one exists, or set BuildStrategy.fuse_elewise_add_act_ops = True on a CompiledProgram (accepted "
-            "today; the fusion pass that honours it is issue 18)")
+    return ("the fuse_elementwise_chains pass fuses such chains into one fused_elementwise op: it is on by default "
+            "(BuildStrategy.fuse_elementwise_chains), so turn it back on where the strategy or "
+            "FLUIDLITE_DISABLE_PASSES turned it off; a chain it leaves unfused has ops or shapes it does not take "
+            "(docs/architecture.md, 'Elementwise fusion'): use a fused layer where one exists")
 
 
 # -- 2. several reductions over the same input and axes ------------------------------------------------------

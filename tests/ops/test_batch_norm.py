@@ -288,3 +288,31 @@ def test_batch_norm_train_grad_large_against_formula():
     xhat = (x - mu) * inv_std
     want = inv_std / n * (n * w - w.sum(axis=axes, keepdims=True) - xhat * (w * xhat).sum(axis=axes, keepdims=True))
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)  # scale initialised to 1
+
+
+def test_batch_norm_fold_folds_scale_shift_and_statistics_into_the_weights():
+    """batch_norm_fold (made by the fold_batch_norm inference pass): FoldedFilter = Filter * a along the output-channel
+    axis, FoldedBias = Bias * a + Shift - Mean * a, a = Scale / sqrt(Variance + eps), against numpy; a conv filter
+    with a bias and a mul weight without one in one op."""
+    rng = np.random.RandomState(7)
+    conv_w, conv_b = rng.randn(4, 3, 2, 2), rng.randn(4)
+    mul_w = rng.randn(5, 6)
+    stats = [(rng.rand(c) + 0.5, rng.randn(c), rng.randn(c), rng.rand(c) + 0.1) for c in (4, 6)]
+    eps = [1e-5, 1e-3]
+    want_w, want_b = [], []
+    for (scale, shift, mean, var), e, w, axis, bias in zip(stats, eps, (conv_w, mul_w), (0, 1), (conv_b, None)):
+        a = scale / np.sqrt(var + e)
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        want_w.append(w * a.reshape(shape))
+        want_b.append((bias if bias is not None else 0) * a + shift - mean * a)
+    f32 = lambda v: np.asarray(v, "float32")  # noqa: E731
+    OpTest("batch_norm_fold",
+           {"Filter": [("cw", f32(conv_w)), ("mw", f32(mul_w))], "Bias": [("cb", f32(conv_b))],
+            "Scale": [("s%d" % i, f32(s[0])) for i, s in enumerate(stats)],
+            "Shift": [("t%d" % i, f32(s[1])) for i, s in enumerate(stats)],
+            "Mean": [("m%d" % i, f32(s[2])) for i, s in enumerate(stats)],
+            "Variance": [("v%d" % i, f32(s[3])) for i, s in enumerate(stats)]},
+           {"FoldedFilter": [("fw0", f32(want_w[0])), ("fw1", f32(want_w[1]))],
+            "FoldedBias": [("fb0", f32(want_b[0])), ("fb1", f32(want_b[1]))]},
+           {"channel_axis": [0, 1], "bias_index": [0, -1], "epsilon": eps}).check_output(rtol=1e-5, atol=1e-5)

@@ -600,3 +600,24 @@ def test_transpose_trains():
     losses = [float(exe.run(main, feed={"c": codes, "t": target}, fetch_list=[loss])[0].reshape(-1)[0])
               for _ in range(100)]
     assert losses[-1] < losses[0] / 3, losses[::10]
+
+
+@pytest.mark.parametrize("act", ["", "relu", "relu6", "sigmoid", "tanh"])
+@pytest.mark.parametrize("case", [((1, 3, 5, 5), (4, 3, 3, 3), 1, (1, 1)), ((2, 4, 4, 4), (4, 1, 3, 3), 4, (0, 0)),
+                                  ((1, 8, 3, 3), (6, 8, 1, 1), 1, (0, 0))])
+def test_conv2d_fusion_is_act_of_conv_plus_bias_plus_residual(case, act):
+    """conv2d_fusion (made by the fuse_conv_bias_act inference pass): act(conv2d(Input, Filter) + Bias + ResidualData)
+    against numpy, over the plain, depthwise and pointwise kernel paths."""
+    xshape, wshape, groups, pad = case
+    rng = np.random.RandomState(3)
+    x, w = rng.randn(*xshape).astype("float32"), rng.randn(*wshape).astype("float32")
+    b = rng.randn(wshape[0]).astype("float32")
+    ref = conv_ref(x.astype("float64"), w.astype("float64"), pad=pad, groups=groups) + b.reshape(1, -1, 1, 1)
+    res = rng.randn(*ref.shape).astype("float32")
+    acts = {"": lambda v: v, "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6),
+            "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "tanh": np.tanh}
+    attrs = {"paddings": list(pad), "groups": groups, "activation": act}
+    OpTest("conv2d_fusion", {"Input": x, "Filter": w, "Bias": b}, {"Output": acts[act](ref).astype("float32")},
+           attrs).check_output(rtol=1e-4, atol=1e-5)
+    OpTest("conv2d_fusion", {"Input": x, "Filter": w, "Bias": b, "ResidualData": res},
+           {"Output": acts[act](ref + res).astype("float32")}, attrs).check_output(rtol=1e-4, atol=1e-5)
