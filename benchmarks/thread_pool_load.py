@@ -1,29 +1,40 @@
-"""The thread pool under load: every bench model at 1 and 2 threads with 0, 1 and 2 busy background processes, for
-fluidlite and PyTorch in the same conditions, and the ratios 2 threads / 1 thread per load.
+"""The thread pool under load: bench models at 1 and 2 threads with 0, 1 and 2 busy background processes, fluidlite
+and PyTorch in the same conditions, and the ratios 2 threads / 1 thread per load.
 
-    python benchmarks/thread_pool_load.py [--models all|mlp,lstm,...] [--loads 0,1,2] [--rounds 3]
-                                          [--iterations N] [--repeat N] [--compare torch] [--json PATH]
+    python benchmarks/thread_pool_load.py [--models mlp,lstm,...|all] [--loads 0,1,2] [--rounds 7]
+                                          [--steps N] [--compare torch] [--pool default,cpt1,...] [--json PATH]
 
-Each cell is one ``python -m fluidlite.bench --model M --threads T --background-load L --compare torch`` run in a
-fresh process (the bench starts the busy processes, fluidlite/bench/_load.py, and sets torch's threads with
-``torch.set_num_threads(T)`` like fluidlite's). The cells run interleaved: round by round, load by load, model by
-model, 1 thread then 2 threads, so slow drift of the machine's own load (other users) hits both thread counts
-alike. Per cell the figure is the bench's median ms/step; per (model, load) the table shows the median over the
-rounds of each thread count, and the ratio 2t/1t is the median of the rounds' ratios with its min-max range
-(> 1: two threads are slower than one). Goal (issue 18): fluidlite's 2t/1t <= 1 under --background-load 1 and 2,
-and no worse than torch's. The machine's load average is printed: on a shared machine there is always some load
-already, so "load 0" is not an idle machine.
+Per model, fluidlite's programs and the torch reference (``fluidlite.bench``'s, checked against fluidlite's first
+step) are built once; then, with the bench's busy processes running (``fluidlite/bench/_load.py``, the same as
+``python -m fluidlite.bench --background-load N``), the cells run interleaved in one process: round by round, each
+framework at 1 thread then at 2 (``core.set_num_threads``, ``torch.set_num_threads``), a 50 ms pause (the previous
+cell's spinning threads go to sleep), one warm-up step and ``--steps`` timed steps per cell. A cell's figure is its
+ms/step; a (model, load, framework) row shows the median over rounds at 1 and 2 threads and the median (min-max) of
+the rounds' 2t/1t ratios (> 1: two threads are slower than one). Interleaving in short cells is what makes the ratio
+meaningful on a machine shared with other work: the machine's own load drifts by far more than the effect between
+two separate runs.
+
+``--pool`` adds fluidlite rows for pool settings (core.thread_pool_options), each a cell of its own at 2 threads:
+``default``; ``cpt1``/``cpt2`` (1 or 2 chunks per thread); ``nobackoff``; ``asbefore`` (1 chunk per thread, no
+back-off: the pool's splitting before issue 18); ``serial``/``serialcpt1`` (every job's chunks on the caller, as when
+backed off, at 4 or 1 chunks per thread). Goal (issue 18): fluidlite's 2t/1t <= 1 under loads 1 and 2, and
+no worse than torch's. The load average is printed: on a shared machine "load 0" is not an idle machine.
 """
 import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
+import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SETTLE_S = 0.05
+STAT_KEYS = ("jobs", "serial_jobs", "chunks", "worker_chunks", "caller_sleeps", "backoffs", "probes", "resumes")
+POOL_SETTINGS = {"default": {}, "cpt1": {"chunks_per_thread": 1}, "cpt2": {"chunks_per_thread": 2},
+                 "nobackoff": {"backoff": 0}, "asbefore": {"chunks_per_thread": 1, "backoff": 0},
+                 "serial": {"backoff": 2}, "serialcpt1": {"chunks_per_thread": 1, "backoff": 2}}
 
 
 def _loadavg():
@@ -34,101 +45,134 @@ def _loadavg():
         return "unknown"
 
 
-def _models(spec):
-    if spec != "all":
-        return spec.split(",")
-    sys.path.insert(0, ROOT)
-    from fluidlite.bench import models
-    return sorted(n for n in models.MODELS if n != "overhead")
+def _time_steps(step, steps):
+    step()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - t0) / steps * 1e3
 
 
-def run_cell(model, threads, load, args):
-    """ms/step medians of one bench run: {"fluidlite": ms, "torch": ms or None}; None when the run failed."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        cmd = [sys.executable, "-m", "fluidlite.bench", "--model", model, "--threads", str(threads),
-               "--background-load", str(load), "--json", out, "--no_progress"]
-        if args.compare:
-            cmd += ["--compare", args.compare]
-        if args.iterations:
-            cmd += ["--iterations", str(args.iterations)]
-        if args.repeat:
-            cmd += ["--repeat", str(args.repeat)]
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if not os.path.exists(out):
-            print("  %s threads=%d load=%d failed (exit %d): %s" % (model, threads, load, proc.returncode,
-                                                                    proc.stderr.strip()[-300:]), file=sys.stderr)
-            return None
-        with open(out) as f:
-            doc = json.load(f)
-    res = doc["results"][0]
-    cell = {"fluidlite": res["ms_per_step"]["median"]}
-    for e in res.get("compare", {}).get("frameworks", []):
-        if e["framework"] != "fluidlite":
-            cell[e["framework"]] = e["ms_per_step"]["median"] if "ms_per_step" in e else None
-    return cell
+class _Model:
+    def __init__(self, name, compare):
+        import fluidlite as fluid
+        from fluidlite import bench
+        from fluidlite.bench import models
+        mod = models.load(name)
+        self.name, self.steps = name, max(3, mod.DEFAULTS["iterations"] // 5)
+        self.fl = bench._Fluidlite(mod, mod.DEFAULTS["batch_size"], 0, fluid.CPUPlace())
+        self.refs = {}
+        for fw, runner, reason in bench._references(mod, self.fl, compare, 1):
+            if runner is None:
+                print("  %s: %s skipped (%s)" % (name, fw, reason), file=sys.stderr)
+                continue
+            if not bench._agree(self.fl.step(), runner.step(), bench.reference.tolerance(mod)):
+                print("  %s: %s disagrees with fluidlite on the first step: skipped" % (name, fw), file=sys.stderr)
+                continue
+            self.refs[fw] = runner
 
 
-def _fmt_ratio(rs):
-    if not rs:
-        return "-"
-    return "%.2f (%.2f-%.2f)" % (statistics.median(rs), min(rs), max(rs))
+def _cells(model, pools):
+    """(row, threads, set-up, step) per cell of a round, the 1-thread cell of a row first."""
+    from fluidlite import core
+    from fluidlite.bench import reference
+
+    def fl(threads, options):
+        def setup():
+            core.set_num_threads(threads)
+            core.thread_pool_options(**dict({"chunks_per_thread": 4, "backoff": 1}, **options))
+        return setup
+
+    out = [("fluidlite", 1, fl(1, {}), model.fl.step)]
+    for p in pools:
+        out.append(("fluidlite" if p == "default" else "fluidlite " + p, 2, fl(2, POOL_SETTINGS[p]), model.fl.step))
+    for fw, runner in model.refs.items():
+        setter = reference.set_torch_threads if fw == "torch" else reference.set_numpy_threads
+        for threads in (1, 2):
+            out.append((fw, threads, (lambda s, t: lambda: s(t))(setter, threads), runner.step))
+    return out
 
 
-def table(cells, models, loads, frameworks):
-    """cells[(model, load, threads)] = list over rounds of {framework: ms}. Returns the printed lines."""
-    lines = []
-    head = "%-20s %4s" % ("model", "load")
-    for fw in frameworks:
-        head += "  %9s %9s %-18s" % (fw[:5] + " 1t", fw[:5] + " 2t", fw + " 2t/1t")
-    lines.append(head)
-    for model in models:
-        for load in loads:
-            row = "%-20s %4d" % (model, load)
-            for fw in frameworks:
-                one = [c.get(fw) for c in cells.get((model, load, 1), [])]
-                two = [c.get(fw) for c in cells.get((model, load, 2), [])]
-                ratios = [b / a for a, b in zip(one, two) if a and b]
-                med = lambda xs: "%9.2f" % statistics.median([x for x in xs if x]) if any(xs) else "%9s" % "-"
-                row += "  %s %s %-18s" % (med(one), med(two), _fmt_ratio(ratios))
-            lines.append(row)
+def measure(models, loads, rounds, pools, steps=None):
+    """{(model, load, row): {"1t": [ms per round], "2t": [ms per round]}} (a pool row's 1t is fluidlite's), and
+    {(model, load): the pool's statistics summed over the default setting's 2-thread cells}."""
+    from fluidlite import core
+    from fluidlite.bench._load import background_load
+    res, stats = {}, {}
+    for load in loads:
+        with background_load(load):
+            time.sleep(0.5)  # let the busy processes start
+            for m in models:
+                cells = _cells(m, pools)
+                for _ in range(rounds):
+                    for row, threads, setup, step in cells:
+                        setup()
+                        time.sleep(SETTLE_S)  # the previous cell's spinning threads go to sleep first
+                        core.reset_thread_pool_stats()
+                        ms = _time_steps(step, steps or m.steps)
+                        if row == "fluidlite" and threads == 2:
+                            st = core.thread_pool_stats()
+                            acc = stats.setdefault((m.name, load), dict.fromkeys(STAT_KEYS, 0))
+                            for k in STAT_KEYS:
+                                acc[k] += st[k]
+                        if row == "fluidlite" and threads == 1:
+                            for p in pools:
+                                r = "fluidlite" if p == "default" else "fluidlite " + p
+                                res.setdefault((m.name, load, r), {"1t": [], "2t": []})["1t"].append(ms)
+                        else:
+                            res.setdefault((m.name, load, row), {"1t": [], "2t": []})["%dt" % threads].append(ms)
+        print("load %d done (load average %s)" % (load, _loadavg()), file=sys.stderr)
+    return res, stats
+
+
+def table(res):
+    lines = ["%-14s %4s %-20s %9s %9s  %s" % ("model", "load", "framework", "ms 1t", "ms 2t", "2t/1t median (min-max)")]
+    for (model, load, row), v in res.items():
+        ratios = [b / a for a, b in zip(v["1t"], v["2t"])]
+        lines.append("%-14s %4d %-20s %9.2f %9.2f  %.2f (%.2f-%.2f)" % (
+            model, load, row, statistics.median(v["1t"]), statistics.median(v["2t"]), statistics.median(ratios),
+            min(ratios), max(ratios)))
     return lines
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="all", help="comma-separated bench models, or all (default; not overhead)")
+    p.add_argument("--models", default="mlp,lstm,resnet_small",
+                   help="comma-separated bench models, or all (default: %(default)s)")
     p.add_argument("--loads", default="0,1,2", help="background loads (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
-    p.add_argument("--iterations", type=int, help="timed steps per repetition (default: the model's)")
-    p.add_argument("--repeat", type=int, help="repetitions per run (default: the model's)")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default: %(default)s)")
+    p.add_argument("--steps", type=int, help="timed steps per cell (default: a fifth of the model's iterations)")
     p.add_argument("--compare", default="torch", help="reference frameworks ('' for none; default: torch)")
+    p.add_argument("--pool", default="default", help="fluidlite pool settings, comma-separated, of %s (default: "
+                   "%%(default)s)" % ",".join(POOL_SETTINGS))
     p.add_argument("--json", metavar="PATH", help="write every cell to PATH")
     args = p.parse_args(argv)
-    models = _models(args.models)
+    from fluidlite.bench import models as bench_models
+    names = sorted(n for n in bench_models.MODELS if n != "overhead") if args.models == "all" else \
+        args.models.split(",")
+    pools = args.pool.split(",")
+    bad = [x for x in pools if x not in POOL_SETTINGS]
+    if bad:
+        p.error("--pool: unknown setting(s) %s" % ",".join(bad))
     loads = [int(x) for x in args.loads.split(",")]
-    frameworks = ["fluidlite"] + [f for f in args.compare.split(",") if f]
-    print("thread pool under load: models %s, loads %s, %d rounds; load average before: %s" % (
-        ",".join(models), args.loads, args.rounds, _loadavg()))
-    cells = {}
-    for r in range(args.rounds):
-        for load in loads:
-            for model in models:
-                for threads in (1, 2):
-                    c = run_cell(model, threads, load, args)
-                    if c is not None:
-                        cells.setdefault((model, load, threads), []).append(c)
-        print("round %d done (load average %s)" % (r + 1, _loadavg()), file=sys.stderr)
-    lines = table(cells, models, loads, frameworks)
-    print("ms/step medians over rounds; 2t/1t: median (min-max) of the rounds' ratios; > 1 means 2 threads slower")
-    print("\n".join(lines))
-    print("load average after: %s (other users share this machine)" % _loadavg())
+    compare = [f for f in args.compare.split(",") if f]
+    print("thread pool under load: models %s, loads %s, %d rounds; load average before: %s (other processes share "
+          "this machine)" % (",".join(names), args.loads, args.rounds, _loadavg()))
+    models = [_Model(n, compare) for n in names]
+    res, stats = measure(models, loads, args.rounds, pools, args.steps)
+    print("\n".join(table(res)))
+    if stats:
+        print("the pool at 2 threads, default setting (summed over its cells): parallel jobs, jobs on the caller "
+              "alone (backed off), workers' share of chunks, caller sleeps, back-offs, probes, resumes")
+        for (model, load), st in stats.items():
+            print("%-14s %4d  jobs %6d  serial %6d  workers %3.0f%%  sleeps %5d  backoffs %3d  probes %3d  "
+                  "resumes %3d" % (model, load, st["jobs"], st["serial_jobs"],
+                                   100.0 * st["worker_chunks"] / max(1, st["chunks"]), st["caller_sleeps"],
+                                   st["backoffs"], st["probes"], st["resumes"]))
+    print("load average after: %s" % _loadavg())
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"models": models, "loads": loads, "rounds": args.rounds,
-                       "cells": [{"model": m, "load": ld, "threads": t, "runs": v} for (m, ld, t), v in cells.items()]},
-                      f, indent=1)
+            json.dump([{"model": m, "load": ld, "row": r, **v} for (m, ld, r), v in res.items()], f, indent=1)
     return 0
 
 

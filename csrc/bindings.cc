@@ -1112,7 +1112,7 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("chunks_per_thread") = -1, py::arg("backoff") = -1, py::arg("spin_us") = -1,
       "set the pool's chunks per thread, back-off (0 never, 1 when parallel jobs stop paying, 2 always: chunks on "
-      "the caller alone; setting it starts the policy afresh) and worker spin time "
+      "the caller alone; changing it starts the policy afresh) and worker spin time "
       "(-1: leave as is); returns thread_pool_stats()");
   m.def(
       "_pool_policy_simulate",

@@ -9,7 +9,8 @@
 // them: the gain falls below 1 and the pool backs off, running jobs on the caller alone (as fast as one
 // thread, and the idle workers sleep instead of taking CPU from the caller). While backed off it probes:
 // after an interval it runs a short window of jobs in parallel again and resumes if they pay; each failed
-// probe doubles the interval (up to kMaxProbeIntervalNs), so probing costs well under a percent of the time.
+// probe doubles the interval (up to kMaxProbeIntervalNs), and so does a back-off within a second of a resume (a
+// load that comes and goes), so probing costs little of the time.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -24,6 +25,7 @@ class PoolPolicy {
   static constexpr double kResumeGain = 1.1;   // a probe from this: they pay again
   static constexpr int64_t kMinProbeIntervalNs = 20'000'000;
   static constexpr int64_t kMaxProbeIntervalNs = 640'000'000;
+  static constexpr int64_t kLastingResumeNs = 1'000'000'000;  // parallel this long after a resume: it lasted
 
   // Whether a job that starts at `now_ns` may use the workers; starts a probe when one is due.
   bool BeginJob(int64_t now_ns) {
@@ -48,12 +50,15 @@ class PoolPolicy {
       if (gain_ < kBackoffGain) {
         backed_off_ = true;
         ++backoffs_;
-        interval_ns_ = kMinProbeIntervalNs;
+        // A resume that did not last (the load comes and goes) keeps the probes as rare as before it.
+        const bool lasted = resumes_ == 0 || now_ns - resumed_ns_ >= kLastingResumeNs;
+        interval_ns_ = lasted ? kMinProbeIntervalNs : std::min(2 * interval_ns_, kMaxProbeIntervalNs);
         next_probe_ns_ = now_ns + interval_ns_;
       }
     } else if (gain_ >= kResumeGain) {
       backed_off_ = probing_ = false;
       ++resumes_;
+      resumed_ns_ = now_ns;
     } else {
       probing_ = false;
       interval_ns_ = std::min(2 * interval_ns_, kMaxProbeIntervalNs);
@@ -81,7 +86,7 @@ class PoolPolicy {
   bool backed_off_ = false, probing_ = false;
   int jobs_ = 0;
   double serial_ns_ = 0, wall_ns_ = 0, gain_ = 0;
-  int64_t interval_ns_ = kMinProbeIntervalNs, next_probe_ns_ = 0;
+  int64_t interval_ns_ = kMinProbeIntervalNs, next_probe_ns_ = 0, resumed_ns_ = 0;
   int64_t backoffs_ = 0, probes_ = 0, resumes_ = 0;
 };
 

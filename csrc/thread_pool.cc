@@ -372,7 +372,7 @@ void ThreadPool::SetOptions(int chunks_per_thread, int backoff, int64_t spin_us)
     std::this_thread::yield();
   }
   if (chunks_per_thread > 0) s.chunks_per_thread = std::min(chunks_per_thread, 64);
-  if (backoff >= 0) {
+  if (backoff >= 0 && std::min(backoff, 2) != s.backoff.load()) {
     s.backoff = std::min(backoff, 2);
     s.policy = PoolPolicy();  // a fresh start: not backed off
   }

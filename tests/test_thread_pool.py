@@ -292,3 +292,26 @@ def test_policy_one_long_stall_outweighs_a_window_of_small_gains():
     jobs = _jobs(0, 31, 75 * US, 50 * US) + [(31 * 50 * US, 75 * US, 4 * MS)]
     out = core._pool_policy_simulate(jobs)
     assert out[-1][1] and out[-1][3] < 1.0
+
+
+def test_policy_a_resume_that_does_not_last_keeps_probes_rare():
+    # The load comes and goes: each probe pays, then the next window loses again. The back-offs after such short
+    # resumes keep doubling the probe interval instead of starting again at 20 ms.
+    jobs, t = [], 0
+    while t < 5000 * MS:  # 50 ms paying, 50 ms losing, for 5 s
+        jobs.append((t, 80 * US, 50 * US) if (t // (50 * MS)) % 2 else (t, 50 * US, 100 * US))
+        t += 100 * US
+    out = core._pool_policy_simulate(jobs)
+    assert sum(1 for a, b in zip(out, out[1:]) if b[1] and not a[1]) >= 2  # backed off after resuming, again
+    intervals = [interval for _, _, interval, _ in out]
+    first_doubled = next(i for i, v in enumerate(intervals) if v > 20 * MS)
+    assert min(intervals[first_doubled:]) > 20 * MS  # never back to 20 ms: the resumes did not last
+    assert max(intervals) == 640 * MS
+
+
+def test_policy_a_lasting_resume_starts_probing_afresh():
+    bad = _jobs(0, 40, 50 * US, 100 * US)
+    good = _jobs(bad[-1][0] + 1 * MS, 2000, 80 * US, 50 * US, every=1 * MS)  # 2 s of paying jobs
+    bad2 = _jobs(good[-1][0] + 1 * MS, 40, 50 * US, 100 * US)
+    out = core._pool_policy_simulate(bad + good + bad2)
+    assert out[-1][1] and out[-1][2] == 20 * MS

@@ -4,10 +4,15 @@
 namespace fl {
 namespace blas {
 
-// A chunk is at least this many flops (a quarter of a thread's minimum share: one OpenBLAS call per chunk
-// still runs near its full speed, and a worker the OS deschedules while it holds one stalls the caller for
-// less), and whole 16-wide blocks of the split dimension.
-constexpr double kMinFlopsPerChunk = kMinFlopsPerPart / 4;
+// A chunk is at least this many flops (half a thread's minimum share) and whole 16-wide blocks of the split
+// dimension, and a GEMM is cut into at most kChunksPerThread chunks per thread (fewer if the pool's setting,
+// FLUIDLITE_POOL_CHUNKS, is lower). Two, not the pool's four: every chunk is one more OpenBLAS call (about 2 us
+// of set-up each), which also costs when the pool has backed off and runs the same chunks on the caller alone.
+// Measured on the LSTM bench's mul_grad GEMMs (32 x 256 x 512 and kin), chunks all on the caller against one
+// call at one thread: 1.02-1.04x at 1 chunk per thread, 0.97-1.04x at 2, 0.97-1.08x at 4; under load the
+// extra chunks showed no gain beyond the noise (docs/architecture.md, "The thread pool under load").
+constexpr double kMinFlopsPerChunk = kMinFlopsPerPart / 2;
+constexpr int64_t kChunksPerThread = 2;
 constexpr int64_t kBlock = 16;
 
 template <typename T>
@@ -18,7 +23,8 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   if (pool.Size() >= 2 && flops >= 2 * kMinFlopsPerPart) {
     const bool by_rows = m >= n;
     const int64_t len = by_rows ? m : n, blocks = (len + kBlock - 1) / kBlock;
-    const int chunks = pool.Chunks(std::min<int64_t>(blocks, static_cast<int64_t>(flops / kMinFlopsPerChunk)));
+    const int chunks = pool.Chunks(
+        std::min<int64_t>({blocks, static_cast<int64_t>(flops / kMinFlopsPerChunk), kChunksPerThread * pool.Size()}));
     if (chunks >= 2) {
       const std::function<void(int)> job = [&](int p) {
         const int64_t lo = blocks * p / chunks * kBlock, hi = std::min(len, blocks * (p + 1) / chunks * kBlock);
