@@ -10,6 +10,8 @@
 #include <cstring>
 #include <optional>
 #include <sstream>
+#include <thread>
+#include <tuple>
 
 #include "allocator.h"
 #include "executor.h"
@@ -17,6 +19,7 @@
 #include "logging.h"
 #include "op_builder.h"
 #include "op_context.h"
+#include "pool_policy.h"
 #include "profiler.h"
 #include "step_block_runner.h"
 #include "thread_pool.h"
@@ -1070,6 +1073,86 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("n"), "threads fluidlite's kernels and GEMMs run on (OpenBLAS itself stays single-threaded)");
   m.def("get_num_threads", []() { return ThreadPool::Instance().Size(); });
+  auto pool_stats = []() {
+    const ThreadPool::Stats s = ThreadPool::Instance().GetStats();
+    py::dict d;
+    d["jobs"] = s.jobs;
+    d["chunks"] = s.chunks;
+    d["worker_chunks"] = s.worker_chunks;
+    d["serial_jobs"] = s.serial_jobs;
+    d["caller_sleeps"] = s.caller_sleeps;
+    d["wait_ns"] = s.wait_ns;
+    d["backoffs"] = s.backoffs;
+    d["probes"] = s.probes;
+    d["resumes"] = s.resumes;
+    d["backed_off"] = s.backed_off;
+    d["gain"] = s.gain;
+    d["chunks_per_thread"] = s.chunks_per_thread;
+    d["backoff"] = s.backoff;
+    d["spin_us"] = s.spin_us;
+    return d;
+  };
+  m.def("thread_pool_stats", pool_stats,
+        "the pool since reset_thread_pool_stats: jobs, chunks, worker_chunks (parallel jobs), serial_jobs (chunks "
+        "all on the caller: backed off, busy or nested), caller_sleeps, wait_ns; backoffs, probes, resumes, backed_off "
+        "and the last window's gain; the "
+        "options");
+  m.def("reset_thread_pool_stats", []() { ThreadPool::Instance().ResetStats(); });
+  m.def(
+      "thread_pool_options",
+      [pool_stats](int chunks_per_thread, int backoff, int64_t spin_us) {
+        FL_ENFORCE(chunks_per_thread == -1 || (chunks_per_thread >= 1 && chunks_per_thread <= 64),
+                   "thread_pool_options: chunks_per_thread = ", chunks_per_thread, " must be in [1, 64]");
+        FL_ENFORCE(backoff >= -1 && backoff <= 2, "thread_pool_options: backoff = ", backoff,
+                   " must be 0 (never), 1 (when parallel jobs stop paying) or 2 (always: the caller alone)");
+        FL_ENFORCE(spin_us >= -1 && spin_us <= 1000000, "thread_pool_options: spin_us = ", spin_us,
+                   " must be in [0, 1000000]");
+        ThreadPool::Instance().SetOptions(chunks_per_thread, backoff, spin_us);
+        return pool_stats();
+      },
+      py::arg("chunks_per_thread") = -1, py::arg("backoff") = -1, py::arg("spin_us") = -1,
+      "set the pool's chunks per thread, back-off (0 never, 1 when parallel jobs stop paying, 2 always: chunks on "
+      "the caller alone; changing it starts the policy afresh) and worker spin time "
+      "(-1: leave as is); returns thread_pool_stats()");
+  m.def(
+      "_pool_policy_simulate",
+      [](const std::vector<std::tuple<int64_t, double, double>>& jobs) {
+        // Each (start_ns, serial_ns, wall_ns): a job the caller starts; if the policy lets it run in parallel it is
+        // measured as given. Per job: (ran in parallel, backed off after it, probe interval ns, last gain).
+        PoolPolicy policy;
+        py::list out;
+        for (const auto& [start, serial, wall] : jobs) {
+          const bool parallel = policy.BeginJob(start);
+          if (parallel) policy.EndJob(start + static_cast<int64_t>(wall), serial, wall);
+          out.append(py::make_tuple(parallel, policy.backed_off(), policy.interval_ns(), policy.gain()));
+        }
+        return out;
+      },
+      py::arg("jobs"), "test hook: the thread pool's back-off policy (csrc/pool_policy.h) over made-up jobs");
+  m.def(
+      "_parallel_for_check",
+      [](int64_t n, int64_t grain, int repeats) {
+        // ParallelFor(n, grain) `repeats` times with the GIL released: per index, how often it ran; the slices
+        // run, and how many of them ran off the calling thread.
+        FL_ENFORCE(n >= 0 && grain >= 1 && repeats >= 1, "_parallel_for_check: bad arguments");
+        std::vector<std::atomic<int>> counts(static_cast<size_t>(n));
+        std::atomic<int64_t> slices{0}, off_caller{0};
+        {
+          py::gil_scoped_release release;
+          const auto caller = std::this_thread::get_id();
+          for (int r = 0; r < repeats; ++r)
+            ParallelFor(n, grain, [&](int64_t b, int64_t e) {
+              for (int64_t i = b; i < e; ++i) counts[static_cast<size_t>(i)].fetch_add(1);
+              slices.fetch_add(1);
+              if (std::this_thread::get_id() != caller) off_caller.fetch_add(1);
+            });
+        }
+        py::array_t<int64_t> out(n);
+        for (int64_t i = 0; i < n; ++i) out.mutable_at(i) = counts[static_cast<size_t>(i)].load();
+        return py::make_tuple(out, slices.load(), off_caller.load());
+      },
+      py::arg("n"), py::arg("grain"), py::arg("repeats") = 1,
+      "test hook: ParallelFor's coverage (counts per index, slices, slices run off the caller)");
   m.def("blas_info", []() {
     py::dict d;
     d["library"] = "scipy-openblas32";

@@ -28,8 +28,8 @@ _load_single_threaded_blas()
 # After the BLAS library is loaded (see above), hence not at the top.
 from ._core import *  # noqa: E402,F401,F403
 from ._core import (  # noqa: E402,F401
-    EnforceNotMet, FeedError, LoDTensor, Place, Scope, _set_fetch_scalar_type, cpu_place, cuda_place, dtypes,
-    is_compiled_with_cuda, var_kinds)
+    EnforceNotMet, FeedError, LoDTensor, Place, Scope, _parallel_for_check, _pool_policy_simulate,
+    _set_fetch_scalar_type, cpu_place, cuda_place, dtypes, is_compiled_with_cuda, var_kinds)
 
 
 class VarDesc:

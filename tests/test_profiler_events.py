@@ -157,22 +157,24 @@ def test_memory_fields_track_the_allocator_and_its_peak():
 def test_thread_pool_jobs_and_parts_are_linked():
     old = fluid.core.get_num_threads()
     fluid.core.set_num_threads(2)
+    options = fluid.core.thread_pool_options(chunks_per_thread=4, backoff=0)  # parallel however busy the machine
     try:
         main, startup = fluid.Program(), fluid.Program()
         with fluid.program_guard(main, startup):
             x = fluid.data("x", [-1, 1024])
             y = L.relu(x)
         exe = fluid.Executor(fluid.CPUPlace())
-        feed = {"x": np.ones((256, 1024), "float32")}  # 256k elements: two parts
+        feed = {"x": np.ones((256, 1024), "float32")}  # 256k elements: 8 chunks of 32K (4 per thread)
         evs = _profile(lambda: exe.run(main, feed=feed, fetch_list=[y]))
     finally:
+        fluid.core.thread_pool_options(chunks_per_thread=options["chunks_per_thread"], backoff=options["backoff"])
         fluid.core.set_num_threads(old)
     jobs = [e for e in evs if e["name"] == "ThreadPool::job"]
     assert jobs and all(evs[j["parent"]]["name"] == "relu" for j in jobs)
     job = jobs[0]
-    assert _args(job) == {"parts": 2, "threads": 2}
+    assert _args(job) == {"parts": 8, "threads": 2}
     parts = [e for e in evs if e["name"] == "ThreadPool::part" and e["value"] == job["value"]]
-    assert len(parts) == 2
+    assert len(parts) == 8
     assert sum(1 for p in parts if p["parent"] >= 0 and evs[p["parent"]] is job) >= 1  # the caller's part
 
 

@@ -475,6 +475,7 @@ def test_op_detail_real_profile_splits_ops_into_kernel_infer_shape_and_framework
 def test_thread_pool_real_profile():
     before = fluid.core.get_num_threads()
     fluid.core.set_num_threads(2)
+    options = fluid.core.thread_pool_options(backoff=0)  # parallel jobs however busy the machine
     try:
         main, startup = fluid.Program(), fluid.Program()
         with fluid.program_guard(main, startup):
@@ -487,6 +488,7 @@ def test_thread_pool_real_profile():
             for _ in range(3):
                 exe.run(main, feed=feed, fetch_list=[y])
     finally:
+        fluid.core.thread_pool_options(backoff=options["backoff"])
         fluid.core.set_num_threads(before)
     evs = profiler.events()
     jobs = [e for e in evs if e["name"] == "ThreadPool::job"]

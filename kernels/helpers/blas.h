@@ -42,33 +42,17 @@ inline void SerialGemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k
 
 // C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major. op(A) is [M, K], op(B) is [K, N]; lda/ldb/ldc
 // are the row strides of A, B and C as stored (so A is [M, lda] untransposed, [K, lda] transposed).
-// Products of at least 2 x kMinFlopsPerPart are split across the thread pool along the longer of M and
-// N, in whole 16-wide blocks, each part one single-threaded OpenBLAS call (1024^3: 427 GFLOP/s on 2
-// cores, OpenBLAS's own threads 397). 1 MFLOP per part: the LSTM benchmark's 32 x 512 x 128 cell GEMMs
-// split this way ran its step in 3.0 ms against 3.7-4.1 at 4 MFLOP per part (unsplit) and 3.2-3.65
-// with OpenBLAS's own threads. Called from inside a pool job, it runs as one call.
-constexpr double kMinFlopsPerPart = 1e6;
-
+// Large products are cut along the longer of M and N into chunks of whole 16-wide blocks that the thread
+// pool's threads claim, each chunk one single-threaded OpenBLAS call (kernels/helpers/blas.cc says how
+// many). Called from inside a pool job, it runs as one call. Defined for float and double.
 template <typename T>
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
-          T beta, T* c, int64_t ldc) {
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t threads = ThreadPool::Instance().Size();
-  if (threads < 2 || flops < 2 * kMinFlopsPerPart) {
-    SerialGemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  constexpr int64_t kBlock = 16;
-  const bool by_rows = m >= n;
-  const int64_t len = by_rows ? m : n, blocks = (len + kBlock - 1) / kBlock;
-  const int64_t parts = std::min<int64_t>({threads, blocks, static_cast<int64_t>(flops / kMinFlopsPerPart)});
-  ParallelFor(blocks, std::max<int64_t>(1, blocks / std::max<int64_t>(1, parts)), [&](int64_t b0, int64_t b1) {
-    const int64_t lo = b0 * kBlock, hi = std::min(len, b1 * kBlock);
-    if (by_rows)
-      SerialGemm<T>(ta, tb, hi - lo, n, k, alpha, ta ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc, ldc);
-    else SerialGemm<T>(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
-  });
-}
+          T beta, T* c, int64_t ldc);
+
+// A thread's share of a GEMM pays for the hand-off from about this many flops: products under twice this run
+// as one call on the caller (the LSTM benchmark's 32 x 512 x 128 cell GEMMs ran their step in 3.0 ms split at
+// 1 MFLOP per part, against 3.7-4.1 unsplit and 3.2-3.65 with OpenBLAS's own threads).
+constexpr double kMinFlopsPerPart = 1e6;
 
 // Dense C = alpha * op(A) @ op(B) + beta * C with packed operands (ld = the stored row length).
 template <typename T>
