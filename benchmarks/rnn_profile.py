@@ -16,26 +16,17 @@ import numpy as np
 import fluidlite as fluid
 from fluidlite import profiler
 from fluidlite.bench import seconds_per_call
-from fluidlite.bench.models.lstm_primitive import primitive_cell  # noqa: F401  (advisor_accuracy imports it here)
+from fluidlite.bench.models.lstm_primitive import network, primitive_cell  # advisor_accuracy imports the cell here
 
 
 def lstm_program(seq, batch, hidden, cell=primitive_cell):
-    """A StaticRNN LSTM training step (SGD on the mean of the hidden states); `cell(x_t, h_prev, c_prev) -> (h, c)`."""
+    """A StaticRNN LSTM training step (SGD on the mean of the hidden states); `cell(x_t, h_prev, c_prev) -> (h, c)`.
+    The lstm_primitive bench model's network at another size."""
     main, startup = fluid.Program(), fluid.Program()
     startup.random_seed = 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         x = fluid.layers.data(name="x", shape=[seq, batch, hidden], dtype="float32", append_batch_size=False)
-        rnn = fluid.layers.StaticRNN()
-        with rnn.step():
-            x_t = rnn.step_input(x)
-            h_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            c_prev = rnn.memory(shape=[-1, hidden], batch_ref=x_t)
-            h, c = cell(x_t, h_prev, c_prev)
-            rnn.update_memory(h_prev, h)
-            rnn.update_memory(c_prev, c)
-            rnn.step_output(h)
-        hidden_seq = rnn()
-        loss = fluid.layers.mean(hidden_seq)
+        loss = network(x, hidden, cell)
         fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
     return main, startup, loss
 
