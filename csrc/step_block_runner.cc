@@ -434,8 +434,9 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
     }
     // Parameter gradients after the first: the step's gradient variable borrows the running total, which its one
     // writer adds into (grad_accumulate.h).
-    std::vector<const Tensor*> lend;
-    std::vector<size_t> lent;
+    std::vector<size_t> lent;       // parameters whose step gradient borrows the running total
+    std::vector<Tensor*> borrowed;  // their step tensors
+    std::vector<char> is_lent(param_names.size(), 0);
     if (!fluid_mode)
       for (size_t p = 0; p < param_names.size(); ++p) {
         Tensor* outer = io.parameter_grads[p];
@@ -443,29 +444,32 @@ void StepBlockRunner::Backward(const StepBlockIO& io, const StepScopes& scopes, 
         if (!v || !outer->IsInitialized() || v->GetSelectedRows()) continue;
         Tensor* g = v->GetMutableTensor();
         g->ShareDataWith(*outer);
-        lend.push_back(g);
+        borrowed.push_back(g);
         lent.push_back(p);
+        is_lent[p] = 1;
       }
     {
-      AccumulateScope accumulate(lend);
+      AccumulateScope accumulate({borrowed.begin(), borrowed.end()});
+      auto give_back = [&borrowed] {  // the totals are the outer gradients' alone again
+        for (Tensor* g : borrowed) g->Clear();
+      };
       try {
         RunPreparedOps(ops, place, releases ? prepared_.Releases(static_cast<size_t>(t), *releases) : nullptr);
       } catch (...) {
-        for (size_t p : lent) s.FindLocalVar(plan.parameter_grads[p])->GetMutableTensor()->Clear();
+        give_back();
         throw;
       }
-      for (size_t i = 0; i < lent.size(); ++i) {
-        const std::string& grad_name = plan.parameter_grads[lent[i]];
-        FL_ENFORCE(accumulate.consumed(i), "recurrent_grad: the op writing parameter gradient '", grad_name,
-                   "' at step ", t, " did not add into the running total (a fluidlite bug)");
-        s.FindLocalVar(grad_name)->GetMutableTensor()->Clear();  // the total is the outer gradient's alone again
-      }
+      give_back();
+      for (size_t i = 0; i < lent.size(); ++i)
+        FL_ENFORCE(accumulate.consumed(i), "recurrent_grad: the op writing parameter gradient '",
+                   plan.parameter_grads[lent[i]], "' at step ", t,
+                   " did not add into the running total (a fluidlite bug)");
     }
     // Parameter gradients: added into the outer gradient while the step's is still in cache.
     for (size_t p = 0; p < param_names.size(); ++p) {
       Tensor* outer = io.parameter_grads[p];
       if (!outer) continue;
-      if (std::find(lent.begin(), lent.end(), p) != lent.end()) continue;  // added by its writer
+      if (is_lent[p]) continue;  // added by its writer
       const std::string& grad_name = plan.parameter_grads[p];
       Variable* v = s.FindLocalVar(grad_name);
       bool done = started[p];

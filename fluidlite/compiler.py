@@ -127,22 +127,18 @@ PASS_FLAGS = {
     "enable_inplace": ["inplace"],
 }
 
-_DEFAULT_STRATEGY = None
 _DEFAULT_PASSES = {}  # program._is_inference -> the passes of BuildStrategy()'s defaults
 
 
 def passes_for(program, build_strategy=None):
     """The IR passes a run of `program` with `build_strategy` (None: BuildStrategy()'s defaults) applies, as a
     tuple of names (the executor runs them in their registered order)."""
-    global _DEFAULT_STRATEGY
     if build_strategy is None:  # every plain exe.run asks: the answer depends only on _is_inference
         inference = bool(getattr(program, "_is_inference", False))
         cached = _DEFAULT_PASSES.get(inference)
         if cached is not None:
             return cached
-        if _DEFAULT_STRATEGY is None:
-            _DEFAULT_STRATEGY = BuildStrategy()
-        _DEFAULT_PASSES[inference] = passes_for(program, _DEFAULT_STRATEGY)
+        _DEFAULT_PASSES[inference] = passes_for(program, BuildStrategy())
         return _DEFAULT_PASSES[inference]
     built = _built_passes()
     names = []
