@@ -513,6 +513,10 @@ py::dict StatsDict(const MemoryStats& s) {
 
 }  // namespace
 
+namespace fl {
+void BindComm(py::module_& m);  // comm_bindings.cc
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fluidlite C++ core";
   MainThreadIdent() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
@@ -1212,4 +1216,5 @@ PYBIND11_MODULE(_core, m) {
       "value) per closed event, grouped by thread in record order; parent indexes this list");
   m.def("set_profiler_op_detail", &SetProfilerOpDetail,
         "Fluid's tracer_option OpDetail: op events get <type>/infer_shape and <type>/compute children");
+  BindComm(m);
 }

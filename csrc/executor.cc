@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "comm.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "profiler.h"
@@ -488,6 +489,9 @@ FetchList PreparedProgram::Run(std::vector<Tensor> feeds) {
     ~ClearFeeds() { v->GetMutableTensorList()->clear(); }
   } clear{feed_var_};
   RunPreparedOps(ops_, place_, &release_);
+  // Collectives still queued on a comm stream (no c_sync_comm_stream after them) finish inside this run: no
+  // result lands in the scope after Run returns.
+  comm::SyncAllRings("Executor::run");
   ++runs_;
   FetchList out = std::move(*fetched);
   fetched->clear();

@@ -8,11 +8,13 @@ from . import clip, compiler, io, optimizer, profiler, regularizer, transpiler  
 from . import nets  # noqa: F401
 from . import average, metrics  # noqa: F401
 from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
+from . import incubate  # noqa: F401  (fluid.incubate.fleet: collective training)
 from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: F401
 from .parallel_executor import ParallelExecutor  # noqa: F401
 from .memory_optimization import memory_optimize, release_memory  # noqa: F401
+from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: F401
 from .io import load, save  # noqa: F401
 from .dataloader import DataLoader, PyReader  # noqa: F401
 from .data import data  # noqa: F401

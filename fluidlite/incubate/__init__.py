@@ -1,0 +1,1 @@
+"""fluid.incubate: of Fluid 1.x's incubating APIs, fleet's collective (data-parallel) training."""

@@ -1,0 +1,2 @@
+"""fluid.incubate.fleet: collective training (``fleet.collective``) and its role makers (``fleet.base.role_maker``).
+Parameter-server training (``fleet.parameter_server``) is out of scope (docs/compat.md)."""

@@ -1,0 +1,94 @@
+"""One rank of a data-parallel training run, or the single-process run it must match (tests/test_distributed.py).
+
+    python tests/distributed/train_worker.py MODEL STEPS GLOBAL_BATCH OUT.npz [--fleet]
+
+Builds MODEL (a fluidlite.bench model: mlp, lenet, lstm) for the whole GLOBAL_BATCH, then trains STEPS steps on
+fixed batches. With --fleet (under mpiexec -n P) each rank feeds its contiguous 1/P of every batch through
+fleet.distributed_optimizer's rewrite; without it one process feeds all of it. Rank 0 (or the single process)
+writes the parameters to OUT.npz.
+"""
+import argparse
+import importlib
+import sys
+
+import numpy as np
+
+import fluidlite as fluid
+from fluidlite.incubate.fleet.base import role_maker
+from fluidlite.incubate.fleet.collective import DistributedStrategy, fleet
+
+# The axis of each fed variable that holds the batch (lstm's words are time-major).
+BATCH_AXIS = {"lstm": {"words": 1}}
+
+
+def batches(feed, steps, seed):
+    """`steps` batches shaped like `feed`: each a fresh draw (ints below the feed's max, floats normal)."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for _ in range(steps):
+        b = {}
+        for k, v in feed.items():
+            if v.dtype.kind == "i":
+                b[k] = rng.randint(0, int(v.max()) + 1, size=v.shape).astype(v.dtype)
+            else:
+                b[k] = rng.standard_normal(v.shape).astype(v.dtype)
+        out.append(b)
+    return out
+
+
+def shard(feed, model, rank, nranks):
+    out = {}
+    for k, v in feed.items():
+        axis = BATCH_AXIS.get(model, {}).get(k, 0)
+        n = v.shape[axis] // nranks
+        out[k] = np.take(v, range(rank * n, (rank + 1) * n), axis=axis)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("steps", type=int)
+    ap.add_argument("batch", type=int)
+    ap.add_argument("out")
+    ap.add_argument("--fleet", action="store_true")
+    ap.add_argument("--fuse_mb", type=float, default=None)
+    ap.add_argument("--no_fuse", action="store_true")
+    args = ap.parse_args()
+
+    mod = importlib.import_module("fluidlite.bench.models." + args.model)
+    rank, nranks = 0, 1
+    if args.fleet:
+        fleet.init(role_maker.MPISymetricRoleMaker())
+        rank, nranks = fleet.worker_index(), fleet.worker_num()
+        strategy = DistributedStrategy()
+        strategy.fuse_all_reduce_ops = not args.no_fuse
+        strategy.fuse_grad_size_in_MB = args.fuse_mb
+        real_minimize = fluid.optimizer.Optimizer.minimize
+
+        def minimize(self, loss, *a, **kw):  # the bench model's optimizer, wrapped by fleet
+            fluid.optimizer.Optimizer.minimize = real_minimize
+            try:
+                return fleet.distributed_optimizer(self, strategy).minimize(loss, *a, **kw)
+            finally:
+                fluid.optimizer.Optimizer.minimize = minimize
+        fluid.optimizer.Optimizer.minimize = minimize
+    built = mod.build(args.batch, 7)
+    main_prog = fleet.main_program if args.fleet else built.main
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(built.startup)
+        for b in batches(built.feed(), args.steps, 11):
+            exe.run(main_prog, feed=shard(b, args.model, rank, nranks), fetch_list=built.fetch_list)
+        if rank == 0:
+            params = {p.name: np.array(scope.find_var(p.name).get_tensor())
+                      for p in built.main.global_block().all_parameters()}
+            np.savez(args.out, **params)
+    if args.fleet:
+        fleet.barrier_worker()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
