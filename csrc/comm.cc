@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "enforce.h"
@@ -438,6 +439,71 @@ std::vector<int> RingIds() {
   std::vector<int> ids;
   for (auto& kv : Rings()) ids.push_back(kv.first);
   return ids;
+}
+
+namespace {
+
+bool IsAsyncCollective(const OpDesc& op) {
+  static const std::set<std::string> types = {"c_allreduce_sum",  "c_allreduce_max", "c_allreduce_min",
+                                              "c_allreduce_prod", "c_broadcast",     "c_allgather",
+                                              "c_reducescatter"};
+  if (!types.count(op.type())) return false;
+  return !(op.HasAttr("use_calc_stream") && op.Attr<bool>("use_calc_stream"));
+}
+
+int RingIdOf(const OpDesc& op) { return op.HasAttr("ring_id") ? op.Attr<int32_t>("ring_id") : 0; }
+
+// Ops after which ring `id`'s stream is drained: c_sync_comm_stream, barrier, and a collective on the calc stream.
+bool SyncsRing(const OpDesc& op) {
+  if (op.type() == "c_sync_comm_stream" || op.type() == "barrier") return true;
+  return op.type().rfind("c_", 0) == 0 && op.HasAttr("use_calc_stream") && op.Attr<bool>("use_calc_stream");
+}
+
+bool HasSubBlock(const OpDesc& op) {
+  for (auto& kv : op.attrs()) {
+    const AttrType t = TypeOf(kv.second);
+    if (t == AttrType::BLOCK || t == AttrType::BLOCKS) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int InsertMissingSyncs(BlockDesc& block) {
+  std::map<int, std::set<std::string>> in_flight;  // ring -> variables its stream still carries
+  int inserted = 0;
+  for (size_t i = 0; i < block.OpSize(); ++i) {
+    const OpDesc& op = *block.Op(i);
+    if (in_flight.empty() && !IsAsyncCollective(op)) continue;
+    std::vector<int> rings;
+    if (op.type() != "c_sync_comm_stream") {
+      const bool all = HasSubBlock(op);
+      const auto ins = op.InputArgumentNames();
+      const auto outs = op.OutputArgumentNames();
+      for (auto& [ring, vars] : in_flight) {
+        bool touches = all && !vars.empty();
+        for (const auto* names : {&ins, &outs})
+          for (auto& n : *names) touches = touches || vars.count(n);
+        if (touches) rings.push_back(ring);
+      }
+    }
+    for (int ring : rings) {
+      OpDesc* sync = block.InsertOp(i++);
+      sync->set_type("c_sync_comm_stream");
+      std::vector<std::string> vars(in_flight[ring].begin(), in_flight[ring].end());
+      sync->SetInput("X", vars);
+      sync->SetOutput("Out", vars);
+      sync->SetAttr("ring_id", Attribute(static_cast<int32_t>(ring)));
+      in_flight.erase(ring);
+      ++inserted;
+    }
+    const OpDesc& cur = *block.Op(i);
+    if (SyncsRing(cur)) in_flight.erase(RingIdOf(cur));
+    if (IsAsyncCollective(cur))
+      for (auto& n : cur.OutputArgumentNames()) in_flight[RingIdOf(cur)].insert(n);
+  }
+  if (inserted > 0) FL_VLOG(2) << "InsertMissingSyncs: " << inserted << " c_sync_comm_stream op(s) inserted";
+  return inserted;
 }
 
 void SyncAllRings(const char* caller) {

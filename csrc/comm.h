@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "desc.h"
 #include "dtype.h"
 #include "tensor.h"
 
@@ -106,6 +107,12 @@ void DestroyAllRings();
 std::shared_ptr<Ring> GetRing(int id, const char* op);
 bool HasRing(int id);
 std::vector<int> RingIds();
+// Makes `block` safe to run whatever its author forgot: before the first op that reads or writes a variable an async
+// collective (use_calc_stream=false) is still carrying, inserts a c_sync_comm_stream of that ring, so no op ever sees
+// a value from before the collective (Fluid on a GPU would race there). An op with sub-blocks counts as touching every
+// variable. Returns how many it inserted; the executor calls it on every prepared block, after the fetch ops.
+int InsertMissingSyncs(BlockDesc& block);
+
 // Waits for every ring's stream (the executor's end of run: nothing is left in flight past Run).
 void SyncAllRings(const char* caller);
 

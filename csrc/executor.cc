@@ -259,6 +259,7 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetOutput("Out", {kFetchVar});
     op->SetAttr("col", static_cast<int32_t>(i));
   }
+  comm::InsertMissingSyncs(*block);  // no op (a fetch included) reads what a collective still carries
   for (auto& op : block->AllOps()) {
     ops_.push_back(std::make_unique<PreparedOp>(&OpRegistry::Instance().Get(op->type()), op.get()));
     // The feed and fetch ops added here and the ops passes made have no index in the user's block.

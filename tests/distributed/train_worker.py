@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--fleet", action="store_true")
     ap.add_argument("--fuse_mb", type=float, default=None)
     ap.add_argument("--no_fuse", action="store_true")
+    ap.add_argument("--transpiler", action="store_true", help="fluid.DistributeTranspiler (nccl2 mode), not fleet")
     args = ap.parse_args()
 
     mod = importlib.import_module("fluidlite.bench.models." + args.model)
@@ -75,6 +76,16 @@ def main():
         fluid.optimizer.Optimizer.minimize = minimize
     built = mod.build(args.batch, 7)
     main_prog = fleet.main_program if args.fleet else built.main
+    if args.transpiler:
+        from fluidlite.distributed import comm
+        rank, nranks = comm.init()
+        config = fluid.DistributeTranspilerConfig()
+        config.mode = "nccl2"
+        t = fluid.DistributeTranspiler(config=config)
+        t.transpile(rank, program=built.main, startup_program=built.startup,
+                    trainers=",".join("127.0.0.1:%d" % (6170 + r) for r in range(nranks)),
+                    current_endpoint="127.0.0.1:%d" % (6170 + rank))
+        main_prog = t.get_trainer_program()
     exe = fluid.Executor(fluid.CPUPlace())
     scope = fluid.Scope()
     with fluid.scope_guard(scope):
@@ -87,6 +98,8 @@ def main():
             np.savez(args.out, **params)
     if args.fleet:
         fleet.barrier_worker()
+    elif args.transpiler:
+        comm.barrier()
     return 0
 
 
