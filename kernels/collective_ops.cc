@@ -81,7 +81,7 @@ void RunPacked(const ExecutionContext& ctx, Collective::Kind kind, ReduceKind re
   std::vector<size_t> offsets(n + 1, 0);
   for (int i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + ctx.Input("X", i).nbytes();
   c->count = static_cast<int64_t>(offsets[n] / SizeOf(c->dtype));
-  c->send.resize(offsets[n]);
+  c->send.Resize(offsets[n]);
   const bool sends = kind != Collective::kBroadcast || c->root == ring->rank();
   std::vector<Tensor> outs(n);
   for (int i = 0; i < n; ++i) {
@@ -117,7 +117,7 @@ void RunGatherOrScatter(const ExecutionContext& ctx, Collective::Kind kind) {
   c->kind = kind;
   c->dtype = CommonDType(ctx);
   c->what = NamesOf(ctx, "X");
-  c->send.resize(x.nbytes());
+  c->send.Resize(x.nbytes());
   if (x.nbytes() > 0) std::memcpy(c->send.data(), x.raw_data(), x.nbytes());
   DDim out_dims = x.dims();
   if (kind == Collective::kAllGather) {

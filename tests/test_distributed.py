@@ -285,3 +285,19 @@ def test_split_files_gives_every_file_to_one_worker(monkeypatch):
         got.append(fleet.split_files(["f%d" % i for i in range(8)]))
     assert got == [["f0", "f1", "f2"], ["f3", "f4", "f5"], ["f6", "f7"]]
     assert comm.DEFAULT_TIMEOUT_S == 120.0
+
+
+@needs_mpi
+def test_collectives_are_profiler_events_on_the_comm_stream_and_glog_lines():
+    import json
+    import re
+    proc = run_worker([os.path.join(WORKERS, "trace_worker.py")], nproc=2, env={"GLOG_vmodule": "comm=3"})
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    # two buckets: fc_1's gradients (4 + 128 floats), fc_0's (32 + 512), each one event per step with its bytes
+    assert got["buckets"] == [["fc_1.b_0@GRAD", "fc_1.w_0@GRAD"], ["fc_0.b_0@GRAD", "fc_0.w_0@GRAD"]]
+    assert got["allreduce_bytes"] == [528, 2176]
+    assert got["allreduce_calls"] == 2 * 3 and got["on_main_thread"] == 0
+    line = re.compile(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ comm\.cc:\d+\] c_allreduce_sum ring 0 \(rank [01] of 2\): "
+                      r"allreduce of 2 tensors \('fc_0\.b_0@GRAD', 'fc_0\.w_0@GRAD'\), 2176 bytes in [0-9.e-]+ ms, "
+                      r"[0-9.e-]+ GB/s$")
+    assert sum(bool(line.match(s)) for s in proc.stderr.splitlines()) == 2 * 4  # 2 ranks x 4 runs

@@ -322,7 +322,9 @@ CONV_PATHS = [
     (4, 4, 8, 3, 4, 3, True),      # depthwise, few channels: conv2d's plane loops
     (16, 32, 8, 3, 1, 1, True),    # the direct kernel
     (3, 4, 8, 3, 1, 2, True),      # the patch GEMM path
-    (16, 32, 2, 1, 1, 1, True),    # pointwise, <= 16 pixels at batch 1: the register-tile kernel
+    # pointwise, <= 16 pixels at batch 1: the register-tile kernel (AVX-512 only; elsewhere conv2d_fusion and conv2d
+    # take paths that sum in another order)
+    (16, 32, 2, 1, 1, 1, "avx512"),
     (16, 32, 4, 1, 1, 4, True),    # pointwise, small images at batch 4: conv2d's stacked patch path
     (16, 32, 8, 1, 1, 1, False),   # pointwise NCHW GEMM (batch 1)
     (16, 32, 8, 1, 1, 4, False),   # pointwise NCHW GEMM (>= 64 pixels)
@@ -342,10 +344,20 @@ def test_conv2d_fusion_paths_match_unfused(c, m, hw, k, groups, batch, exact):
     assert prepared_ops(exe, main, feed, [y], scope)[0] == ["conv2d_fusion"]
     got, = run(exe, main, feed, [y], scope, on=True)
     ref, = run(exe, main, feed, [y], scope, on=False)
+    if exact == "avx512":
+        exact = _has_avx512()
     if exact:
         np.testing.assert_array_equal(got, ref)
     else:
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def _has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("conv_is_y", [False, True])

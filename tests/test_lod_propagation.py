@@ -369,6 +369,10 @@ NO_LOD_INPUT = {"sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl", "decaye
                 "fused_sgd", "fused_momentum", "fused_adam", "batch_norm_fold",
                 # SelectedRows in, dense out: a SelectedRows has no LoD
                 "merge_selected_rows", "get_tensor_from_selected_rows"}
+# The collectives ([9/10]) need a ring: c_allreduce_*/c_broadcast keep X's LoD, the gathers and the syncs carry none
+# (tests/ops/test_collective_ops.py).
+NO_LOD_INPUT |= {"c_allreduce_sum", "c_allreduce_max", "c_allreduce_min", "c_allreduce_prod", "c_broadcast",
+                 "c_allgather", "c_reducescatter", "c_sync_comm_stream", "c_sync_calc_stream", "barrier"}
 
 
 def test_table_covers_every_registered_op():
