@@ -838,12 +838,20 @@ class Program:
     # --- copying, printing, serialization
     def clone(self, for_test=False):
         """A deep copy, with the Python-only facts (stop_gradient, Parameters). ``for_test=True`` sets
-        ``is_test=True`` on every op that has that attribute (clone before ``minimize``: nothing is pruned)."""
+        ``is_test=True`` on every op that has that attribute and, as Fluid 1.8's prune_backward does, drops the
+        backward and optimizer ops (op_role Backward or Optimize) of a program cloned after ``minimize``: the
+        test program computes the forward pass only, and running it never updates a parameter."""
         p = Program.__new__(Program)
         facts = {idx: {name: f.copy() for name, f in rows.items()} for idx, rows in self._var_facts.items()}
         p._init_from_desc(core.ProgramDesc(self.desc), facts, self.random_seed, for_test)
         p._readers = self._readers
         if for_test:
+            training = int(OpRole.Backward) | int(OpRole.Optimize)
+            for block in p.blocks:
+                for i in reversed(range(len(block.ops))):
+                    op = block.ops[i]
+                    if op.has_attr("op_role") and int(op.attr("op_role")) & training:
+                        block._remove_op(i)
             for block in p.blocks:
                 for op in block.ops:
                     if op.has_attr("is_test"):

@@ -301,3 +301,18 @@ def test_collectives_are_profiler_events_on_the_comm_stream_and_glog_lines():
                       r"allreduce of 2 tensors \('fc_0\.b_0@GRAD', 'fc_0\.w_0@GRAD'\), 2176 bytes in [0-9.e-]+ ms, "
                       r"[0-9.e-]+ GB/s$")
     assert sum(bool(line.match(s)) for s in proc.stderr.splitlines()) == 2 * 4  # 2 ranks x 4 runs
+
+
+@needs_mpi
+def test_fleet_savers_write_on_rank_0_and_the_saved_model_predicts_what_training_left(tmp_path):
+    import json
+    proc = run_worker([os.path.join(WORKERS, "save_worker.py"), str(tmp_path)], nproc=2)
+    want = np.array(json.loads(proc.stdout.strip().splitlines()[-1]), "float32")
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        program, feeds, targets = fluid.io.load_inference_model(str(tmp_path / "model"), exe)
+        assert feeds == ["x"]
+        probe = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4)
+        got = exe.run(program, feed={"x": probe}, fetch_list=targets)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert not any(op.type.startswith("c_") for op in program.global_block().ops)
