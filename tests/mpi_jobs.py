@@ -3,6 +3,7 @@ a hard timeout (a job that hangs fails the test instead of CI)."""
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,12 +37,16 @@ def run(cmd, timeout=60, **env):
         del e[k]
     e.update({k: str(v) for k, v in env.items()})
     start = time.monotonic()
+    # Its own session: a job past its timeout is killed whole (mpiexec, its proxies and the ranks).
+    p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, text=True)
-    except subprocess.TimeoutExpired as ex:
-        out = ex.stdout.decode(errors="replace") if isinstance(ex.stdout, bytes) else (ex.stdout or "")
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
         pytest.fail("%s ran past its %d s timeout (hung?); output:\n%s" % (" ".join(cmd), timeout, out[-4000:]))
-    return p.returncode, p.stdout, time.monotonic() - start
+    return p.returncode, out, time.monotonic() - start
 
 
 def mpiexec(n, *args, timeout=60, **env):

@@ -13,7 +13,8 @@ MPISymetricRoleMaker), --optimizer momentum|adam (instead of the model's SGD, sa
 hidden sizes), --load DIR / --save DIR (fleet.load_checkpoint before / fleet.save_checkpoint after training),
 --first_step K (train on batches K.. of the fixed sequence, as a resumed job does), --fault kill|raise|exit with
 --fault_rank R --fault_step S (rank R SIGKILLs itself, raises, or sys.exit(0)s before step S; it prints
-"fault: rank R pid P at T" first).
+"fault: rank R pid P at T" first), --catch (a failed step is caught, printed, and the script exits normally with
+status 3).
 """
 import argparse
 import importlib
@@ -83,6 +84,7 @@ def main():
     ap.add_argument("--fault", choices=("kill", "raise", "exit"), default=None)
     ap.add_argument("--fault_rank", type=int, default=1)
     ap.add_argument("--fault_step", type=int, default=3)
+    ap.add_argument("--catch", action="store_true")
     args = ap.parse_args()
 
     mod = importlib.import_module("fluidlite.bench.models." + args.model)
@@ -120,10 +122,16 @@ def main():
         exe.run(built.startup)
         if args.load:
             fleet.load_checkpoint(exe, args.load, main_prog)
-        for step, b in enumerate(batches(built.feed(), args.first_step + args.steps, 11)[args.first_step:]):
-            if args.fault and rank == args.fault_rank and step == args.fault_step:
-                fault(args.fault, rank)
-            exe.run(main_prog, feed=shard(b, args.model, rank, nranks), fetch_list=built.fetch_list)
+        try:
+            for step, b in enumerate(batches(built.feed(), args.first_step + args.steps, 11)[args.first_step:]):
+                if args.fault and rank == args.fault_rank and step == args.fault_step:
+                    fault(args.fault, rank)
+                exe.run(main_prog, feed=shard(b, args.model, rank, nranks), fetch_list=built.fetch_list)
+        except fluid.core.EnforceNotMet as e:
+            if not args.catch:
+                raise
+            print("caught on rank %d: %s" % (rank, e), flush=True)  # then a normal exit: MPI_Finalize must return
+            return 3
         if args.save:
             fleet.save_checkpoint(exe, args.save, TrainStatus(args.first_step + args.steps - 1), main_prog)
         if rank == 0:
