@@ -180,8 +180,10 @@ def main(argv=None):
 # ---- one rank's watcher (hydra starts it; it starts the rank)
 
 def write_record(launch_dir, kind, rank, **fields):
-    """Atomically writes LAUNCH_DIR/KIND.RANK.json (also used by comm.init and comm.abort)."""
-    fields.update(rank=int(rank), time=time.time())
+    """Atomically writes LAUNCH_DIR/KIND.RANK.json, stamped with the time unless `fields` has one (comm.init,
+    comm.abort and comm's exit hook write records too)."""
+    fields = dict(fields, rank=int(rank))
+    fields.setdefault("time", time.time())
     path = os.path.join(launch_dir, "%s.%d.json" % (kind, rank))
     tmp = "%s.%d.tmp" % (path, os.getpid())
     with open(tmp, "w") as f:
