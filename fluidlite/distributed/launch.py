@@ -163,10 +163,19 @@ def main(argv=None):
            sys.executable, "-u", args.training_script] + args.training_script_args
     try:
         proc = subprocess.Popen(cmd, env=env)
-        # Signals for the job (Ctrl-C, a batch system's SIGTERM) go to mpiexec, which stops the ranks.
+        received = []
+
+        def forward(signum, _frame):  # Ctrl-C, a batch system's SIGTERM: mpiexec stops the ranks
+            received.append(signum)
+            proc.send_signal(signum)
         for s in _FORWARDED:
-            signal.signal(s, lambda signum, _frame: proc.send_signal(signum))
+            signal.signal(s, forward)
         rc = proc.wait()
+        if received:
+            name = signal.Signals(received[0]).name
+            sys.stderr.write("%s: the job was stopped by %s (sent to the launcher, forwarded to mpiexec)\n"
+                             % (PROG, name))
+            return 128 + received[0]
         if rc != 0:
             sys.stdout.flush()
             sys.stderr.write(describe_failure(launch_dir, rc) + "\n")
