@@ -29,13 +29,17 @@ def worker(name):
 
 
 def run(cmd, timeout=60, **env):
-    """Runs `cmd` (a list) with PYTHONPATH at this checkout and `env` added; returns (returncode, stdout + stderr,
-    seconds). Fails the test when it runs past `timeout`."""
+    """Runs `cmd` (a list) with PYTHONPATH at this checkout, no PADDLE_* variables and `env` added (None: unset);
+    returns (returncode, stdout + stderr, seconds). Fails the test when it runs past `timeout`."""
     e = dict(os.environ)
     e["PYTHONPATH"] = REPO + os.pathsep + e.get("PYTHONPATH", "")
     for k in [k for k in e if k.startswith("PADDLE_")]:
         del e[k]
-    e.update({k: str(v) for k, v in env.items()})
+    for k, v in env.items():  # None: unset
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = str(v)
     start = time.monotonic()
     # Its own session: a job past its timeout is killed whole (mpiexec, its proxies and the ranks).
     p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

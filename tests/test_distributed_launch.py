@@ -44,7 +44,7 @@ def test_launch_divides_the_cores_among_the_ranks(tmp_path):
     script = tmp_path / "show_env.py"
     script.write_text(ENV_SCRIPT)
     rc, out, _ = run([sys.executable, "-m", "fluidlite.distributed.launch", "--nproc_per_node", "2", str(script)],
-                     timeout=60)
+                     timeout=60, FLUIDLITE_NUM_THREADS=None)
     assert rc == 0, out
     threads = {json.loads(line)["FLUIDLITE_NUM_THREADS"] for line in out.splitlines() if line.startswith("{")}
     assert threads == {str(max(1, len(os.sched_getaffinity(0)) // 2))}, out

@@ -6,7 +6,8 @@ train.py args...`` (Paddle's ``paddle.distributed.launch``), over the mpich whee
 is ``mpiexec -n 2 python -u train.py ...`` plus:
 - the environment of Paddle's launcher for each rank: PADDLE_TRAINER_ID (the MPI rank), PADDLE_TRAINERS_NUM,
   PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT (informational: MPI carries the data), so
-  ``PaddleCloudRoleMaker`` works; FLUIDLITE_NUM_THREADS = cores // N unless --threads_per_rank says otherwise;
+  ``PaddleCloudRoleMaker`` works; FLUIDLITE_NUM_THREADS = cores // N unless --threads_per_rank or
+  FLUIDLITE_NUM_THREADS says otherwise;
 - --log_dir: each rank's stdout and stderr go to DIR/workerlog.R instead of the terminal;
 - a report when the job fails, naming the rank that failed first and how, e.g. ``rank 1 (pid 1234) was killed by
   signal 9 (SIGKILL); the job was stopped``. hydra only names a pid, and when it stops the other ranks it may name
@@ -60,7 +61,8 @@ def _parse(argv):
     ap.add_argument("--nproc_per_node", type=int, default=1, help="number of ranks to start (default 1)")
     ap.add_argument("--log_dir", default=None, help="write rank R's stdout and stderr to LOG_DIR/workerlog.R")
     ap.add_argument("--threads_per_rank", type=int, default=None,
-                    help="FLUIDLITE_NUM_THREADS of each rank (default: this machine's cores // nproc_per_node)")
+                    help="FLUIDLITE_NUM_THREADS of each rank (default: FLUIDLITE_NUM_THREADS if set, else this "
+                         "machine's cores // nproc_per_node)")
     ap.add_argument("--started_port", type=int, default=6170,
                     help="first port of PADDLE_TRAINER_ENDPOINTS (informational: MPI carries the data)")
     ap.add_argument("training_script")
@@ -146,7 +148,7 @@ def main(argv=None):
         sys.stderr.write("%s: mpi4py is not installed: pip install 'fluidlite[mpi]'\n" % PROG)
         return 2
     n = args.nproc_per_node
-    threads = args.threads_per_rank or max(1, _cores() // n)
+    threads = args.threads_per_rank or os.environ.get("FLUIDLITE_NUM_THREADS") or max(1, _cores() // n)
     launch_dir = tempfile.mkdtemp(prefix="fluidlite-launch-")
     env = dict(os.environ)
     env.update({
@@ -200,7 +202,9 @@ def write_record(launch_dir, kind, rank, **fields):
     os.replace(tmp, path)
 
 
-def _die_with_parent():
+def _rank_preexec():
+    # Its own process group: a Ctrl-C reaches the rank once, forwarded by the watcher.
+    os.setpgid(0, 0)
     # The rank must not outlive its watcher: hydra stops a job by killing the processes it started.
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -217,10 +221,9 @@ def _watch(cmd):
     log_dir = env.pop("FLUIDLITE_LAUNCH_LOG_DIR", None)
     if log_dir:
         log = open(os.path.join(log_dir, "workerlog.%d" % rank), "w")
-    # close_fds=False: the rank inherits hydra's PMI socket (PMI_FD). Its own process group: a Ctrl-C reaches it
-    # once, forwarded by this watcher.
+    # close_fds=False: the rank inherits hydra's PMI socket (PMI_FD).
     child = subprocess.Popen(cmd, env=env, close_fds=False, stdout=log, stderr=log and subprocess.STDOUT,
-                             preexec_fn=_die_with_parent, process_group=0)
+                             preexec_fn=_rank_preexec)
     for s in _FORWARDED:
         signal.signal(s, lambda signum, _frame: child.send_signal(signum))
     rc = child.wait()
