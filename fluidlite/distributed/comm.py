@@ -147,6 +147,7 @@ def init(timeout=None):
             core.comm_init_ring(0, comm.Get_rank(), comm.Get_size(), t, **handles)
             _state = _State(comm.Get_rank(), comm.Get_size(), local_rank, local_size, t, comm, MPI)
             _install_abort_on_exception()
+        _register_with_launcher()
         threads = _default_threads(_state.local_size)
         if threads is not None:
             core.set_num_threads(min(threads, 64))
@@ -154,7 +155,26 @@ def init(timeout=None):
         return _state.rank, _state.size
 
 
+def _launch_record(kind, **fields):
+    """Under ``python -m fluidlite.distributed.launch`` (FLUIDLITE_LAUNCH_DIR set): a record of this rank for the
+    launcher's report of a failed job."""
+    launch_dir = os.environ.get("FLUIDLITE_LAUNCH_DIR")
+    if not launch_dir or _state is None:
+        return
+    from .launch import write_record
+    try:
+        write_record(launch_dir, kind, _state.rank, pid=os.getpid(), **fields)
+    except OSError:
+        pass  # the launcher is gone or its directory with it: nothing to report to
+
+
+def _register_with_launcher():
+    import socket
+    _launch_record("rank", size=_state.size, host=socket.gethostname())
+
+
 def _shutdown():
+    _launch_record("finish")  # this rank's script is done: the launcher's report names a rank that left early
     # The rings' streams stop before mpi4py finalizes MPI (atexit runs in reverse order of registration, and
     # mpi4py registered its finalizer when it was imported, before init() registered this).
     try:
@@ -247,6 +267,7 @@ def abort(message, code=1):
     """Ends every rank of the job now (MPI_Abort), after printing `message` on this rank's stderr."""
     sys.stderr.write("fluidlite.distributed: %s; aborting the job\n" % message)
     sys.stderr.flush()
+    _launch_record("abort", message=message)
     st = _state
     if st is not None and st.mpi is not None and st.size > 1:
         st.mpi.COMM_WORLD.Abort(code)
