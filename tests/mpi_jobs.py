@@ -31,6 +31,16 @@ def worker(name):
 def run(cmd, timeout=60, **env):
     """Runs `cmd` (a list) with PYTHONPATH at this checkout, no PADDLE_* variables and `env` added (None: unset);
     returns (returncode, stdout + stderr, seconds). Fails the test when it runs past `timeout`."""
+    rc, out, _, seconds = _run(cmd, timeout, subprocess.STDOUT, env)
+    return rc, out, seconds
+
+
+def run_apart(cmd, timeout=60, **env):
+    """As run, with stdout and stderr apart: (returncode, stdout, stderr, seconds)."""
+    return _run(cmd, timeout, subprocess.PIPE, env)
+
+
+def _run(cmd, timeout, stderr, env):
     e = dict(os.environ)
     e["PYTHONPATH"] = REPO + os.pathsep + e.get("PYTHONPATH", "")
     for k in [k for k in e if k.startswith("PADDLE_")]:
@@ -42,15 +52,15 @@ def run(cmd, timeout=60, **env):
             e[k] = str(v)
     start = time.monotonic()
     # Its own session: a job past its timeout is killed whole (mpiexec, its proxies and the ranks).
-    p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
     try:
-        out, _ = p.communicate(timeout=timeout)
+        out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        pytest.fail("%s ran past its %d s timeout (hung?); output:\n%s" % (" ".join(cmd), timeout, out[-4000:]))
-    return p.returncode, out, time.monotonic() - start
+        out, err = p.communicate()
+        pytest.fail("%s ran past its %d s timeout (hung?); output:\n%s" % (" ".join(cmd), timeout,
+                                                                         (out + (err or ""))[-4000:]))
+    return p.returncode, out, err or "", time.monotonic() - start
 
 
 def mpiexec(n, *args, timeout=60, **env):

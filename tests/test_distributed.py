@@ -1,8 +1,6 @@
 """Collective (data-parallel) training: the c_* ops, the program rewrite, and 2 ranks under mpiexec matching one
 process on the whole batch (issue [9/10]'s goal: within 1e-5 relative after 20 steps for mlp, lenet, lstm)."""
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -13,40 +11,22 @@ from fluidlite import core
 from fluidlite.distributed import collective, comm
 from fluidlite.incubate.fleet.collective import DistributedStrategy, fleet
 
+import mpi_jobs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-WORKERS = os.path.join(HERE, "distributed")
-
-
-def find_mpiexec():
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else shutil.which("mpiexec")
-
-
-def mpi_skip_reason():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (pip install 'fluidlite[mpi]')"
-    if find_mpiexec() is None:
-        return "no mpiexec (the mpich wheel brings one: pip install 'fluidlite[mpi]')"
-    return None
-
-
-needs_mpi = pytest.mark.skipif(mpi_skip_reason() is not None, reason=str(mpi_skip_reason()))
+WORKERS = mpi_jobs.WORKERS
+needs_mpi = mpi_jobs.requires_mpi
 
 
 def run_worker(args, nproc=None, timeout=120, env=None):
-    """Runs a worker script (alone, or under mpiexec -n nproc); returns the completed process."""
+    """Runs a worker script (alone, or under mpiexec -n nproc) with one thread per rank; returns (stdout, stderr)
+    after checking that it succeeded."""
     cmd = [sys.executable] + args
     if nproc is not None:
-        cmd = [find_mpiexec(), "-n", str(nproc)] + cmd
-    full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                    FLUIDLITE_NUM_THREADS="1", **(env or {}))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
-    assert proc.returncode == 0, "%s failed (%d):\n%s\n%s" % (" ".join(cmd), proc.returncode, proc.stdout,
-                                                             proc.stderr[-4000:])
-    return proc
+        cmd = [mpi_jobs.MPIEXEC, "-n", str(nproc)] + cmd
+    rc, out, err, _ = mpi_jobs.run_apart(cmd, timeout, FLUIDLITE_NUM_THREADS=1, **(env or {}))
+    assert rc == 0, "%s failed (%d):\n%s\n%s" % (" ".join(cmd), rc, out, err[-4000:])
+    return out, err
 
 
 def max_relative_difference(a, b):
@@ -89,8 +69,8 @@ def test_distribute_transpiler_nccl2_mode_trains_like_fleet(tmp_path):
 @needs_mpi
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_every_collective_op_on_ranks_matches_numpy(nproc):
-    proc = run_worker([os.path.join(WORKERS, "ops_worker.py")], nproc=nproc, timeout=90)
-    assert sorted(proc.stdout.split("\n")[:-1]) == ["rank %d: ok" % r for r in range(nproc)]
+    out, _ = run_worker([os.path.join(WORKERS, "ops_worker.py")], nproc=nproc, timeout=90)
+    assert sorted(out.split("\n")[:-1]) == ["rank %d: ok" % r for r in range(nproc)]
 
 
 # ---------------------------------------------------------------- in this process: the rewrite, a one-rank ring
@@ -270,11 +250,10 @@ exe = fluid.Executor(fluid.CPUPlace())
 exe.run(fleet.startup_program)
 print(exe.run(fleet.main_program, feed={"x": np.ones((3, 2), "float32")}, fetch_list=[loss])[0].shape)
 """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PADDLE_"))}
-    env["PYTHONPATH"] = ROOT
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "(1,)"
+    rc, out, err, _ = mpi_jobs.run_apart([sys.executable, "-c", code], 60,
+                                         **{k: None for k in os.environ if k.startswith("PMI_")})
+    assert rc == 0, err
+    assert out.strip() == "(1,)"
 
 
 def test_split_files_gives_every_file_to_one_worker(monkeypatch):
@@ -291,8 +270,8 @@ def test_split_files_gives_every_file_to_one_worker(monkeypatch):
 def test_collectives_are_profiler_events_on_the_comm_stream_and_glog_lines():
     import json
     import re
-    proc = run_worker([os.path.join(WORKERS, "trace_worker.py")], nproc=2, env={"GLOG_vmodule": "comm=3"})
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, err = run_worker([os.path.join(WORKERS, "trace_worker.py")], nproc=2, env={"GLOG_vmodule": "comm=3"})
+    got = json.loads(out.strip().splitlines()[-1])
     # two buckets: fc_1's gradients (4 + 128 floats), fc_0's (32 + 512), each one event per step with its bytes
     assert got["buckets"] == [["fc_1.b_0@GRAD", "fc_1.w_0@GRAD"], ["fc_0.b_0@GRAD", "fc_0.w_0@GRAD"]]
     assert got["allreduce_bytes"] == [528, 2176]
@@ -300,14 +279,14 @@ def test_collectives_are_profiler_events_on_the_comm_stream_and_glog_lines():
     line = re.compile(r"^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ comm\.cc:\d+\] c_allreduce_sum ring 0 \(rank [01] of 2\): "
                       r"allreduce of 2 tensors \('fc_0\.b_0@GRAD', 'fc_0\.w_0@GRAD'\), 2176 bytes in [0-9.e-]+ ms, "
                       r"[0-9.e-]+ GB/s$")
-    assert sum(bool(line.match(s)) for s in proc.stderr.splitlines()) == 2 * 4  # 2 ranks x 4 runs
+    assert sum(bool(line.match(s)) for s in err.splitlines()) == 2 * 4  # 2 ranks x 4 runs
 
 
 @needs_mpi
 def test_fleet_savers_write_on_rank_0_and_the_saved_model_predicts_what_training_left(tmp_path):
     import json
-    proc = run_worker([os.path.join(WORKERS, "save_worker.py"), str(tmp_path)], nproc=2)
-    want = np.array(json.loads(proc.stdout.strip().splitlines()[-1]), "float32")
+    out, _ = run_worker([os.path.join(WORKERS, "save_worker.py"), str(tmp_path)], nproc=2)
+    want = np.array(json.loads(out.strip().splitlines()[-1]), "float32")
     exe = fluid.Executor(fluid.CPUPlace())
     with fluid.scope_guard(fluid.Scope()):
         program, feeds, targets = fluid.io.load_inference_model(str(tmp_path / "model"), exe)

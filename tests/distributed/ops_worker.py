@@ -12,11 +12,11 @@ def run_op(op_type, inputs, outputs, attrs, out_shapes=None):
     main = fluid.Program()
     block = main.global_block()
     feed = {}
-    for slot, pairs in inputs.items():
+    for pairs in inputs.values():
         for name, arr in pairs:
             block.create_var(name=name, shape=arr.shape, dtype=str(arr.dtype))
             feed[name] = arr
-    for slot, names in outputs.items():
+    for names in outputs.values():
         for n in names:
             if not block.has_var(n):
                 block.create_var(name=n, shape=(out_shapes or {}).get(n, [-1]), dtype="float32")

@@ -132,7 +132,7 @@ def main():
     with fluid.scope_guard(scope):
         exe.run(built.startup)
         if args.load:
-            fleet.load_checkpoint(exe, args.load, main_prog)
+            fleet.load_checkpoint(exe, args.load, rank, TrainStatus(), main_program=main_prog)
         try:
             for step, b in enumerate(batches(built.feed(), args.first_step + args.steps, 11)[args.first_step:]):
                 if args.fault and rank == args.fault_rank and step == args.fault_step:
@@ -144,7 +144,8 @@ def main():
             print("caught on rank %d: %s" % (rank, e), flush=True)  # then a normal exit: MPI_Finalize must return
             return 3
         if args.save:
-            fleet.save_checkpoint(exe, args.save, TrainStatus(args.first_step + args.steps - 1), main_prog)
+            fleet.save_checkpoint(exe, args.save, rank, TrainStatus(args.first_step + args.steps - 1),
+                                  main_program=main_prog)
         if rank == 0:
             params = {p.name: np.array(scope.find_var(p.name).get_tensor())
                       for p in built.main.global_block().all_parameters()}

@@ -183,10 +183,14 @@ class Collective:
         self._on_first_worker("save_inference_model", lambda: io.save_inference_model(
             dirname, feeded_var_names, target_vars, executor, program, export_for_deployment=export_for_deployment))
 
-    def save_checkpoint(self, executor, path, train_status, main_program=None):
-        """Persistables and the train status under `path` (rank 0 writes)."""
+    def save_checkpoint(self, executor, path, trainer_id, train_status, fs=None, main_program=None,
+                        local_cache_path=".cache", remain_all_checkpoint=True):
+        """Fluid's signature: persistables of `main_program` (default the training program) and `train_status`
+        under `path`, written by rank 0 while the others wait. Only the local file system (`fs` None or a LocalFS)
+        is supported. Returns (path, 0)."""
         import json
         import os
+        _local_fs_only(fs, "save_checkpoint")
         program = main_program if main_program is not None else (self.main_program or default_main_program())
 
         def write():
@@ -196,15 +200,29 @@ class Collective:
                 json.dump({"epoch_no": train_status._epoch_no}, f)
             os.replace(tmp, os.path.join(path, "train_status.json"))
         self._on_first_worker("save_checkpoint", write)
+        return path, 0
 
-    def load_checkpoint(self, executor, path, main_program=None):
-        """Loads what save_checkpoint wrote (every rank reads it) and returns its TrainStatus."""
+    def load_checkpoint(self, executor, path, trainer_id, train_status, fs=None, main_program=None,
+                        local_cache_path=".cache", ignore_empty=True):
+        """Loads what save_checkpoint wrote (every rank reads it) into the scope and `train_status`; returns
+        `train_status`. A missing checkpoint with ignore_empty=True leaves both as they are (Fluid's)."""
         import json
         import os
+        _local_fs_only(fs, "load_checkpoint")
         program = main_program if main_program is not None else (self.main_program or default_main_program())
+        status_file = os.path.join(path, "train_status.json")
+        if ignore_empty and not os.path.exists(status_file):
+            return train_status
         io.load_persistables(executor, path, program)
-        with open(os.path.join(path, "train_status.json")) as f:
-            return TrainStatus(json.load(f)["epoch_no"])
+        with open(status_file) as f:
+            train_status._epoch_no = int(json.load(f)["epoch_no"])
+        return train_status
+
+
+def _local_fs_only(fs, what):
+    if fs is not None and type(fs).__name__ != "LocalFS":
+        raise NotImplementedError("fleet.%s: fs=%s is not supported; fluidlite checkpoints go to the local file "
+                                  "system (fs=None)" % (what, type(fs).__name__))
 
 
 class CollectiveOptimizer:
