@@ -280,6 +280,9 @@ def test_collectives_are_profiler_events_on_the_comm_stream_and_glog_lines():
                       r"allreduce of 2 tensors \('fc_0\.b_0@GRAD', 'fc_0\.w_0@GRAD'\), 2176 bytes in [0-9.e-]+ ms, "
                       r"[0-9.e-]+ GB/s$")
     assert sum(bool(line.match(s)) for s in err.splitlines()) == 2 * 4  # 2 ranks x 4 runs
+    # and each rank says who it is, once (mpiexec names a rank that died by its pid)
+    whoami = re.compile(r"^I\d{4} .* comm\.py:\d+\] fluidlite\.distributed: rank ([01]) of 2 is pid \d+ on \S+$")
+    assert sorted(m.group(1) for m in map(whoami.match, err.splitlines()) if m) == ["0", "1"]
 
 
 @needs_mpi

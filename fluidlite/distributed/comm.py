@@ -147,6 +147,11 @@ def init(timeout=None):
             core.comm_init_ring(0, comm.Get_rank(), comm.Get_size(), t, **handles)
             _state = _State(comm.Get_rank(), comm.Get_size(), local_rank, local_size, t, comm, MPI)
             _install_abort_on_exception()
+            # One INFO line per rank (glog's LOG(INFO), on by default): mpiexec names a failed rank by its pid only.
+            import socket
+            core.log_line("I", __file__, sys._getframe().f_lineno,
+                          "fluidlite.distributed: rank %d of %d is pid %d on %s"
+                          % (_state.rank, _state.size, os.getpid(), socket.gethostname()))
         _register_with_launcher()
         threads = _default_threads(_state.local_size)
         if threads is not None:
