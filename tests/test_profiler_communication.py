@@ -8,7 +8,6 @@ import fluidlite as fluid
 from fluidlite import core, profiler
 from fluidlite.bench.models import mlp
 from fluidlite.distributed import collective
-from fluidlite.profiler import advisor
 from fluidlite.profiler._session import Event
 
 MS = 1_000_000
