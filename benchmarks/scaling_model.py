@@ -1,6 +1,6 @@
 """The scaling model of docs/distributed.md: step time on P machines = compute + exposed communication.
 
-    python benchmarks/scaling_model.py --measure     # measure here (needs mpiexec): writes benchmarks/scaling_inputs.json
+    python benchmarks/scaling_model.py --measure     # measure here (needs mpiexec), write scaling_inputs.json
     python benchmarks/scaling_model.py               # the tables from that file (markdown, stdout)
     python benchmarks/scaling_model.py --write-doc   # ... and put them into docs/distributed.md (between the markers)
 
