@@ -71,6 +71,9 @@ def test_nproc_json_figures(nproc_run):
     base = res["baseline"]
     assert base["nranks"] == 1 and base["batch_per_rank"] == 32 and base["threads"] == 2 and "comm" not in base
     assert res["scaling"] == pytest.approx(base["ms_per_step"]["median"] / ranks["ms_per_step"]["median"])
+    assert res["rounds"] == [{"ranks_ms": ranks["ms_per_step"]["median"], "baseline_ms": base["ms_per_step"]["median"],
+                              "scaling": res["scaling"]} | ({"ddp_ms": res["compare"]["torch"]["ms_per_step"]["median"],
+                                                            "vs_ddp": res["vs_ddp"]} if res["vs_ddp"] else {})]
 
 
 @needs_mpi
@@ -121,6 +124,7 @@ def test_missing_mpiexec_is_named(monkeypatch):
     (["--fuse-grad-size-mb", "1"], "--fuse-grad-size-mb needs --nproc"),
     (["--nproc", "2", "--fuse-grad-size-mb", "0"], "--fuse-grad-size-mb must be > 0, got 0"),
     (["--nproc", "2", "--mode", "infer"], "--nproc is not supported with --mode infer"),
+    (["--rounds", "2"], "--rounds needs --nproc"),
 ])
 def test_bad_arguments(args, message):
     r = _bench(args, timeout=60)

@@ -136,6 +136,9 @@ def build_parser():
     p.add_argument("--fuse-grad-size-mb", "--fuse_grad_size_mb", type=float, metavar="MB", dest="fuse_grad_size_mb",
                    help="with --nproc: the gradient bucket size (default: "
                         "fluidlite.distributed.collective.DEFAULT_FUSE_GRAD_SIZE_MB)")
+    p.add_argument("--rounds", type=_int_at_least(1), default=1, metavar="R",
+                   help="with --nproc: run the ranks, the baseline and DDP R times in turn; ratios are the median "
+                        "of the rounds' (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write every figure and machine information to PATH")
     p.add_argument("--no_progress", action="store_true", help="no progress bar (it is off anyway when stderr is "
                    "not a terminal)")
@@ -273,7 +276,7 @@ def _run_nproc(args, names, machine):
                                      iterations=args.iterations, warmup=args.warmup, repeat=args.repeat,
                                      seed=args.seed, compare=args.compare, profile=args.profile,
                                      timeline=_per_model(args.timeline, name, len(names) > 1),
-                                     fuse_grad_size_mb=args.fuse_grad_size_mb)
+                                     fuse_grad_size_mb=args.fuse_grad_size_mb, rounds=args.rounds)
         except KeyboardInterrupt:
             print("%s: interrupted during the --nproc run of %s" % (PROG, name), file=sys.stderr)
             return 130, results
@@ -302,6 +305,8 @@ def main(argv=None):
             parser.error("--nproc runs on the CPU")
     elif args.fuse_grad_size_mb is not None:
         parser.error("--fuse-grad-size-mb needs --nproc")
+    elif args.rounds != 1:
+        parser.error("--rounds needs --nproc")
     if args.fuse_grad_size_mb is not None and not args.fuse_grad_size_mb > 0:
         parser.error("--fuse-grad-size-mb must be > 0, got %g" % args.fuse_grad_size_mb)
     if args.mode == "infer":

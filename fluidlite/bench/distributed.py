@@ -78,13 +78,17 @@ def _common_args(cfg, seed):
 
 
 def run_distributed(name, nproc, threads=None, batch_size=None, iterations=None, warmup=None, repeat=None, seed=0,
-                    compare=(), profile=False, timeline=None, baseline=True, fuse_grad_size_mb=None,
+                    compare=(), profile=False, timeline=None, baseline=True, fuse_grad_size_mb=None, rounds=1,
                     timeout=RUN_TIMEOUT_S):
-    """The three runs of the module doc for model `name`; returns a dict: ``ranks`` (fluidlite's N-rank result),
-    ``baseline`` (one process at N x B, or None), ``scaling`` (baseline ms / ranks ms), ``compare`` ({"torch":
-    DDP's result or {"skipped": reason}}) and ``vs_ddp`` (DDP ms / fluidlite ms)."""
+    """The runs of the module doc for model `name`, `rounds` times in turn (so a busy machine's noise hits each
+    alike); returns a dict: ``ranks`` (fluidlite's N-rank result: the last round's, its ms_per_step over every
+    round's repetitions), ``baseline`` (one process at N x B, or None), ``compare`` ({"torch": DDP's result or
+    {"skipped": reason}}), ``rounds`` (each round's step times and ratios), and the ratios: ``scaling`` (baseline ms /
+    ranks ms) and ``vs_ddp`` (DDP ms / fluidlite ms), each the median of the rounds' ratios."""
     if nproc < 1:
         raise ValueError("--nproc must be >= 1, got %d" % nproc)
+    if rounds < 1:
+        raise ValueError("rounds must be >= 1, got %d" % rounds)
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise RuntimeError(MPIEXEC_MISSING % os.path.dirname(sys.executable))
@@ -94,46 +98,74 @@ def run_distributed(name, nproc, threads=None, batch_size=None, iterations=None,
     batch = batch_size or mod.DEFAULTS["batch_size"]
     t = threads or max(1, _cores() // nproc)
     out = {"model": name, "description": mod.DESCRIPTION, "nproc": nproc, "threads_per_rank": t,
-           "batch_per_rank": batch, "global_batch": nproc * batch, "mpiexec": mpiexec}
+           "batch_per_rank": batch, "global_batch": nproc * batch, "mpiexec": mpiexec, "compare": {}}
+    ddp_reason = None
+    if "torch" in (compare or ()):
+        ddp_reason = reference.availability("torch")
+        if ddp_reason is None and reference.factory(mod, "torch") is None:
+            ddp_reason = "no torch reference for this model"
+        if ddp_reason is not None:
+            out["compare"]["torch"] = {"skipped": ddp_reason}
+    for other in compare or ():
+        if other != "torch":
+            out["compare"][other] = {"skipped": "--nproc compares with PyTorch DDP only"}
+    run_ddp = "torch" in (compare or ()) and ddp_reason is None
+    runs = {"ranks": [], "baseline": [], "torch": []}
     with tempfile.TemporaryDirectory(prefix="fluidlite-bench-") as tmp:
-        path = os.path.join(tmp, "ranks.json")
-        cmd = [mpiexec, "-n", str(nproc), sys.executable, "-m", "fluidlite.bench._rank", name, path,
-               "--threads", str(t)] + _common_args(per_rank, seed)
-        if fuse_grad_size_mb is not None:
-            cmd += ["--fuse_grad_size_mb", str(fuse_grad_size_mb)]
-        if profile:
-            cmd.append("--profile")
-        if timeline:
-            cmd += ["--timeline", os.path.abspath(timeline)]
-        out["ranks"] = _launch(cmd, path, "fluidlite on %d ranks" % nproc, timeout)
-
-        out["baseline"] = out["scaling"] = None
-        if baseline:
-            path = os.path.join(tmp, "single.json")
-            single = dict(per_rank, batch_size=nproc * batch)
-            cmd = [sys.executable, "-m", "fluidlite.bench._rank", name, path, "--single",
-                   "--threads", str(nproc * t)] + _common_args(single, seed)
-            out["baseline"] = _launch(cmd, path, "the 1-process baseline", timeout)
-            out["scaling"] = out["baseline"]["ms_per_step"]["median"] / out["ranks"]["ms_per_step"]["median"]
-
-        out["compare"], out["vs_ddp"] = {}, None
-        if "torch" in (compare or ()):
-            reason = reference.availability("torch")
-            if reason is None and reference.factory(mod, "torch") is None:
-                reason = "no torch reference for this model"
-            if reason is None:
+        for k in range(rounds):
+            last = k == rounds - 1
+            path = os.path.join(tmp, "ranks.json")
+            cmd = [mpiexec, "-n", str(nproc), sys.executable, "-m", "fluidlite.bench._rank", name, path,
+                   "--threads", str(t)] + _common_args(per_rank, seed)
+            if fuse_grad_size_mb is not None:
+                cmd += ["--fuse_grad_size_mb", str(fuse_grad_size_mb)]
+            if profile and last:
+                cmd.append("--profile")
+            if timeline and last:
+                cmd += ["--timeline", os.path.abspath(timeline)]
+            runs["ranks"].append(_launch(cmd, path, "fluidlite on %d ranks" % nproc, timeout))
+            if baseline:
+                path = os.path.join(tmp, "single.json")
+                cmd = [sys.executable, "-m", "fluidlite.bench._rank", name, path, "--single",
+                       "--threads", str(nproc * t)] + _common_args(dict(per_rank, batch_size=nproc * batch), seed)
+                runs["baseline"].append(_launch(cmd, path, "the 1-process baseline", timeout))
+            if run_ddp:
                 path = os.path.join(tmp, "ddp.json")
                 cmd = [mpiexec, "-n", str(nproc), sys.executable, "-m", "fluidlite.bench._ddp_rank", name, path,
-                       os.path.join(tmp, "ddp.store"), "--threads", str(t)] + _common_args(per_rank, seed)
-                ddp = _launch(cmd, path, "PyTorch DDP on %d ranks" % nproc, timeout)
-                out["compare"]["torch"] = ddp
-                if "ms_per_step" in ddp:
-                    out["vs_ddp"] = ddp["ms_per_step"]["median"] / out["ranks"]["ms_per_step"]["median"]
-            else:
-                out["compare"]["torch"] = {"skipped": reason}
-        for other in compare or ():
-            if other != "torch":
-                out["compare"][other] = {"skipped": "--nproc compares with PyTorch DDP only"}
+                       os.path.join(tmp, "ddp%d.store" % k), "--threads", str(t)] + _common_args(per_rank, seed)
+                runs["torch"].append(_launch(cmd, path, "PyTorch DDP on %d ranks" % nproc, timeout))
+    out["ranks"] = _merged(runs["ranks"])
+    out["baseline"] = _merged(runs["baseline"]) if runs["baseline"] else None
+    if run_ddp:
+        out["compare"]["torch"] = _merged(runs["torch"])
+    out["rounds"] = []
+    for k in range(rounds):
+        r = {"ranks_ms": runs["ranks"][k]["ms_per_step"]["median"]}
+        if runs["baseline"]:
+            r["baseline_ms"] = runs["baseline"][k]["ms_per_step"]["median"]
+            r["scaling"] = r["baseline_ms"] / r["ranks_ms"]
+        if runs["torch"] and "ms_per_step" in runs["torch"][k]:
+            r["ddp_ms"] = runs["torch"][k]["ms_per_step"]["median"]
+            r["vs_ddp"] = r["ddp_ms"] / r["ranks_ms"]
+        out["rounds"].append(r)
+    out["scaling"] = _median_of(out["rounds"], "scaling")
+    out["vs_ddp"] = _median_of(out["rounds"], "vs_ddp")
+    return out
+
+
+def _median_of(rounds, key):
+    import statistics
+    values = [r[key] for r in rounds if key in r]
+    return statistics.median(values) if values else None
+
+
+def _merged(results):
+    """The last round's result with ms_per_step over every round's repetitions."""
+    from ._rank import spread
+    out = dict(results[-1])
+    if "ms_per_step" in out:
+        out["ms_per_step"] = spread([x for r in results for x in r["ms_per_step"]["all"]])
+        out["repeat"] = len(out["ms_per_step"]["all"])
     return out
 
 
@@ -145,6 +177,14 @@ def _ms(s):
     return "%s (%s - %s)" % (_fmt(s["median"]), _fmt(s["min"]), _fmt(s["max"]))
 
 
+def _per_round(result, key, scale, unit):
+    values = [r[key] for r in result["rounds"] if key in r]
+    if len(values) < 2:
+        return ""
+    return " (median of %d rounds: %s)" % (len(values), ", ".join(("%.1f" if scale == 100 else "%.2f") % (scale * v)
+                                                                 + unit.replace("%%", "%") for v in values))
+
+
 def format_distributed(result, machine_line=None):
     """The human-readable block of one model's --nproc run."""
     r, n, t = result["ranks"], result["nproc"], result["threads_per_rank"]
@@ -154,8 +194,10 @@ def format_distributed(result, machine_line=None):
         "ranks       %d x %d thread%s (mpiexec: %s)" % (n, t, "" if t == 1 else "s", result["mpiexec"]),
         "batch       %d per rank; global batch %d x %d = %d" % (result["batch_per_rank"], n, result["batch_per_rank"],
                                                                result["global_batch"]),
-        "ms/step     %s  (median (min - max) of %d repeats x %d iterations after %d warm-up; rank medians %s)" % (
+        "ms/step     %s  (median (min - max) of %d repeats x %d iterations after %d warm-up%s; rank medians %s)" % (
             _ms(r["ms_per_step"]), r["repeat"], r["iterations"], r["warmup"],
+            ", in %d rounds alternating with the runs below" % len(result["rounds"]) if len(result["rounds"]) > 1
+            else "",
             ", ".join(_fmt(x) for x in r.get("rank_ms_per_step", []))),
         "samples/s   %s (global)" % _fmt(result["global_batch"] * 1e3 / r["ms_per_step"]["median"]),
     ]
@@ -172,15 +214,17 @@ def format_distributed(result, machine_line=None):
     ]
     base = result.get("baseline")
     if base:
-        lines.append("1 process   %s ms/step at batch %d x %d threads; %d ranks reach %.1f %% of its throughput" % (
-            _ms(base["ms_per_step"]), base["batch_per_rank"], base["threads"], n, 100 * result["scaling"]))
+        lines.append("1 process   %s ms/step at batch %d x %d threads; %d ranks reach %.1f %% of its throughput%s" % (
+            _ms(base["ms_per_step"]), base["batch_per_rank"], base["threads"], n, 100 * result["scaling"],
+            _per_round(result, "scaling", 100, " %%")))
     for fw, e in sorted(result.get("compare", {}).items()):
         if "skipped" in e:
             lines.append("%-11s skipped: %s" % (fw, e["skipped"]))
         else:
             lines.append("torch DDP   %s ms/step (gloo, %d ranks x %d threads, torch %s); speedup %.2fx "
                          "(DDP ms / fluidlite ms, > 1: fluidlite is faster)" % (
-                             _ms(e["ms_per_step"]), e["nranks"], e["threads"], e["torch"], result["vs_ddp"]))
+                             _ms(e["ms_per_step"]), e["nranks"], e["threads"], e["torch"], result["vs_ddp"])
+                         + _per_round(result, "vs_ddp", 1, "x"))
     prof = r.get("profile")
     if prof and prof.get("timeline"):
         lines.append("timeline    %s (rank 0's profiled repetition)" % prof["timeline"])
