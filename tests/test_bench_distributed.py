@@ -35,6 +35,10 @@ def _mlp_grad_bytes(batch):
     return sum(4 * int(np.prod(p.shape)) for p in built.main.global_block().all_parameters())
 
 
+def c_median(ranks):
+    return ranks["comm"]["ms_per_step"]["median"]
+
+
 @pytest.fixture(scope="module")
 def nproc_run(tmp_path_factory):
     try:
@@ -59,7 +63,8 @@ def test_nproc_json_figures(nproc_run):
     assert res["nproc"] == 2 and res["threads_per_rank"] == 1 and res["global_batch"] == 32
     assert ranks["nranks"] == 2 and ranks["batch_per_rank"] == 16 and ranks["threads"] == 1
     assert ranks["repeat"] == 2 and len(ranks["ms_per_step"]["all"]) == 2 and ranks["ms_per_step"]["min"] > 0
-    assert len(ranks["rank_ms_per_step"]) == 2
+    assert len(ranks["rank_ms_per_step"]) == 2 and len(ranks["rank_comm_ms_per_step"]) == 2
+    assert ranks["rank_comm_ms_per_step"][0] == c_median(ranks)
     c = ranks["comm"]
     # 784x512 + 512 + 512x512 + 512 + 512x10 + 10 floats: 2.55 MB, one 4 MB bucket, one allreduce per step
     assert c["bytes_per_step"] == ranks["grad_bytes"] == _mlp_grad_bytes(16) == 2678824

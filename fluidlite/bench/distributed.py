@@ -205,6 +205,8 @@ def format_distributed(result, machine_line=None):
     lines += [
         "comm        %s ms/step on the comm stream; exposed (main thread waiting) %s ms/step = %.1f %% of the step"
         % (_ms(c["ms_per_step"]), _ms(c["exposed_ms_per_step"]), 100 * c["exposed_share"]["median"]),
+        "            per rank %s ms/step (a stream's time includes waiting for the last rank to join: the smallest is "
+        "nearest the transfer, the rest is skew)" % ", ".join(_fmt(x) for x in r.get("rank_comm_ms_per_step", [])),
         "overlap     %.3f  (min %.3f, max %.3f; 1 - exposed / comm)" % (
             c["overlap"]["median"], c["overlap"]["min"], c["overlap"]["max"]),
         "allreduce   %d bytes/step in %g collectives/step, %s GB/s (payload / comm time)" % (
