@@ -5,13 +5,14 @@ import os
 import sys
 
 from ._load import background_load
-from . import (AgreementError, format_summary, gpu_unavailable_reason, machine_info, models, reference,
-               run_model)
+from . import (AgreementError, format_summary, gpu_unavailable_reason, machine_info, machine_line, models,
+               reference, run_model)
 
 PROG = "python -m fluidlite.bench"
 DEFAULT_MODEL = "mlp"
 DEFAULT_INFER_MODEL = "lenet"
-INFER_UNSUPPORTED = ("compare", "profile", "advise", "timeline", "save_profile", "baseline", "cprofile")
+INFER_UNSUPPORTED = ("compare", "profile", "advise", "timeline", "save_profile", "baseline", "cprofile", "nproc")
+NPROC_UNSUPPORTED = ("advise", "save_profile", "baseline", "cprofile", "sorted_key")
 SORTED_KEYS = ("calls", "total", "max", "min", "ave")
 SCHEMA = 2
 
@@ -29,12 +30,18 @@ examples:
   python -m fluidlite.bench --model mlp --baseline A.json            # after a fix: per-op diff against A
   python -m fluidlite.bench --model overhead --iterations 1 --repeat 1 --warmup 0 --glog_v 3
   python -m fluidlite.bench --mode infer --model mobilenet_v2       # inference latency, batch 1 and 32, vs ONNX Runtime
+  python -m fluidlite.bench --model resnet_small --nproc 2 --compare torch   # data-parallel on 2 ranks, vs DDP
 
   --compare checks that each reference's first step gives fluidlite's result (exit code 1 if not), then
   times them interleaved in this process; a framework that is not installed is reported as skipped.
   --mode infer times the inference program (save_inference_model + load_inference_model, so the inference passes
   apply) of the image models at batch 1 and 32 (or --batch_size) against ONNX Runtime running the torch network
   exported to ONNX, after checking their logits agree (pip install ".[compare]"; skipped if not installed).
+  --nproc N trains the model data-parallel on N ranks (mpiexec, pip install 'fluidlite[mpi]'), each at the
+  model's batch (the global batch is N x that) with --threads threads (default cores / N): step time,
+  communication per step, exposed communication and overlap, bytes allreduced; then one process at the global
+  batch with N x the threads (scaling = its ms / the ranks' ms) and, with --compare torch, PyTorch DDP (gloo)
+  on the same ranks. --profile prints rank 0's profile of one more repetition (with its Communication section).
   With --model all, --timeline and --cprofile write one file per model (PATH with .MODEL before its
   extension), and so do --save-profile and --baseline. --baseline warns (stderr) when A ran another model,
   batch size, thread count or device; the step-time change comes with its noise band from both runs' per-step
@@ -124,6 +131,14 @@ def build_parser():
     p.add_argument("--glog_v", type=_int_at_least(0), metavar="N", help="GLOG verbose level while running (stderr)")
     p.add_argument("--cprofile", metavar="PATH",
                    help="write a cProfile (pstats) file of the Python side to PATH and print its top entries")
+    p.add_argument("--nproc", type=_int_at_least(1), metavar="N",
+                   help="train data-parallel on N ranks through mpiexec (see below)")
+    p.add_argument("--fuse-grad-size-mb", "--fuse_grad_size_mb", type=float, metavar="MB", dest="fuse_grad_size_mb",
+                   help="with --nproc: the gradient bucket size (default: "
+                        "fluidlite.distributed.collective.DEFAULT_FUSE_GRAD_SIZE_MB)")
+    p.add_argument("--rounds", type=_int_at_least(1), default=1, metavar="R",
+                   help="with --nproc: run the ranks, the baseline and DDP R times in turn; ratios are the median "
+                        "of the rounds' (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write every figure and machine information to PATH")
     p.add_argument("--no_progress", action="store_true", help="no progress bar (it is off anyway when stderr is "
                    "not a terminal)")
@@ -251,9 +266,49 @@ def _run_infer(args, names, machine):
     return code, results
 
 
+def _run_nproc(args, names, machine):
+    """--nproc: each model data-parallel (fluidlite.bench.distributed); returns (exit code, results)."""
+    from .distributed import format_distributed, run_distributed
+    results = []
+    for k, name in enumerate(names):
+        try:
+            result = run_distributed(name, args.nproc, threads=args.threads, batch_size=args.batch_size,
+                                     iterations=args.iterations, warmup=args.warmup, repeat=args.repeat,
+                                     seed=args.seed, compare=args.compare, profile=args.profile,
+                                     timeline=_per_model(args.timeline, name, len(names) > 1),
+                                     fuse_grad_size_mb=args.fuse_grad_size_mb, rounds=args.rounds)
+        except KeyboardInterrupt:
+            print("%s: interrupted during the --nproc run of %s" % (PROG, name), file=sys.stderr)
+            return 130, results
+        except Exception as e:
+            return _fail("model %s on %d ranks: %s" % (name, args.nproc, e), 1), results
+        results.append(result)
+        prof = result["ranks"].get("profile")
+        if prof:
+            sys.stdout.write(prof["report"])
+            sys.stdout.write(prof["advice"])
+        if k:
+            print()
+        print(format_distributed(result, machine_line(machine) if not k else None))
+        sys.stdout.flush()
+    return 0, results
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.nproc is not None:
+        bad = [f for f in NPROC_UNSUPPORTED if getattr(args, f)]
+        if bad:
+            parser.error("--%s is not supported with --nproc" % bad[0].replace("_", "-"))
+        if args.device != "cpu":
+            parser.error("--nproc runs on the CPU")
+    elif args.fuse_grad_size_mb is not None:
+        parser.error("--fuse-grad-size-mb needs --nproc")
+    elif args.rounds != 1:
+        parser.error("--rounds needs --nproc")
+    if args.fuse_grad_size_mb is not None and not args.fuse_grad_size_mb > 0:
+        parser.error("--fuse-grad-size-mb must be > 0, got %g" % args.fuse_grad_size_mb)
     if args.mode == "infer":
         from .infer import infer_models, supported
         bad = [f for f in INFER_UNSUPPORTED if getattr(args, f)]
@@ -299,6 +354,8 @@ def main(argv=None):
     with background_load(args.background_load):
         if args.mode == "infer":
             code, results = _run_infer(args, names, machine)
+        elif args.nproc is not None:
+            code, results = _run_nproc(args, names, machine)
         else:
             code, results = _run_models(args, names, many, machine, baselines)
     if args.json and results:

@@ -29,8 +29,8 @@ from ._session import _SORT_KEYS as _SORT_KEYS
 from ._session import Event, _check_sorted_key, _check_state, _check_tracer_option, _collect, _state, events
 from . import report as _report
 from .advisor import Advice, Finding, advise
-from .report import (coverage, framework_summary, memcpy_summary, memory_summary, pool_wait_ns, preempted,
-                     report, scope_summary, summary, thread_pool_summary)
+from .report import (communication_summary, coverage, framework_summary, memcpy_summary, memory_summary,
+                     pool_wait_ns, preempted, report, scope_summary, summary, thread_pool_summary)
 from .trace import export_chrome_trace
 from .diff import Profile, diff, load_profile, save_profile
 
@@ -38,7 +38,7 @@ __all__ = ["profiler", "start_profiler", "stop_profiler", "reset_profiler", "Rec
            "make_schedule", "export_chrome_trace", "set_event_cap", "cuda_profiler", "report", "memcpy_summary",
            "scope_summary", "Event", "step", "Profiler", "coverage", "framework_summary", "thread_pool_summary",
            "memory_summary", "preempted", "pool_wait_ns", "save_profile", "load_profile", "diff", "Profile", "advise",
-           "Advice", "Finding"]
+           "Advice", "Finding", "communication_summary"]
 
 
 def set_event_cap(max_events):

@@ -14,18 +14,19 @@ import re
 
 from ._session import _state, step_event_indices
 from ._session import events as _session_events
-from .report import GAP_PARENTS, pool_wait_ns, preempted, self_times
+from .report import GAP_PARENTS, _communication, pool_wait_ns, preempted, self_times
 
 __all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
 
 KINDS = ("fusable_chain", "duplicate_reduction", "gradient_sums", "copies", "per_run_setup", "dispatch_bound",
-         "thread_utilisation", "preempted", "python_time", "hotspot")
+         "thread_utilisation", "preempted", "python_time", "exposed_communication", "hotspot")
 
 SIGNIFICANT_SHARE = 0.05  # below this share of the step a finding is reported but the hottest kernel leads
 MIN_SHARE = 0.002  # findings smaller than this share of the step are not worth a line
 SUB_MICROSECOND_NS = 1000
 DISPATCH_BOUND_OPS_PER_STEP = 10
 HEADLINE_DISPATCH_SHARE = 0.5  # a step mostly made of tiny ops and gaps: that is the headline, whatever else fuses
+EXPOSED_COMM_SHARE = 0.1  # the main thread waits for the comm stream this share of the step: worth a finding
 
 _ACTIVATIONS = {"sigmoid", "tanh", "relu", "relu6", "leaky_relu", "exp", "log", "sqrt", "rsqrt", "square", "abs",
                 "softplus", "softsign", "gelu", "swish", "hard_sigmoid", "hard_swish", "elu", "selu", "brelu",
@@ -794,7 +795,44 @@ def _python_time(p):
         "(python -m fluidlite.bench --cprofile PATH)")]
 
 
-# -- 10. the hottest kernels ---------------------------------------------------------------------------------
+# -- 10. exposed communication (data-parallel training) -------------------------------------------------------
+
+def _exposed_communication(p):
+    comm = _communication(p.evs)
+    if not comm["ops"] or comm["exposed_ms"] <= 0:
+        return []
+    exposed_ns = comm["exposed_ms"] * 1e6
+    if p.share(exposed_ns) < EXPOSED_COMM_SHARE:
+        return []
+    grads = [r for r in comm["ops"] if r["op"].startswith("c_allreduce")]
+    calls = sum(r["calls"] for r in grads) / p.n_steps
+    nbytes = sum(r["bytes"] for r in grads) / p.n_steps
+    if calls <= 1.5:
+        fix = ("the gradients travel as one bucket, sent when backward is over, so nothing overlaps: make the buckets "
+               "smaller than the %.2f MB of gradients (DistributedStrategy.fuse_grad_size_in_MB, default "
+               "fluidlite.distributed.collective.DEFAULT_FUSE_GRAD_SIZE_MB) so the first ones travel while backward "
+               "computes the rest" % (nbytes / (1 << 20)))
+    elif nbytes / calls < 64 * 1024:
+        fix = ("%.0f collectives per step of %.0f KB on average: each pays the network's latency; turn "
+               "fuse_all_reduce_ops on (DistributedStrategy) or raise fuse_grad_size_in_MB"
+               % (calls, nbytes / calls / 1024))
+    else:
+        fix = ("the allreduces run longer than the backward they overlap with: the link's bandwidth is the limit "
+               "(%.3f GB/s measured): a larger batch per rank (more compute per byte) or fewer, faster links; "
+               "smaller buckets (fuse_grad_size_in_MB) start the first allreduce earlier" % (
+                   sum(r["bytes"] for r in grads) / (sum(r["total_ms"] for r in grads) * 1e6) if grads else 0.0))
+    # Hiding it all is the most a change of buckets can save: the wait goes, the transfers stay on the stream.
+    return [Finding(
+        "exposed_communication", "the step waits %.3f ms for the comm stream (%.0f%% of its communication exposed)"
+        % (p.per_step_ms(exposed_ns), 100 * (1 - comm["overlap"])),
+        p.share(exposed_ns), p.per_step_ms(exposed_ns),
+        {"collectives_per_step": calls, "bytes_per_step": nbytes,
+         "comm_ms_per_step": p.per_step_ms(comm["comm_ms"] * 1e6), "exposed_ms_per_step": p.per_step_ms(exposed_ns),
+         "overlap": round(comm["overlap"], 3), "ops": {r["op"]: r["calls"] for r in comm["ops"]}},
+        fix)]
+
+
+# -- 11. the hottest kernels ---------------------------------------------------------------------------------
 
 def _hotspot(p):
     # An op's own time: its duration less the ops and loop steps nested in it (its thread-pool parts, copies and
@@ -870,7 +908,7 @@ def advise(programs=None, events=None, top=10, print_report=True):
     kids = p.children()
     findings = (_fusable_chains(p) + _duplicate_reductions(p) + _gradient_sums(p) + _copies(p) +
                 _per_run_setup(p) + _dispatch_bound(p, kids) + _thread_utilisation(p) + _preempted(p, kids) +
-                _python_time(p))
+                _python_time(p) + _exposed_communication(p))
     step_ms = p.per_step_ms(p.wall_ns)
     findings = [f for f in findings if f.share >= MIN_SHARE or f.estimated_saving_ms >= MIN_SHARE * step_ms]
     findings.sort(key=lambda f: (not (f.kind == "dispatch_bound" and f.share >= HEADLINE_DISPATCH_SHARE),

@@ -349,6 +349,54 @@ def _memcpy(evs):
     return [out[k] for k in sorted(out)]
 
 
+COMM_WAIT_SUFFIX = "/wait"  # c_sync_comm_stream/wait: a thread waiting for the comm stream (csrc/comm.cc)
+
+
+def communication_summary(event_list=None):
+    """The collectives (category "Communication" events on the comm stream threads) per op type: op, calls, bytes
+    (payload per rank), total_ms, gb_per_s; and the overlap: comm_ms (the streams' time in collectives), exposed_ms
+    (the time other threads waited for a stream: the c_sync_comm_stream/wait events), hidden_ms = comm_ms -
+    exposed_ms (communication behind compute) and overlap = hidden / comm (None without collectives)."""
+    return _communication(_checked_events(event_list))
+
+
+def _communication(evs):
+    ops, exposed_ns, waits = {}, 0, 0
+    for e in evs:
+        if e["category"] != "Communication":
+            continue
+        if e["name"].endswith(COMM_WAIT_SUFFIX):
+            exposed_ns += e["dur_ns"]
+            waits += 1
+            continue
+        r = ops.setdefault(e["name"], {"op": e["name"], "calls": 0, "bytes": 0, "total_ns": 0})
+        r["calls"] += 1
+        r["bytes"] += max(e["bytes"], 0)
+        r["total_ns"] += e["dur_ns"]
+    rows = [{"op": r["op"], "calls": r["calls"], "bytes": r["bytes"], "total_ms": r["total_ns"] / 1e6,
+             "gb_per_s": r["bytes"] / r["total_ns"] if r["total_ns"] > 0 else 0.0}
+            for r in sorted(ops.values(), key=lambda r: -r["total_ns"])]
+    comm_ns = sum(r["total_ns"] for r in ops.values())
+    # A wait cannot hide more than the stream ran (a wait also covers the queue's hand-over): capped at comm_ns.
+    exposed = min(exposed_ns, comm_ns)
+    return {"ops": rows, "comm_ms": comm_ns / 1e6, "waits": waits, "exposed_ms": exposed / 1e6,
+            "hidden_ms": (comm_ns - exposed) / 1e6, "overlap": (comm_ns - exposed) / comm_ns if comm_ns else None}
+
+
+def _communication_lines(comm):
+    lines = [_banner("Communication"), ""]
+    lines.append("Op".ljust(24) + "Calls".ljust(12) + "Bytes".ljust(16) + "Time(ms)".ljust(12) + "GB/s")
+    for r in comm["ops"]:
+        lines.append(r["op"].ljust(24) + str(r["calls"]).ljust(12) + str(r["bytes"]).ljust(16)
+                     + _fmt(r["total_ms"]).ljust(12) + "%.3f" % r["gb_per_s"])
+    if comm["overlap"] is not None:
+        lines.append("Overlap: %s ms of communication on the comm stream, %s ms hidden behind compute, %s ms exposed "
+                     "(%d waits in c_sync_comm_stream): %.1f %% overlapped"
+                     % (_fmt(comm["comm_ms"]), _fmt(comm["hidden_ms"]), _fmt(comm["exposed_ms"]), comm["waits"],
+                        100 * comm["overlap"]))
+    return lines + [""]
+
+
 def scope_summary(event_list=None):
     """Scopes created and deleted (kid scopes, step scopes) and the time spent doing it; and the loop iterations
     (While and StaticRNN steps, forward and backward) with the step scopes created for them (the others reuse
@@ -492,7 +540,8 @@ def _memory_line(mem):
 def report(sorted_key=None, event_list=None, wall_ns=None):
     """The printed report, as a string: Fluid's layout (merged report first with several threads, then per
     thread) with Self., Median, P95 and % wall columns and the /gaps rows; wall time, coverage and framework time
-    lines; then the memcpy, scope, framework-vs-kernel (OpDetail), thread pool and memory summaries."""
+    lines; then the memcpy, communication (when collectives ran), scope, framework-vs-kernel (OpDetail), thread
+    pool and memory summaries."""
     _check_sorted_key(sorted_key)
     state = _state.state or "CPU"
     view = ProfileView(event_list, wall_ns)
@@ -511,6 +560,9 @@ def report(sorted_key=None, event_list=None, wall_ns=None):
                      + _fmt(r["total_ms"]).ljust(12) + "%.3f" % r["gb_per_s"])
     if not mem:
         lines.append("(no memory copies)")
+    comm = _communication(view.events)
+    if comm["ops"]:
+        lines += [""] + _communication_lines(comm)[:-1]
     sc = _scopes(view.events)
     lines += ["", _banner("Scope Summary "), "",
               "Scopes created: %d (%s ms)   deleted: %d (%s ms)" % (sc["created"], _fmt(sc["create_ms"]),
