@@ -59,20 +59,14 @@ def main(argv=None):
     import torch.distributed as dist
 
     import fluidlite as fluid
-    from fluidlite.bench import models, reference
-    from fluidlite.bench._rank import spread, time_repeats
+    from fluidlite.bench import reference
+    from fluidlite.bench._rank import build_model, spread, time_repeats
 
     rank, size = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
     torch.set_num_threads(args.threads)
     store = dist.FileStore(args.store, size)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
-    mod = models.load(args.model)
-    cfg = dict(mod.DEFAULTS)
-    for key in ("batch_size", "iterations", "warmup", "repeat"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
-    np.random.seed(args.seed)
-    built = mod.build(cfg["batch_size"], args.seed)
+    mod, cfg, built = build_model(args)
     scope = fluid.Scope()
     fluid.Executor(fluid.CPUPlace()).run(built.startup, scope=scope)
     params = {p.name: np.array(scope.find_var(p.name).get_tensor())

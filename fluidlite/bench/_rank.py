@@ -68,6 +68,19 @@ def communication_figures(ms, deltas):
             "gb_per_s": spread([b / (c * 1e6) if c > 0 else 0.0 for b, c in zip(bytes_per_step, comm_ms)])}
 
 
+def build_model(args):
+    """(model module, its settings with the command line's overrides, the built model) for a rank: what the
+    fluidlite and the DDP ranks build alike."""
+    from fluidlite.bench import models
+    mod = models.load(args.model)
+    cfg = dict(mod.DEFAULTS)
+    for key in ("batch_size", "iterations", "warmup", "repeat"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    np.random.seed(args.seed)
+    return mod, cfg, mod.build(cfg["batch_size"], args.seed)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m fluidlite.bench._rank")
     ap.add_argument("model")
@@ -86,7 +99,6 @@ def main(argv=None):
 
     import fluidlite as fluid
     from fluidlite import core
-    from fluidlite.bench import models
     from fluidlite.distributed import collective, comm
 
     rank, nranks = 0, 1
@@ -94,13 +106,7 @@ def main(argv=None):
         rank, nranks = comm.init()
     if args.threads:
         core.set_num_threads(args.threads)
-    mod = models.load(args.model)
-    cfg = dict(mod.DEFAULTS)
-    for key in ("batch_size", "iterations", "warmup", "repeat"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
-    np.random.seed(args.seed)
-    built = mod.build(cfg["batch_size"], args.seed)
+    mod, cfg, built = build_model(args)
     buckets = []
     if not args.single:
         buckets = collective.transpile(built.main, built.startup, nranks, fuse_grad_size_mb=args.fuse_grad_size_mb)
@@ -162,3 +168,4 @@ def _profile(step, iterations, barrier, timeline, rank):
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
