@@ -852,9 +852,7 @@ class Program:
                     op = block.ops[i]
                     if op.has_attr("op_role") and int(op.attr("op_role")) & training:
                         block._remove_op(i)
-            for block in p.blocks:
-                for op in block.ops:
-                    if op.has_attr("is_test"):
+                    elif op.has_attr("is_test"):
                         op._set_attr("is_test", True)
         return p
 

@@ -164,14 +164,19 @@ void DeclareAllReduce(OpBuilder& op, const char* name, ReduceKind reduce) {
   op.SetRun([reduce](const ExecutionContext& ctx) { RunPacked(ctx, Collective::kAllReduce, reduce); });
 }
 
-// The gradient of a sum over ranks is the sum over ranks of the gradient (model parallelism uses it).
-void AllReduceSumGrad(GradOpMaker& g) {
-  OpDesc& op = g.NewOp("c_allreduce_sum", false);
+// X@GRAD = `type` of Out@GRAD on the forward op's ring, waited for (the gradients of the collectives: allgather and
+// reducescatter are each other's, allreduce_sum its own); `nranks` copies the forward's nranks attribute.
+void CollectiveOfOutputGrad(GradOpMaker& g, const char* type, bool nranks) {
+  OpDesc& op = g.NewOp(type, false);
   op.SetInput("X", g.OutputGrad("Out"));
   op.SetOutput("Out", g.InputGrad("X"));
   op.SetAttr("ring_id", Attribute(g.Attr<int32_t>("ring_id")));
+  if (nranks) op.SetAttr("nranks", Attribute(g.Attr<int32_t>("nranks")));
   op.SetAttr("use_calc_stream", Attribute(true));
 }
+
+// The gradient of a sum over ranks is the sum over ranks of the gradient (model parallelism uses it).
+void AllReduceSumGrad(GradOpMaker& g) { CollectiveOfOutputGrad(g, "c_allreduce_sum", false); }
 
 }  // namespace
 
@@ -232,14 +237,8 @@ FL_REGISTER_OP(c_allgather, op) {
       .Min(1);
   DeclareRingAttrs(op).SetInferShape([](InferShapeContext& ctx) { InferGatherOrScatter(ctx, true); });
   op.SetRun([](const ExecutionContext& ctx) { RunGatherOrScatter(ctx, Collective::kAllGather); });
-  op.Grad([](GradOpMaker& g) {  // each rank's part of the gathered gradient, summed over ranks
-    OpDesc& op = g.NewOp("c_reducescatter", false);
-    op.SetInput("X", g.OutputGrad("Out"));
-    op.SetOutput("Out", g.InputGrad("X"));
-    op.SetAttr("ring_id", Attribute(g.Attr<int32_t>("ring_id")));
-    op.SetAttr("nranks", Attribute(g.Attr<int32_t>("nranks")));
-    op.SetAttr("use_calc_stream", Attribute(true));
-  });
+  // each rank's part of the gathered gradient, summed over ranks
+  op.Grad([](GradOpMaker& g) { CollectiveOfOutputGrad(g, "c_reducescatter", true); });
 }
 
 FL_REGISTER_OP(c_reducescatter, op) {
@@ -250,14 +249,7 @@ FL_REGISTER_OP(c_reducescatter, op) {
       .Min(1);
   DeclareRingAttrs(op).SetInferShape([](InferShapeContext& ctx) { InferGatherOrScatter(ctx, false); });
   op.SetRun([](const ExecutionContext& ctx) { RunGatherOrScatter(ctx, Collective::kReduceScatter); });
-  op.Grad([](GradOpMaker& g) {
-    OpDesc& op = g.NewOp("c_allgather", false);
-    op.SetInput("X", g.OutputGrad("Out"));
-    op.SetOutput("Out", g.InputGrad("X"));
-    op.SetAttr("ring_id", Attribute(g.Attr<int32_t>("ring_id")));
-    op.SetAttr("nranks", Attribute(g.Attr<int32_t>("nranks")));
-    op.SetAttr("use_calc_stream", Attribute(true));
-  });
+  op.Grad([](GradOpMaker& g) { CollectiveOfOutputGrad(g, "c_allgather", true); });
 }
 
 FL_REGISTER_OP(c_sync_comm_stream, op) {

@@ -2,7 +2,6 @@
 a hard timeout (a job that hangs fails the test instead of CI)."""
 import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,16 +9,13 @@ import time
 
 import pytest
 
+from fluidlite.distributed.launch import mpiexec_path
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = os.path.join(REPO, "tests", "distributed")
 
 
-def _mpiexec():
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.access(beside, os.X_OK) else shutil.which("mpiexec")
-
-
-MPIEXEC = _mpiexec()
+MPIEXEC = mpiexec_path()
 requires_mpi = pytest.mark.skipif(MPIEXEC is None or importlib.util.find_spec("mpi4py") is None,
                                   reason="needs mpiexec and mpi4py: pip install 'fluidlite[mpi]'")
 

@@ -18,11 +18,12 @@ Each rank's threads: T = ``threads``, else cores // N (what ``comm.init`` gives 
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
+from ..distributed.launch import mpiexec_path as find_mpiexec
+from ..distributed.launch import usable_cores
 from . import models, reference
 
 __all__ = ["find_mpiexec", "run_distributed", "format_distributed", "MPIEXEC_MISSING"]
@@ -31,21 +32,6 @@ MPIEXEC_MISSING = "mpiexec not found (beside %s or on PATH): pip install 'fluidl
 # What a run may take before it is killed: a lost rank fails in its collective within FLUIDLITE_COMM_TIMEOUT, this
 # is the bound on everything else.
 RUN_TIMEOUT_S = 1800
-
-
-def find_mpiexec():
-    """mpiexec beside the running Python (the mpich wheel's, in a virtual environment), else on PATH; else None."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.path.isfile(here) and os.access(here, os.X_OK):
-        return here
-    return shutil.which("mpiexec")
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _env():
@@ -96,7 +82,7 @@ def run_distributed(name, nproc, threads=None, batch_size=None, iterations=None,
     per_rank = {key: value for key, value in (("batch_size", batch_size), ("iterations", iterations),
                                                ("warmup", warmup), ("repeat", repeat))}
     batch = batch_size or mod.DEFAULTS["batch_size"]
-    t = threads or max(1, _cores() // nproc)
+    t = threads or max(1, usable_cores() // nproc)
     out = {"model": name, "description": mod.DESCRIPTION, "nproc": nproc, "threads_per_rank": t,
            "batch_per_rank": batch, "global_batch": nproc * batch, "mpiexec": mpiexec, "compare": {}}
     ddp_reason = None

@@ -87,11 +87,8 @@ def _default_threads(local_size):
     """Each rank's share of this node's cores (at least 1), unless FLUIDLITE_NUM_THREADS says otherwise."""
     if "FLUIDLITE_NUM_THREADS" in os.environ:
         return None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, local_size))
+    from .launch import usable_cores
+    return max(1, usable_cores() // max(1, local_size))
 
 
 def _install_abort_on_exception():

@@ -30,26 +30,33 @@ import sys
 import tempfile
 import time
 
-__all__ = ["main", "find_mpiexec", "describe_failure"]
+__all__ = ["main", "find_mpiexec", "mpiexec_path", "usable_cores", "describe_failure"]
 
 PROG = "fluidlite.distributed.launch"
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def find_mpiexec():
-    """The mpiexec of this interpreter's environment (the mpich wheel installs it beside python), else PATH's."""
+def mpiexec_path():
+    """The mpiexec of this interpreter's environment (the mpich wheel installs it beside python), else PATH's;
+    None when there is none. The launcher, the bench and the tests all start their ranks with it."""
     for d in (os.path.dirname(sys.executable), os.path.join(sys.prefix, "bin")):
         path = os.path.join(d, "mpiexec")
-        if os.access(path, os.X_OK):
+        if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-    path = shutil.which("mpiexec")
+    return shutil.which("mpiexec")
+
+
+def find_mpiexec():
+    """mpiexec_path(), or an error that says what to install."""
+    path = mpiexec_path()
     if path is None:
         raise RuntimeError("%s: mpiexec not found (neither beside %s nor on PATH): pip install 'fluidlite[mpi]' "
                            "(mpi4py and the mpich wheel, which brings mpiexec)" % (PROG, sys.executable))
     return path
 
 
-def _cores():
+def usable_cores():
+    """The CPUs this process may run on (its affinity mask; the CPU count where there is none)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -148,7 +155,7 @@ def main(argv=None):
         sys.stderr.write("%s: mpi4py is not installed: pip install 'fluidlite[mpi]'\n" % PROG)
         return 2
     n = args.nproc_per_node
-    threads = args.threads_per_rank or os.environ.get("FLUIDLITE_NUM_THREADS") or max(1, _cores() // n)
+    threads = args.threads_per_rank or os.environ.get("FLUIDLITE_NUM_THREADS") or max(1, usable_cores() // n)
     launch_dir = tempfile.mkdtemp(prefix="fluidlite-launch-")
     env = dict(os.environ)
     env.update({
