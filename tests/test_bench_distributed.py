@@ -109,6 +109,7 @@ def test_nproc_compare_torch_json(nproc_run):
 
 
 def test_ddp_wrap_skips_a_reference_without_modules():
+    pytest.importorskip("torch", reason="the DDP rank imports torch (not in the test extras)")
     from fluidlite.bench._ddp_rank import ddp_wrap
 
     class NoModules:
