@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_api.h"
 #include "enforce.h"
 #include "logging.h"
 
@@ -96,22 +97,15 @@ class CPUAllocator : public Allocator {
   std::unordered_map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
 };
 
-Allocator* (*g_cuda_factory)(int) = nullptr;
-
 }  // namespace
-
-void RegisterCudaAllocator(Allocator* (*factory)(int)) { g_cuda_factory = factory; }
 
 Allocator& GetAllocator(const Place& place) {
   static CPUAllocator* cpu = new CPUAllocator();  // lives for the process: tensors may outlive statics
   if (place.is_cpu()) return *cpu;
-  FL_ENFORCE(g_cuda_factory != nullptr, "fluidlite was built without CUDA; ", place.ToString(), " is not available");
-  static std::mutex mu;
-  static std::vector<Allocator*> gpus;
-  std::lock_guard<std::mutex> lock(mu);
-  if (static_cast<int>(gpus.size()) <= place.device) gpus.resize(place.device + 1, nullptr);
-  if (!gpus[place.device]) gpus[place.device] = g_cuda_factory(place.device);
-  return *gpus[place.device];
+  const CudaApi* cuda = Cuda();
+  FL_ENFORCE(cuda != nullptr, "fluidlite was built without CUDA; ", place.ToString(), " is not available");
+  if (place.is_pinned()) return *cuda->pinned_allocator();
+  return *cuda->device_allocator(place.device);  // checks the device id
 }
 
 std::shared_ptr<Allocation> AllocateShared(const Place& place, size_t bytes) {

@@ -43,7 +43,6 @@ class Allocator {
 };
 
 Allocator& GetAllocator(const Place& place);
-void RegisterCudaAllocator(Allocator* (*factory)(int device));  // set by the CUDA build
 
 // A block of device memory owned by a shared_ptr; tensors share it by reference count.
 class Allocation {

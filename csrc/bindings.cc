@@ -137,7 +137,12 @@ Tensor BorrowArray(const py::handle& obj, py::list& keep, const std::string& wha
 // A numpy array that shares the tensor's buffer; the capsule keeps the buffer alive.
 py::array ShareToNumpy(const Tensor& t) {
   FL_ENFORCE(t.IsInitialized(), "tensor holds no memory (it was never written)");
-  FL_ENFORCE(t.place().is_cpu(), "tensor lives on ", t.place().ToString(), "; copy it to CPU first");
+  if (t.place().is_gpu()) {  // a fetch from a GPU: one device-to-host copy (memcpy:GPU->CPU), then a view of it
+    Tensor host;
+    TensorCopy(t, Place::CPU(), &host);
+    host.set_lod(t.lod());
+    return ShareToNumpy(host);
+  }
   auto* keep = new std::shared_ptr<Allocation>(t.holder());
   py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Allocation>*>(p); });
   std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end());
@@ -514,7 +519,8 @@ py::dict StatsDict(const MemoryStats& s) {
 }  // namespace
 
 namespace fl {
-void BindComm(py::module_& m);  // comm_bindings.cc
+void BindComm(py::module_& m);    // comm_bindings.cc
+void BindDevice(py::module_& m);  // device_bindings.cc
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -545,19 +551,13 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Place>(m, "Place")
       .def("is_cpu_place", &Place::is_cpu)
       .def("is_gpu_place", &Place::is_gpu)
+      .def("is_cuda_pinned_place", &Place::is_pinned)
       .def("gpu_device_id", [](const Place& p) { return p.device; })
       .def("__eq__", [](const Place& a, const Place& b) { return a == b; })
       .def("__repr__", &Place::ToString)
       .def("__str__", &Place::ToString);
   m.def("cpu_place", &Place::CPU);
   m.def("cuda_place", &Place::CUDA);
-  m.def("is_compiled_with_cuda", []() {
-#ifdef FL_WITH_CUDA
-    return true;
-#else
-    return false;
-#endif
-  });
 
   // ---------------------------------------------------------------- tensors and scopes
   py::class_<Tensor>(m, "LoDTensor", py::buffer_protocol())
@@ -573,7 +573,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("recursive_sequence_lengths"))
       .def_buffer([](Tensor& t) -> py::buffer_info {
         FL_ENFORCE(t.IsInitialized(), "tensor holds no memory (it was never written)");
-        FL_ENFORCE(t.place().is_cpu(), "tensor lives on ", t.place().ToString(), "; fetch it to CPU first");
+        FL_ENFORCE(t.place().is_host(), "tensor lives on ", t.place().ToString(),
+                   "; np.array(tensor) copies it to the host (or share it with __dlpack__)");
         std::vector<py::ssize_t> shape(t.dims().begin(), t.dims().end()), strides(shape.size());
         py::ssize_t s = static_cast<py::ssize_t>(SizeOf(t.dtype()));
         for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
@@ -1217,4 +1218,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_profiler_op_detail", &SetProfilerOpDetail,
         "Fluid's tracer_option OpDetail: op events get <type>/infer_shape and <type>/compute children");
   BindComm(m);
+  BindDevice(m);  // CUDA places and memory, device events, DLPack (device_bindings.cc)
 }

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "comm.h"
+#include "cuda_api.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "profiler.h"
@@ -493,6 +494,8 @@ FetchList PreparedProgram::Run(std::vector<Tensor> feeds) {
   // Collectives still queued on a comm stream (no c_sync_comm_stream after them) finish inside this run: no
   // result lands in the scope after Run returns.
   comm::SyncAllRings("Executor::run");
+  // A GPU program's kernels are queued: wait for them, so a run's time is its work and a failed kernel raises here.
+  if (place_.is_gpu()) Cuda()->synchronize(place_.device);
   ++runs_;
   FetchList out = std::move(*fetched);
   fetched->clear();

@@ -153,6 +153,22 @@ class PreparedOp {
   // op) and grads shaped like a saved intermediate follow their own op's LoD rule otherwise.
   std::vector<std::pair<Variable*, const Variable*>> grad_lod_;
   void ShareForwardLoDWithGrads() const;
+  // Where the kernel runs for a requested place: a GPU program runs an op without a CUDA kernel (or with the
+  // force_cpu attribute set) on the CPU kernel, as Fluid does.
+  Place KernelPlaceFor(const Place& place, DType dt) const;
+  Place requested_place_;
+  bool force_cpu_ = false;
+  // Fluid's data transform: an input whose tensor lives on another place than the kernel's is copied into a
+  // variable of this op's own (one per input, reused across runs) and the kernel reads the copy. The copy is
+  // recorded and logged as a `data transform` of that variable by this op.
+  struct Transfer {
+    size_t slot, index;
+    Variable* original;
+    std::shared_ptr<Variable> copy;
+  };
+  std::vector<Transfer> transfers_;
+  size_t TransferInputs(const Place& kernel_place);  // swaps the copies in; returns how many
+  void RestoreInputs(size_t n);
 };
 
 class ExecutionContext {

@@ -144,9 +144,9 @@ struct OpInfo {
   int OutputIndex(const char* n) const;
   bool HasAnyKernel() const;
   const KernelFn* FindKernel(PlaceKind place, DType dtype) const {
-    int d = static_cast<int>(dtype);
-    if (d < 0 || d >= kNumDTypeSlots) return nullptr;
-    const KernelFn& k = kernels[static_cast<int>(place)][d];
+    int d = static_cast<int>(dtype), p = static_cast<int>(place);
+    if (d < 0 || d >= kNumDTypeSlots || p < 0 || p >= kNumPlaceKinds) return nullptr;
+    const KernelFn& k = kernels[p][d];
     return k ? &k : nullptr;
   }
   std::string KernelListString() const;  // "CPU:float32,float64; CUDA:float32"

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cuda_api.h"
 #include "logging.h"
 #include "op_builder.h"
 #include "op_context.h"
@@ -165,6 +166,7 @@ PreparedOp::PreparedOp(const OpInfo* info, const OpDesc* desc)
   for (auto& spec : info->attrs) {
     auto it = desc->attrs().find(spec.name);
     attrs_.push_back(it == desc->attrs().end() ? &spec.default_value : &it->second);
+    if (spec.name == "force_cpu" && spec.type() == AttrType::BOOLEAN) force_cpu_ = AttrCast<bool>(*attrs_.back(), "force_cpu");
   }
   ins_.resize(info->inputs.size());
   outs_.resize(info->outputs.size());
@@ -693,20 +695,75 @@ void PreparedOp::Run(const Place& place) {
     }
   }
   DType dt = info_->kernel_dtype ? info_->kernel_dtype(ctx) : DefaultKernelDType(*this, *info_);
-  if (kernel_ == nullptr || dt != kernel_dtype_ || place != kernel_place_) {
-    kernel_ = info_->FindKernel(place.kind, dt);
+  if (kernel_ == nullptr || dt != kernel_dtype_ || place != requested_place_) {
+    const Place kp = KernelPlaceFor(place, dt);
+    kernel_ = info_->FindKernel(kp.kind, dt);
     FL_ENFORCE(kernel_ != nullptr, "op ", info_->type, " does not have a kernel for data_type[", DTypeCppName(dt),
                "] on ", place.ToString(), " (registered: ", info_->KernelListString(), ")");
     kernel_dtype_ = dt;
-    kernel_place_ = place;
+    kernel_place_ = kp;
+    requested_place_ = place;
     FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt) << "]:data_layout[ANY_LAYOUT]:place["
-               << place.ToString() << "]:library_type[PLAIN]";
+               << kp.ToString() << "]:library_type[PLAIN]";
   }
-  {
+  // Tensors can only be elsewhere once a GPU was used: a CPU program in a CPU process pays one load here.
+  const bool transfer = kernel_place_.is_gpu() || DeviceMemoryUsed();
+  const size_t swapped = transfer ? TransferInputs(kernel_place_) : 0;
+  try {
     RecordEvent compute_event(detail ? detail_names_[1] : nullptr, "OperatorInner", detail);
-    (*kernel_)(ctx);
+    if (kernel_place_.is_gpu() && ProfilerEnabled()) {  // the op's kernels on the GPU stream track
+      const CudaApi* cuda = Cuda();
+      const int64_t span = cuda->span_begin(kernel_place_.device);
+      (*kernel_)(kernel_place_ == place ? ctx : ExecutionContext(*this, kernel_place_));
+      cuda->span_end(kernel_place_.device, span, info_->type.c_str(), "GPUKernel", nullptr, -1);
+    } else {
+      (*kernel_)(kernel_place_ == place ? ctx : ExecutionContext(*this, kernel_place_));
+    }
+  } catch (...) {
+    if (swapped) RestoreInputs(swapped);
+    throw;
   }
+  if (swapped) RestoreInputs(swapped);
   if (!grad_lod_.empty()) ShareForwardLoDWithGrads();
+}
+
+Place PreparedOp::KernelPlaceFor(const Place& place, DType dt) const {
+  if (!place.is_gpu()) return place;
+  if (!force_cpu_ && info_->FindKernel(PlaceKind::CUDA, dt)) return place;
+  if (info_->FindKernel(PlaceKind::CPU, dt)) {
+    FL_VLOG(3) << "op " << info_->type << " runs its CPU kernel in a " << place.ToString() << " program ("
+               << (force_cpu_ ? "force_cpu is set" : "it has no CUDA kernel for " + std::string(DTypeName(dt)))
+               << "): its inputs on the GPU are copied to the CPU";
+    return Place::CPU();
+  }
+  return place;  // neither: the caller reports the missing kernel
+}
+
+size_t PreparedOp::TransferInputs(const Place& kernel_place) {
+  size_t n = 0;
+  for (size_t s = 0; s < ins_.size(); ++s)
+    for (size_t i = 0; i < ins_[s].size(); ++i) {
+      Variable* v = ins_[s][i];
+      const Tensor* t = v && v->IsTensor() ? v->GetTensor() : nullptr;
+      if (!t || !t->IsInitialized()) continue;
+      const bool elsewhere = kernel_place.is_gpu() ? t->place() != kernel_place : !t->place().is_host();
+      if (!elsewhere) continue;
+      if (n == transfers_.size()) transfers_.push_back(Transfer{s, i, nullptr, std::make_shared<Variable>()});
+      Transfer& tr = transfers_[n++];
+      tr.slot = s;
+      tr.index = i;
+      tr.original = v;
+      const std::string& name = desc_->Input(info_->inputs[s].name).at(i);
+      CopyCause why("data transform", &name, &name);
+      Tensor* copy = tr.copy->GetMutableTensor();
+      TensorCopy(*t, kernel_place, copy);
+      ins_[s][i] = tr.copy.get();
+    }
+  return n;
+}
+
+void PreparedOp::RestoreInputs(size_t n) {
+  for (size_t k = 0; k < n; ++k) ins_[transfers_[k].slot][transfers_[k].index] = transfers_[k].original;
 }
 
 // ------------------------------------------------------------------ ExecutionContext

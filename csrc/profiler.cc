@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "allocator.h"
+#include "cuda_api.h"
 #include "enforce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -369,9 +370,13 @@ void EnableProfiler() {
     g_cpu_check_ticks = check_ticks;
   }
   g_profiler_enabled.store(true, std::memory_order_release);
+  if (const CudaApi* cuda = Cuda()) cuda->profile_start();  // anchors the GPU event clocks to NowNs
 }
 
-void DisableProfiler() { g_profiler_enabled.store(false, std::memory_order_release); }
+void DisableProfiler() {
+  g_profiler_enabled.store(false, std::memory_order_release);
+  if (const CudaApi* cuda = Cuda()) cuda->profile_stop();
+}
 
 void ResetProfiler() {
   Registry& r = Reg();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "cuda_api.h"
 #include "logging.h"
 #include "profiler.h"
 
@@ -105,12 +106,6 @@ std::vector<std::vector<size_t>> OffsetsToLengths(const LoD& lod) {
   return lengths;
 }
 
-namespace {
-void (*g_cuda_memcpy)(const Place&, void*, const Place&, const void*, size_t) = nullptr;
-}
-
-void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t)) { g_cuda_memcpy = fn; }
-
 void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes) {
   if (bytes == 0) return;
   RecordMemcpy rec(src_place, dst_place, bytes);
@@ -118,17 +113,21 @@ void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const vo
   if (log) {  // say why: the cause, the variables, the op (profiler.h: CopyCause)
     const CopyAttribution why = DescribeCopy(src, dst);
     if (rec.active()) rec.SetArgs(Intern(why.Json()));
+    // Fluid's line: "memory::Copy 4 Bytes from CPUPlace to CUDAPlace(0) by stream(0x...)", then the cause.
+    const CudaApi* cuda = src_place.is_gpu() || dst_place.is_gpu() ? Cuda() : nullptr;
+    std::string by;
+    if (cuda) by = Str(" by stream(", cuda->stream(src_place.is_gpu() ? src_place.device : dst_place.device), ")");
     FL_VLOG(4) << "memory::Copy " << bytes << " Bytes from " << src_place.ToString() << " to " << dst_place.ToString()
-               << why.Text();
+               << by << why.Text();
   } else if (rec.active()) {
     rec.SetArgs(CopyArgs(src, dst));
   }
-  if (src_place.is_cpu() && dst_place.is_cpu()) {
+  if (src_place.is_host() && dst_place.is_host()) {
     std::memcpy(dst, src, bytes);
   } else {
-    FL_ENFORCE(g_cuda_memcpy != nullptr, "copy from ", src_place.ToString(), " to ", dst_place.ToString(),
-               " needs a CUDA build");
-    g_cuda_memcpy(dst_place, dst, src_place, src, bytes);
+    const CudaApi* cuda = Cuda();
+    FL_ENFORCE(cuda != nullptr, "copy from ", src_place.ToString(), " to ", dst_place.ToString(), " needs a CUDA build");
+    cuda->memcpy(dst_place, dst, src_place, src, bytes);
   }
 }
 

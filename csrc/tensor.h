@@ -129,6 +129,5 @@ void TensorCopy(const Tensor& src, const Place& dst_place, Tensor* dst);
 
 // Raw copy between places with the same instrumentation. Every byte fluidlite moves goes through here.
 void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const void* src, size_t bytes);
-void RegisterCudaMemcpy(void (*fn)(const Place&, void*, const Place&, const void*, size_t));
 
 }  // namespace fl
