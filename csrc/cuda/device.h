@@ -66,6 +66,35 @@ void Launch(const ExecutionContext& ctx, int64_t n, Kernel kernel, Args... args)
 #define FL_CUDA_LOOP(i, n) \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
 
+// Bad input found on the device (an id out of range, a label past the classes) cannot throw from a kernel. The
+// kernel records the first one in the device's error slot and the runtime raises at the next wait (the end of the
+// run at the latest, or a copy to the host), naming the op and what it found:
+//
+//   DeviceErrorSink err = ErrorSink(ctx, "Ids", "an id of Ids");        // host side, before the launch
+//   ... in the kernel: if (id < 0 || id >= rows) RaiseDeviceError(err, i, id, rows);
+//
+// raises "op lookup_table: an id of Ids is out of range: element 5 is 1000, expected [0, 100)". Free until a
+// kernel uses it; then one 32-byte copy per wait.
+struct DeviceError {
+  int code;  // 0: none; else 1 + the index of the sink's description
+  int pad;
+  int64_t index, value, limit;
+};
+struct DeviceErrorSink {
+  DeviceError* slot;
+  int code;
+};
+DeviceErrorSink ErrorSink(const ExecutionContext& ctx, const char* slot, const char* what);
+#ifdef __CUDACC__
+__device__ inline void RaiseDeviceError(DeviceErrorSink sink, int64_t index, int64_t value, int64_t limit) {
+  if (atomicCAS(&sink.slot->code, 0, sink.code) == 0) {
+    sink.slot->index = index;
+    sink.slot->value = value;
+    sink.slot->limit = limit;
+  }
+}
+#endif
+
 // Device memory for a kernel's temporaries, freed (back to the caching allocator) when the returned holder goes;
 // safe to drop right after the launches that use it (stream order, above).
 std::shared_ptr<Allocation> Scratch(const Place& place, size_t bytes);
