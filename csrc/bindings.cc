@@ -521,7 +521,7 @@ py::dict StatsDict(const MemoryStats& s) {
 namespace fl {
 void BindComm(py::module_& m);    // comm_bindings.cc
 void BindDevice(py::module_& m);  // device_bindings.cc
-}
+}  // namespace fl
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fluidlite C++ core";
@@ -998,14 +998,16 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PreparedProgram>(m, "PreparedProgram")
       .def(py::init([](const ProgramDesc& desc, int block, Scope* scope, const Place& place,
                        const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
-                       const std::vector<std::string>& passes) {
+                       const std::vector<std::string>& passes, bool fetch_on_device) {
              FL_ENFORCE(scope == nullptr || Scope::IsAlive(scope),
                         "Executor: the scope was deleted (its parent called drop_kids())");
-             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches, passes);
+             return std::make_unique<PreparedProgram>(desc, block, scope, place, feeds, fetches, passes,
+                                                      fetch_on_device);
            }),
            py::arg("desc"), py::arg("block"), py::arg("scope"), py::arg("place"), py::arg("feeds"), py::arg("fetches"),
-           py::arg("passes") = std::vector<std::string>{})  // no keep_alive on the scope: the executor's cache holds it
-                                                            // weakly, Run checks it is alive
+           py::arg("passes") = std::vector<std::string>{},
+           py::arg("fetch_on_device") = false)  // no keep_alive on the scope: the executor's cache holds it
+                                                // weakly, Run checks it is alive
       .def(
           "run",
           [](PreparedProgram& p, const py::list& feeds, bool return_numpy) {

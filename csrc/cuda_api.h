@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dtype.h"
 #include "place.h"
 
 namespace fl {
@@ -42,13 +43,15 @@ struct CudaApi {
   void (*profile_start)();
   void (*profile_stop)();
   int64_t (*span_begin)(int device);
-  void (*span_end)(int device, int64_t token, const char* name, const char* category, const char* args,
-                   int64_t bytes);
+  void (*span_end)(int device, int64_t token, const char* name, const char* category, const char* args, int64_t bytes);
   std::vector<DeviceEvent> (*collect)();
   // cuBLAS is opened at first use: where to look first (the nvidia-cublas wheel's folder, from Python), and where it
   // was found or why not.
   void (*add_library_dir)(const std::string& dir);
   std::string (*blas_library)();
+  // The core's own arithmetic on device memory (place_math.h), queued on the device's stream.
+  void (*zero_bytes)(int device, void* dst, size_t bytes);
+  void (*sum_arrays)(int device, DType dtype, const void* const* srcs, int n, void* dst, int64_t count);
 };
 
 const CudaApi* Cuda();  // null in a CPU-only build

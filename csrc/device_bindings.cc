@@ -52,6 +52,13 @@ void BindDevice(py::module_& m) {
       },
       py::arg("device") = 0, "waits for everything queued on CUDAPlace(device)'s stream");
   m.def(
+      "_cuda_stream",
+      [](int device) {
+        CheckDevice(device, "_cuda_stream");
+        return reinterpret_cast<uintptr_t>(Cuda()->stream(device));
+      },
+      py::arg("device") = 0, "CUDAPlace(device)'s compute stream (a cudaStream_t as an int), for DLPack");
+  m.def(
       "_add_cuda_library_dir", [](const std::string& dir) { NeedCuda("_add_cuda_library_dir").add_library_dir(dir); },
       py::arg("dir"), "a folder searched for libcublas.so.13 before the loader's path");
   m.def(
@@ -80,8 +87,7 @@ void BindDevice(py::module_& m) {
   m.def(
       "_to_dlpack", [](const Tensor& t, bool versioned) { return TensorToDLPack(t, versioned); }, py::arg("tensor"),
       py::arg("versioned") = false);
-  m.def(
-      "_from_dlpack", [](py::capsule capsule) { return TensorFromDLPack(capsule); }, py::arg("capsule"));
+  m.def("_from_dlpack", [](py::capsule capsule) { return TensorFromDLPack(capsule); }, py::arg("capsule"));
   m.def("_dlpack_device", [](const Tensor& t) { return DLPackDevice(t); });
 }
 

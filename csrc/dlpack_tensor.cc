@@ -103,9 +103,8 @@ py::capsule TensorToDLPack(const Tensor& t, bool versioned) {
     m->manager_ctx = ex.get();
     m->deleter = &DeleteExport<DLManagedTensorVersioned>;
     FillDLTensor(m->dl_tensor, ex.release());
-    return py::capsule(m, "dltensor_versioned", [](PyObject* c) {
-      CapsuleDestructor<DLManagedTensorVersioned>(c, "dltensor_versioned");
-    });
+    return py::capsule(m, "dltensor_versioned",
+                       [](PyObject* c) { CapsuleDestructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); });
   }
   auto* m = new DLManagedTensor{};
   m->manager_ctx = ex.get();

@@ -197,7 +197,8 @@ void CreateBlockVariables(const BlockDesc& block, Scope* persist_scope, Scope* l
 
 PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
                                  const std::vector<std::string>& feed_names,
-                                 const std::vector<std::string>& fetch_names, const std::vector<std::string>& passes)
+                                 const std::vector<std::string>& fetch_names, const std::vector<std::string>& passes,
+                                 bool fetch_on_device)
     : program_(std::make_unique<ProgramDesc>(program)),
       block_id_(block_id),
       scope_(scope),
@@ -259,6 +260,7 @@ PreparedProgram::PreparedProgram(const ProgramDesc& program, int block_id, Scope
     op->SetInput("X", {fetch_names[i]});
     op->SetOutput("Out", {kFetchVar});
     op->SetAttr("col", static_cast<int32_t>(i));
+    if (fetch_on_device) op->SetAttr("keep_place", true);
   }
   comm::InsertMissingSyncs(*block);  // no op (a fetch included) reads what a collective still carries
   for (auto& op : block->AllOps()) {

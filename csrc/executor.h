@@ -34,7 +34,7 @@ class PreparedProgram {
  public:
   PreparedProgram(const ProgramDesc& program, int block_id, Scope* scope, const Place& place,
                   const std::vector<std::string>& feed_names, const std::vector<std::string>& fetch_names,
-                  const std::vector<std::string>& passes = {});
+                  const std::vector<std::string>& passes = {}, bool fetch_on_device = false);
   ~PreparedProgram();
   PreparedProgram(const PreparedProgram&) = delete;
   PreparedProgram& operator=(const PreparedProgram&) = delete;

@@ -160,7 +160,7 @@ class PreparedOp {
   bool force_cpu_ = false;
   // Fluid's data transform: an input whose tensor lives on another place than the kernel's is copied into a
   // variable of this op's own (one per input, reused across runs) and the kernel reads the copy. The copy is
-  // recorded and logged as a `data transform` of that variable by this op.
+  // recorded and logged with cause `place_transform`, that variable and this op.
   struct Transfer {
     size_t slot, index;
     Variable* original;

@@ -359,6 +359,10 @@ void OpRegistry::Finalize() {
   if (finalized_) return;
   for (auto& kv : ops_) {
     OpInfo& info = *kv.second;
+    // Kernels added to a type nothing defines (a typo in a .cu file's FL_REGISTER_CUDA_KERNELS) fail the import.
+    FL_ENFORCE(info.forward || info.run || !info.inputs.empty() || !info.outputs.empty() || !info.doc.empty(), "op ",
+               info.type, " has kernels (", info.KernelListString(),
+               ") but no definition: no .cc registers it with FL_REGISTER_OP");
     if (info.forward) DeriveGradOp(info);
     FL_ENFORCE(info.grad_kind != GradKind::kGradOp || Find(info.grad_op) != nullptr, "op ", info.type,
                " names grad op ", info.grad_op, ", which is not registered");

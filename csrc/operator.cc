@@ -166,7 +166,8 @@ PreparedOp::PreparedOp(const OpInfo* info, const OpDesc* desc)
   for (auto& spec : info->attrs) {
     auto it = desc->attrs().find(spec.name);
     attrs_.push_back(it == desc->attrs().end() ? &spec.default_value : &it->second);
-    if (spec.name == "force_cpu" && spec.type() == AttrType::BOOLEAN) force_cpu_ = AttrCast<bool>(*attrs_.back(), "force_cpu");
+    if (spec.name == "force_cpu" && spec.type() == AttrType::BOOLEAN)
+      force_cpu_ = AttrCast<bool>(*attrs_.back(), "force_cpu");
   }
   ins_.resize(info->inputs.size());
   outs_.resize(info->outputs.size());
@@ -754,7 +755,7 @@ size_t PreparedOp::TransferInputs(const Place& kernel_place) {
       tr.index = i;
       tr.original = v;
       const std::string& name = desc_->Input(info_->inputs[s].name).at(i);
-      CopyCause why("data transform", &name, &name);
+      CopyCause why("place_transform", &name, &name);
       Tensor* copy = tr.copy->GetMutableTensor();
       TensorCopy(*t, kernel_place, copy);
       ins_[s][i] = tr.copy.get();

@@ -11,9 +11,9 @@
 
 #include "executor.h"
 #include "logging.h"
+#include "place_math.h"
 #include "profiler.h"
 #include "sparse_rows.h"
-#include "sum_into.h"
 
 namespace fl {
 
@@ -56,7 +56,7 @@ void CopyIntoStep(const Tensor& src, int64_t seq_len, int64_t off, bool first, c
 
 void ZeroStep(int64_t off, Tensor* outer) {
   Tensor slice = outer->Slice(off, off + 1);
-  std::memset(slice.raw_mutable(), 0, slice.nbytes());
+  ZeroBytes(outer->place(), slice.raw_mutable(), slice.nbytes());
 }
 
 const Tensor& Required(const Tensor* t, const char* what, const std::string& name) {
@@ -82,16 +82,11 @@ void SumDense(const std::vector<const Tensor*>& parts, const std::string& what, 
   Tensor result;  // a buffer of its own: `out` may share one with a part
   result.Resize(first.dims());
   void* dst = result.mutable_data(place, first.dtype());
-  VisitDType(first.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) {
-      std::vector<const T*> ptrs;
-      for (const Tensor* p : parts) ptrs.push_back(p->data<T>());
-      SumInto<T>(ptrs, static_cast<T*>(dst), first.numel());
-    } else {
-      FL_THROW(what, ": gradients must be float32 or float64, got ", DTypeName(first.dtype()));
-    }
-  });
+  FL_ENFORCE(first.dtype() == DType::FP32 || first.dtype() == DType::FP64, what,
+             ": gradients must be float32 or float64, got ", DTypeName(first.dtype()));
+  std::vector<const void*> ptrs;
+  for (const Tensor* p : parts) ptrs.push_back(p->raw_data());
+  SumArrays(place, first.dtype(), ptrs, dst, first.numel());
   result.set_lod(first.lod());
   *out = result;
 }
@@ -177,17 +172,23 @@ void AddStepGradient(Variable* v, const std::string& grad_name, int64_t t, const
     outer->Resize(param.dims());
     return;
   }
-  VisitDType(g->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) {
-      FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
-                 DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
-      std::vector<const T*> ptrs{outer->data<T>(), g->data<T>()};
-      SumInto<T>(ptrs, outer->mutable_data<T>(place), g->numel());
-    } else {
-      FL_THROW("recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
-    }
-  });
+  FL_ENFORCE(g->dtype() == DType::FP32 || g->dtype() == DType::FP64,
+             "recurrent_grad: parameter gradients must be float32 or float64, got ", DTypeName(g->dtype()));
+  FL_ENFORCE(outer->dtype() == g->dtype(), "recurrent_grad: gradient '", grad_name, "' at step ", t, " is ",
+             DTypeName(g->dtype()), ", earlier steps' are ", DTypeName(outer->dtype()));
+  Tensor moved;  // a step op that ran its CPU kernel in a GPU program left its gradient on the CPU
+  if (g->place() != place) {
+    CopyCause why("gradient", &grad_name, &grad_name, t);
+    TensorCopy(*g, place, &moved);
+    g = &moved;
+  }
+  if (outer->place() != place) {
+    Tensor o;
+    TensorCopy(*outer, place, &o);
+    *outer = o;
+  }
+  std::vector<const void*> ptrs{outer->raw_data(), g->raw_data()};
+  SumArrays(place, g->dtype(), ptrs, outer->mutable_data(place, g->dtype()), g->numel());
 }
 
 void SetRecurrentFluidMode(bool on) { g_fluid_mode.store(on); }
@@ -196,7 +197,7 @@ bool RecurrentFluidMode() { return g_fluid_mode.load(std::memory_order_relaxed);
 void FillZerosLike(const Tensor& like, const Place& place, Tensor* out) {
   out->Clear();  // never write zeros into a buffer this tensor shared with someone else
   out->Resize(like.dims());
-  std::memset(out->mutable_data(place, like.dtype()), 0, like.nbytes());
+  ZeroBytes(place, out->mutable_data(place, like.dtype()), like.nbytes());
 }
 
 std::vector<std::unique_ptr<PreparedOp>>& PreparedBlocks::Get(size_t i, Scope* scope, const BlockDesc& block,

@@ -126,7 +126,8 @@ void MemCopy(const Place& dst_place, void* dst, const Place& src_place, const vo
     std::memcpy(dst, src, bytes);
   } else {
     const CudaApi* cuda = Cuda();
-    FL_ENFORCE(cuda != nullptr, "copy from ", src_place.ToString(), " to ", dst_place.ToString(), " needs a CUDA build");
+    FL_ENFORCE(cuda != nullptr, "copy from ", src_place.ToString(), " to ", dst_place.ToString(),
+               " needs a CUDA build");
     cuda->memcpy(dst_place, dst, src_place, src, bytes);
   }
 }

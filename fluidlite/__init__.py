@@ -9,6 +9,7 @@ from . import nets  # noqa: F401
 from . import average, metrics  # noqa: F401
 from . import dataset, reader  # noqa: F401  (paddle.reader, paddle.dataset)
 from . import incubate  # noqa: F401  (fluid.incubate.fleet: collective training)
+from . import dlpack  # noqa: F401  (fluid.dlpack: CuPy, torch and JAX arrays without copies)
 from .batch import batch  # noqa: F401  (paddle.batch)
 from .backward import append_backward, gradients  # noqa: F401
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: F401
@@ -21,6 +22,7 @@ from .data import data  # noqa: F401
 from .data_feeder import DataFeeder  # noqa: F401
 from .lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: F401
 from .places import cpu_places, cuda_pinned_places, cuda_places  # noqa: F401
+from .core import is_compiled_with_cuda  # noqa: F401
 from .input import embedding, one_hot  # noqa: F401
 from .flags import get_flags, set_flags  # noqa: F401
 from .executor import CPUPlace, CUDAPinnedPlace, CUDAPlace, Executor, Scope, global_scope, scope_guard  # noqa: F401

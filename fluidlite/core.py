@@ -88,14 +88,40 @@ class CUDAPlace(metaclass=_PlaceKind):
 
 
 class CUDAPinnedPlace(metaclass=_PlaceKind):
-    """Fluid's page-locked host memory: not supported (fluidlite copies from ordinary host memory)."""
+    """``CUDAPinnedPlace()``: page-locked host memory (needs a CUDA build and a device). Host code reads it as CPU
+    memory; copies from it to a GPU are asynchronous. ``LoDTensor.set(array, CUDAPinnedPlace())`` stages a batch."""
 
     def __new__(cls):
-        raise RuntimeError("CUDAPinnedPlace is not supported by fluidlite")
+        if not is_compiled_with_cuda():
+            raise RuntimeError("CUDAPinnedPlace: fluidlite was built without CUDA (nvcc was not found at build time)")
+        if get_cuda_device_count() == 0:
+            raise RuntimeError("CUDAPinnedPlace: no CUDA device is visible (pinned memory needs the CUDA driver)")
+        from ._core import cuda_pinned_place
+        return cuda_pinned_place()
 
     @staticmethod
     def _is_kind(place):
-        return False
+        return place.is_cuda_pinned_place()
+
+
+def _register_cuda_library_dirs():
+    """cuBLAS is opened at first use (csrc/cuda/blas.cu): tell it where the nvidia-cublas wheel put it, without
+    importing anything (the wheels' lib folders: nvidia/cu13/lib, nvidia/cublas/lib)."""
+    import importlib.util
+    for mod in ("nvidia.cu13", "nvidia.cublas"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            lib = os.path.join(root, "lib")
+            if os.path.isdir(lib):
+                from ._core import _add_cuda_library_dir
+                _add_cuda_library_dir(lib)
+
+
+if is_compiled_with_cuda():
+    _register_cuda_library_dirs()
 
 
 class EOFException(Exception):

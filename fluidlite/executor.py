@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from . import core
+from . import core, dlpack
 from .framework import Program, Variable, default_main_program, dtype_to_numpy
 from .numpy_compat import ScalarArray
 from .profiler._session import _note_program
@@ -109,10 +109,10 @@ class Executor:
                                                                  sorted(feed_names) or "nothing"))
             produced.update(op.output_arg_names)
 
-    def _prepare(self, program, key, feed_names, fetch_names, scope, passes):
+    def _prepare(self, program, key, feed_names, fetch_names, scope, passes, fetch_on_device=False):
         self._check_program(program, feed_names, fetch_names)
         prepared = core.PreparedProgram(program.desc, 0, scope, self.place, list(feed_names), list(fetch_names),
-                                        list(passes))
+                                        list(passes), fetch_on_device)
         entry = _CacheEntry(prepared, program.desc.version(), weakref.ref(scope, _forget(weakref.ref(program), key)),
                             feed_names)
         cache = program._exec_cache
@@ -123,14 +123,20 @@ class Executor:
         return entry
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch",
-            scope=None, return_numpy=True, use_program_cache=True, _passes=None):
+            scope=None, return_numpy=True, use_program_cache=True, _passes=None, fetch_on_device=False):
         """Run `program` (default: the default main program) once. `feed` maps variable names to numpy
         arrays, LoDTensors (fed with their LoD), ``(array, recursive_seq_lens)`` pairs (a LoDTensor with that LoD),
+        arrays of other libraries that support DLPack (CuPy, torch, JAX: shared, not copied through the host),
         lists or scalars; returns one numpy array per `fetch_list`
         entry (a ScalarArray for rank >= 1, see numpy_compat.py; LoDTensors with their LoD if return_numpy=False).
-        A single Variable or name as `fetch_list` is a list of one, as in Fluid."""
+        A single Variable or name as `fetch_list` is a list of one, as in Fluid.
+
+        fetch_on_device=True (fluidlite's): the results stay on the program's place and come back as LoDTensors
+        (return_numpy is ignored), for ``cupy.from_dlpack(t)`` / ``torch.from_dlpack(t)`` without a host copy."""
+        if fetch_on_device:
+            return_numpy = False
         if not _profiler_state.recording or _profiler_state.in_run:
-            return self._run(program, feed, fetch_list, scope, return_numpy, _passes)
+            return self._run(program, feed, fetch_list, scope, return_numpy, _passes, fetch_on_device)
         # Profiled: the whole call is an event, so the Python side (feed checks, the program cache, numpy
         # conversion of feeds and fetches) shows as its self time beside the C++ Executor::run, and the advisor
         # finds the Python time between runs from these events. Only the outermost call (a CompiledProgram runs
@@ -138,12 +144,12 @@ class Executor:
         _profiler_state.in_run = True
         token = core.push_run_event()
         try:
-            return self._run(program, feed, fetch_list, scope, return_numpy, _passes)
+            return self._run(program, feed, fetch_list, scope, return_numpy, _passes, fetch_on_device)
         finally:
             core.pop_event(token)
             _profiler_state.in_run = False
 
-    def _run(self, program, feed, fetch_list, scope, return_numpy, passes=None):
+    def _run(self, program, feed, fetch_list, scope, return_numpy, passes=None, fetch_on_device=False):
         if self._closed:
             raise RuntimeError("Executor.run called after close()")
         if program is None:
@@ -171,16 +177,17 @@ class Executor:
         fetch_names = tuple(_fetch_name(f) for f in fetch_list) if fetch_list else ()
         if passes is None:  # a plain run: BuildStrategy()'s passes (CompiledProgram passes its own)
             passes = _passes_for(program)
-        key = (self._place_key, feed_names, fetch_names, id(scope), passes)
+        key = (self._place_key, feed_names, fetch_names, id(scope), passes, bool(fetch_on_device))
         entry = program._exec_cache.get(key)
         if entry is None or entry.version != program.desc.version() or entry.scope() is not scope:
-            entry = self._prepare(program, key, feed_names, fetch_names, scope, passes)
+            entry = self._prepare(program, key, feed_names, fetch_names, scope, passes, bool(fetch_on_device))
         if _profiler_state.recording:  # the advisor reads the programs a profile ran
             _note_program(program)
         values = [feed[n] for n in feed_names]
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
-                values[i] = _as_array(v, feed_names[i], program)
+                values[i] = dlpack.as_lod_tensor(v, self.place) if dlpack.is_dlpack_array(v) else \
+                    _as_array(v, feed_names[i], program)
         return entry.prepared.run(values, return_numpy)
 
 

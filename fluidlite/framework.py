@@ -936,3 +936,4 @@ def program_guard(main_program, startup_program=None):
 
 # Fluid 1.x exports the place lists from fluid.framework too (places.py imports only core, so no cycle).
 from .places import cpu_places, cuda_pinned_places, cuda_places  # noqa: E402,F401
+from .core import is_compiled_with_cuda  # noqa: E402,F401

@@ -51,6 +51,6 @@ def cuda_places(device_ids=None):
 
 
 def cuda_pinned_places(device_count=None):
-    """Fluid's pinned host places: not supported (core.CUDAPinnedPlace raises after the CUDA check)."""
+    """`device_count` CUDAPinnedPlaces (default: env CPU_NUM, else 1), as Fluid: page-locked host memory."""
     _require_cuda("cuda_pinned_places")
     return [core.CUDAPinnedPlace() for _ in range(int(device_count if device_count is not None else cpu_num()))]

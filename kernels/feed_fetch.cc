@@ -23,10 +23,13 @@ FL_REGISTER_OP(feed, op) {
 }
 
 FL_REGISTER_OP(fetch, op) {
-  op.Doc("Copies X into column `col` of the fetch list Out (always to CPU memory).")
+  op.Doc("Copies X into column `col` of the fetch list Out (to CPU memory unless keep_place).")
       .Input("X", "the fetched variable")
       .Output("Out", "the fetch list variable (FETCH_LIST)")
       .Attr<int32_t>("col", 0, "column of the fetch list")
+      .Attr<bool>("keep_place", false,
+                  "copy to the variable's own place (a GPU) instead of the host: Executor.run(fetch_on_device=True), "
+                  "for DLPack consumers")
       .SetRun([](const ExecutionContext& ctx) {
         // Fluid's fetch takes LoDTensors only; a SelectedRows is read through the scope instead.
         FL_ENFORCE(!ctx.InputVar("X")->IsSelectedRows(), "fetch: variable '", ctx.InputName("X"),
@@ -58,7 +61,8 @@ FL_REGISTER_OP(fetch, op) {
         FL_ENFORCE(src != nullptr, "fetch: variable '", ctx.InputName("X"),
                    "' was never computed (no op before the fetch writes it and it was not fed)");
         if (!std::holds_alternative<Tensor>(list[col])) list[col] = Tensor();
-        TensorCopy(*src, Place::CPU(), &std::get<Tensor>(list[col]));
+        const Place to = ctx.Attr<bool>("keep_place") ? src->place() : Place::CPU();
+        TensorCopy(*src, to, &std::get<Tensor>(list[col]));
       });
 }
 

@@ -2,6 +2,10 @@
 import importlib.util
 import os
 
+import pytest
+
+from fluidlite import core
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -12,6 +16,11 @@ def load_generator():
     return mod
 
 
+needs_cuda_build = pytest.mark.skipif(not core.is_compiled_with_cuda(), reason="docs/ops.md lists CUDA kernels, "
+                                      "which only a CUDA build registers (CI builds with nvcc)")
+
+
+@needs_cuda_build
 def test_ops_md_is_up_to_date(tmp_path):
     gen = load_generator()
     fresh = tmp_path / "ops.md"
@@ -22,8 +31,8 @@ def test_ops_md_is_up_to_date(tmp_path):
     assert gen.main(["--check"]) == 0
 
 
+@needs_cuda_build
 def test_every_registered_op_is_documented():
-    from fluidlite import core
     text = load_generator().generate()
     for t in core.op_types():
         assert "\n## %s\n" % t in text, t

@@ -361,8 +361,8 @@ def test_trace_args_are_the_recorded_ones(tmp_path):
 # ---- Fluid compatibility
 
 @pytest.mark.parametrize("state", ["GPU", "All"])
+@pytest.mark.skipif(fluid.core.is_compiled_with_cuda(), reason="a CUDA build: its layout is tested below")
 def test_gpu_states_on_a_cpu_only_build_print_the_cpu_layout(state, capsys):
-    assert not fluid.core.is_compiled_with_cuda()
     exe, main, loss = _mlp()
     with profiler.profiler(state, profile_path=None):
         exe.run(main, feed={"x": np.ones((4, 16), "float32")}, fetch_list=[loss])
@@ -374,6 +374,23 @@ def test_gpu_states_on_a_cpu_only_build_print_the_cpu_layout(state, capsys):
     assert "GPU Time" not in header and "CPU Time" not in header
     _profile_mlp(runs=1)
     assert report_mod.NO_GPU_NOTE not in profiler.report()  # state CPU: no note
+
+
+@pytest.mark.skipif(not fluid.core.is_compiled_with_cuda(), reason="a CPU-only build: its layout is tested above")
+def test_all_state_on_a_cuda_build_prints_fluids_gpu_layout_with_the_measured_gpu_time(capsys):
+    """A CPU program profiled with 'All' in a CUDA build: Fluid's kAll columns, GPU time 0 (no op ran on a GPU)."""
+    exe, main, loss = _mlp()
+    with profiler.profiler("All", profile_path=None):
+        exe.run(main, feed={"x": np.ones((4, 16), "float32")}, fetch_list=[loss])
+    lines = capsys.readouterr().out.splitlines()
+    assert "Place: All" in lines and report_mod.NO_GPU_NOTE not in lines
+    header = next(line for line in lines if line.startswith("Event"))
+    assert header.split()[:9] == ["Event", "Calls", "Total", "CPU", "Time", "(Ratio)", "GPU", "Time", "(Ratio)"]
+    row = next(line for line in lines if re.match(r"(thread\d+::)?mul\s", line))
+    (cpu_ms, cpu_ratio), gpu_cell = re.findall(r"([0-9.]+) \(([0-9.]+)\)", row)
+    assert float(cpu_ms) == pytest.approx(float(row.split()[2]), rel=1e-5) and cpu_ratio == "1.000000"
+    assert gpu_cell == ("0.000000", "0.000000")
+    assert "GPU Summary" not in "\n".join(lines)
 
 
 def test_profiler_context_yields_none_as_fluids():

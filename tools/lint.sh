@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t cxx < <(git ls-files 'csrc/*.cc' 'csrc/*.h' 'kernels/*.cc' 'kernels/*.h' 'kernels/*.cu' 'kernels/*.cuh')
+  mapfile -t cxx < <(git ls-files 'csrc/*.cc' 'csrc/*.h' 'csrc/*.cu' 'csrc/*.cuh' 'kernels/*.cc' 'kernels/*.h' 'kernels/*.cu' 'kernels/*.cuh')
 else
   mapfile -t cxx < <(find csrc kernels -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | sort)
 fi

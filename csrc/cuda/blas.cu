@@ -28,12 +28,12 @@ struct Blas {
   Status (*set_stream)(Handle, cudaStream_t) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
                   float*, int) = nullptr;
-  Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int,
-                  const double*, double*, int) = nullptr;
+  Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*,
+                  double*, int) = nullptr;
   Status (*sgemm_batched)(Handle, int, int, int, int, int, const float*, const float*, int, long long, const float*,
                           int, long long, const float*, float*, int, long long, int) = nullptr;
-  Status (*dgemm_batched)(Handle, int, int, int, int, int, const double*, const double*, int, long long,
-                          const double*, int, long long, const double*, double*, int, long long, int) = nullptr;
+  Status (*dgemm_batched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*,
+                          int, long long, const double*, double*, int, long long, int) = nullptr;
   std::string where;  // the path loaded, or why nothing was
   bool ok = false;
 };

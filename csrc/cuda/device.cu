@@ -85,11 +85,63 @@ int MultiprocessorCount(int device) {
   return State(device).sm_count;
 }
 
+// ------------------------------------------------------------------ errors found by kernels
+
+namespace {
+
+// Per device: one DeviceError in device memory, and the descriptions of the sinks handed out since the last check
+// (a sink's code is 1 + its index here). Cleared at every check.
+struct ErrorState {
+  std::mutex mu;
+  DeviceError* slot = nullptr;
+  std::vector<std::string> what;
+};
+
+ErrorState& Errors(int device) {
+  static std::deque<ErrorState>* states = [] {
+    auto* s = new std::deque<ErrorState>();
+    s->resize(DeviceCount());
+    return s;
+  }();
+  return (*states)[device];
+}
+
+// Reads the slot (after the stream is idle) and raises the first error a kernel recorded.
+void CheckDeviceErrors(int device) {
+  ErrorState& st = Errors(device);
+  std::lock_guard<std::mutex> l(st.mu);
+  if (st.what.empty()) return;
+  DeviceError e{};
+  FL_CUDA_CHECK(cudaMemcpy(&e, st.slot, sizeof(e), cudaMemcpyDeviceToHost));
+  std::vector<std::string> what;
+  what.swap(st.what);
+  if (e.code == 0) return;
+  FL_CUDA_CHECK(cudaMemset(st.slot, 0, sizeof(DeviceError)));
+  const std::string& w = e.code >= 1 && e.code <= static_cast<int>(what.size()) ? what[e.code - 1] : "a kernel";
+  FL_THROW(w, " is out of range: element ", e.index, " is ", e.value, ", expected [0, ", e.limit, ")");
+}
+
+}  // namespace
+
+DeviceErrorSink ErrorSink(const ExecutionContext& ctx, const char* slot, const char* what) {
+  const int device = ctx.place().device;
+  Stream(device);
+  ErrorState& st = Errors(device);
+  std::lock_guard<std::mutex> l(st.mu);
+  if (!st.slot) {
+    FL_CUDA_CHECK(cudaMalloc(&st.slot, sizeof(DeviceError)));
+    FL_CUDA_CHECK(cudaMemset(st.slot, 0, sizeof(DeviceError)));
+  }
+  st.what.push_back(Str("op ", ctx.Type(), ": ", what, " (input ", slot, " '", ctx.InputName(slot), "')"));
+  return DeviceErrorSink{st.slot, static_cast<int>(st.what.size())};
+}
+
 void Synchronize(int device, const char* what) {
   cudaError_t e = cudaStreamSynchronize(Stream(device));
   if (e != cudaSuccess)
     FL_THROW(what, " on CUDAPlace(", device, "): ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
              "); a kernel queued earlier on the device failed (GLOG_v=3 or CUDA_LAUNCH_BLOCKING=1 names the op)");
+  CheckDeviceErrors(device);
 }
 
 void CheckLaunch(const char* what) {
@@ -454,6 +506,8 @@ const CudaApi kApi = {
     /*collect=*/[]() { return TheSpans().Collect(); },
     /*add_library_dir=*/&AddLibraryDir,
     /*blas_library=*/&BlasLibrary,
+    /*zero_bytes=*/&ZeroBytesOnDevice,
+    /*sum_arrays=*/&SumArraysOnDevice,
 };
 
 struct Registrar {

@@ -29,10 +29,10 @@ namespace cuda {
 
 // Throws EnforceNotMet naming the call and CUDA's error, e.g. "cudaMalloc(&p, 1024) failed: cudaErrorMemoryAllocation
 // (out of memory)".
-#define FL_CUDA_CHECK(call)                                                                                    \
-  do {                                                                                                         \
-    cudaError_t fl_cuda_err_ = (call);                                                                         \
-    if (fl_cuda_err_ != cudaSuccess)                                                                           \
+#define FL_CUDA_CHECK(call)                                                                                      \
+  do {                                                                                                           \
+    cudaError_t fl_cuda_err_ = (call);                                                                           \
+    if (fl_cuda_err_ != cudaSuccess)                                                                             \
       FL_THROW(#call, " failed: ", cudaGetErrorName(fl_cuda_err_), " (", cudaGetErrorString(fl_cuda_err_), ")"); \
   } while (0)
 
@@ -118,6 +118,10 @@ void GemmStridedBatched(int device, bool trans_a, bool trans_b, int64_t m, int64
 std::string BlasLibrary();
 void AddLibraryDir(const std::string& dir);  // searched before the loader's path
 
+// The core's arithmetic on device memory (place_math.cu, behind csrc/place_math.h).
+void ZeroBytesOnDevice(int device, void* dst, size_t bytes);
+void SumArraysOnDevice(int device, DType dtype, const void* const* srcs, int n, void* dst, int64_t count);
+
 // Registers CUDA kernels on an op another file defines (order of static initializers does not matter).
 struct CudaKernelBuilder {
   explicit CudaKernelBuilder(OpInfo* info) : op(info) {}
@@ -138,7 +142,7 @@ struct CudaKernelRegistrar {
 }  // namespace cuda
 }  // namespace fl
 
-#define FL_REGISTER_CUDA_KERNELS(type)                                                             \
-  static void fl_register_cuda_##type(::fl::cuda::CudaKernelBuilder& ops);                         \
+#define FL_REGISTER_CUDA_KERNELS(type)                                                              \
+  static void fl_register_cuda_##type(::fl::cuda::CudaKernelBuilder& ops);                          \
   static ::fl::cuda::CudaKernelRegistrar fl_cuda_registrar_##type(#type, &fl_register_cuda_##type); \
   static void fl_register_cuda_##type(::fl::cuda::CudaKernelBuilder& ops)

@@ -103,8 +103,9 @@ def _show(value):
         ", ".join("%.7g" % x for x in v[:3]), ", ..." if v.size > 3 else "", v.size)
 
 
-def _references(mod, fl, frameworks, threads):
-    """[(name, runner or None, skip reason or None)] for the requested frameworks, in the order given."""
+def _references(mod, fl, frameworks, threads, device="cpu"):
+    """[(name, runner or None, skip reason or None)] for the requested frameworks, in the order given. With device
+    "gpu" only torch runs there (its implementation moved to CUDA); the others are CPU frameworks and are skipped."""
     out = []
     params = feed = None
     perturb = os.environ.get(reference.PERTURB_ENV, "")
@@ -113,6 +114,15 @@ def _references(mod, fl, frameworks, threads):
         make = reference.factory(mod, fw)
         if reason is None and make is None:
             reason = "no %s reference for this model" % fw
+        if reason is None and device == "gpu" and fw != "torch":
+            reason = "%s runs on the CPU only (--device gpu compares with torch on CUDA)" % fw
+        if reason is None and device == "gpu":
+            import torch
+            if not torch.cuda.is_available():
+                reason = "this torch cannot use CUDA (torch.cuda.is_available() is False)"
+            else:  # the same arithmetic as fluidlite's: FP32 products and convolutions, no TF32
+                torch.backends.cuda.matmul.allow_tf32 = False
+                torch.backends.cudnn.allow_tf32 = False
         if reason is not None:
             out.append((fw, None, reason))
             continue
@@ -125,8 +135,26 @@ def _references(mod, fl, frameworks, threads):
             reference.set_numpy_threads(threads)
         elif fw == "paddle":
             reference.set_paddle_threads(threads)
-        out.append((fw, _Reference(fw, make(p, f)), None))
+        impl = make(p, f)
+        if device == "gpu":
+            impl = _SyncedTorch(reference.torch_to_device(impl, "cuda"))
+        out.append((fw, _Reference(fw, impl), None))
     return out
+
+
+class _SyncedTorch:
+    """A torch implementation on CUDA whose step returns after the GPU finished it (torch queues kernels; the
+    step's loss copy to the host waits for them, but a step that returns nothing would not)."""
+
+    def __init__(self, impl):
+        import torch
+        self.impl, self._sync = impl, torch.cuda.synchronize
+        self.note = getattr(impl, "note", None)
+
+    def step(self):
+        out = self.impl.step()
+        self._sync()
+        return out
 
 
 class _Reference:
@@ -198,7 +226,7 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
     try:
         np.random.seed(seed)
         fl = _Fluidlite(mod, cfg["batch_size"], seed, place)
-        refs = _references(mod, fl, compare, core.get_num_threads())
+        refs = _references(mod, fl, compare, core.get_num_threads(), device)
         runners = [fl] + [r for _, r, _ in refs if r is not None]
 
         agreement = None
@@ -231,7 +259,7 @@ def run_model(name, batch_size=None, iterations=None, warmup=None, repeat=None, 
                 if bar is not None:
                     bar.update(cfg["warmup"])
             if profiling:
-                fl_profiler.start_profiler("CPU")
+                fl_profiler.start_profiler("All" if device == "gpu" else "CPU")
             try:
                 n = cfg["iterations"]
                 for _ in range(cfg["repeat"]):

@@ -328,8 +328,9 @@ def main(argv=None):
         reason = gpu_unavailable_reason()
         if reason:
             return _fail("--device gpu: %s" % reason, 2)
-        if args.compare:
-            return _fail("--compare runs the references on the CPU: use it with --device cpu", 2)
+        if args.compare and set(args.compare) - {"torch"}:
+            return _fail("--device gpu compares with torch on CUDA only (--compare torch); %s run on the CPU"
+                         % ", ".join(sorted(set(args.compare) - {"torch"})), 2)
     if args.glog_v is not None:
         import fluidlite
         fluidlite.set_vlog_level(args.glog_v)

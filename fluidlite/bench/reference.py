@@ -91,6 +91,31 @@ def perturbed(params, feed, factor=PERTURB_FACTOR):
     return {k: scale(v) for k, v in params.items()}, {k: scale(v) for k, v in feed.items()}
 
 
+def torch_to_device(impl, device):
+    """Move a torch reference implementation to `device` ("cuda") in place: its modules (their parameters move in
+    place, so an optimizer built over them keeps working), its tensors, and lists, tuples and dicts of them. A
+    leaf tensor that requires grad moves through .data (an optimizer may hold it). Returns `impl`."""
+    import torch
+
+    def moved(v):
+        if isinstance(v, torch.nn.Module):
+            return v.to(device)
+        if isinstance(v, torch.Tensor):
+            if v.is_leaf and v.requires_grad:
+                v.data = v.data.to(device)
+                return v
+            return v.to(device)
+        if isinstance(v, (list, tuple)):
+            return type(v)(moved(x) for x in v)
+        if isinstance(v, dict):
+            return {k: moved(x) for k, x in v.items()}
+        return v
+
+    for name, value in list(vars(impl).items()):
+        setattr(impl, name, moved(value))
+    return impl
+
+
 def set_torch_threads(threads):
     import torch
     torch.set_num_threads(int(threads))
@@ -205,7 +230,7 @@ class TorchDense:
         loss = self.loss_fn(self.model(self.x), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -304,7 +329,7 @@ class TorchClassifier:
         loss = self.loss_fn(self.model(self.x), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 # ---------------------------------------------------------------------------------------------------

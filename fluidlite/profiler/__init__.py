@@ -51,6 +51,9 @@ def reset_profiler():
     """Drop everything recorded so far (recording continues if the profiler is on)."""
     core.reset_profiler()
     _state.last_events = None
+    from .gpu import take_device_events
+    take_device_events(dict)
+    _state.device_events = []
 
 
 def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
@@ -71,6 +74,9 @@ def start_profiler(state, tracer_option=None, schedule=None, max_events=None):
     _state.phase = "none"
     _state.last_events = None
     _state.programs, _state.programs_seen = [], 0
+    from .gpu import take_device_events
+    take_device_events(dict)  # spans left from an earlier session are not this one's
+    _state.device_events = []
     _apply_schedule()
 
 

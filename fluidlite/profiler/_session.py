@@ -28,6 +28,7 @@ class _State:
     start_ns = None  # the profiler's clock (time.monotonic_ns) at start_profiler and stop_profiler (None: running)
     stop_ns = None
     tracer_option = "Default"
+    device_events = []  # the GPU spans taken from the runtime since start_profiler (gpu.py)
 
 
 _state = _State()
@@ -72,13 +73,17 @@ class Event(dict):
 
 
 def _collect():
+    """The CPU events, then the GPU spans of the session so far (gpu.py: the runtime hands each over once, so they
+    are kept in _state.device_events)."""
+    from .gpu import take_device_events
     raw = core.collect_events()
     out = []
     for name, cat, start, end, thread, tid, depth, parent, nbytes, args, cpu, in_use, peak, value in raw:
         out.append(Event(name=name, category=cat, start_ns=start, end_ns=end, dur_ns=end - start, thread=thread,
                          tid=tid, depth=depth, parent=parent, bytes=nbytes, args=args, cpu_ns=cpu,
                          mem_in_use=in_use, mem_peak=peak, value=value))
-    return out
+    _state.device_events.extend(take_device_events(Event))
+    return out + list(_state.device_events)
 
 
 # One event per exe.run call at the top of its thread: the Python-side `Executor.run` (the whole call), or the C++

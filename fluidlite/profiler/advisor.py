@@ -608,7 +608,11 @@ _COPY_FIX = {
                 "variable from many ops",
     "array": "tensor array reads/writes copy: index the LoDTensorArray less, or use a sequence op",
     "assign": "assign-like ops (assign, select_input/output) copy their input: drop redundant layers.assign calls",
-    "place_transform": "an input lives on another place than its kernel: keep the tensors on one device",
+    "place_transform": "an input lives on another place than its kernel (Fluid's data transform): an op that runs "
+                       "its CPU kernel in a GPU program (no CUDA kernel for the dtype, or force_cpu set) copies its "
+                       "GPU inputs to the host, and the GPU ops after it copy its outputs back, on every run; keep "
+                       "such state on one place (fill_constant(force_cpu=...) consistently) or give the op a CUDA "
+                       "kernel",
 }
 
 
@@ -832,7 +836,45 @@ def _exposed_communication(p):
         fix)]
 
 
-# -- 11. the hottest kernels ---------------------------------------------------------------------------------
+# -- 11. an idle GPU ------------------------------------------------------------------------------------------
+
+GPU_IDLE_SHARE = 0.3  # a device idle for this share of the runs that used it is reported
+
+
+def _gpu_idle(p):
+    from .gpu import gpu_summary
+    findings = []
+    runs = [p.evs[i] for i in p.runs]
+    copies_to_host = sum(1 for e in p.evs if e["category"] == "Memcpy" and e["name"].startswith("memcpy:GPU->CPU"))
+    for g in gpu_summary(p.evs, runs):
+        if g["window_ms"] <= 0 or 1 - g["utilisation"] < GPU_IDLE_SHARE:
+            continue
+        idle_ns = g["idle_ms"] * 1e6
+        ops = sum(1 for e in p.evs if e["category"] == "Operator") / p.n_steps
+        kernels = g["kernels"] / p.n_steps
+        fix = ("the GPU waits for the host, which launches %.0f ops per step (%.1f us of GPU work each on average): "
+               "do more per launch: fuse elementwise chains (BuildStrategy.fuse_elementwise_ops), a larger batch, "
+               "whole-sequence ops (dynamic_lstm) instead of per-step StaticRNN ops" % (
+                   kernels, 1000 * g["busy_ms"] / max(g["kernels"], 1)))
+        if copies_to_host:
+            fix += ("; %.0f device-to-host copies per step each wait for the stream (fetches, ops running their CPU "
+                    "kernel: the copies finding names them)" % (copies_to_host / p.n_steps))
+        # The host work that leaves the GPU idle cannot all go: count the idle time in gaps between spans.
+        saving_ns = g["idle_gap_ms"] * 1e6
+        findings.append(Finding(
+            "gpu_idle", "CUDAPlace(%d) is idle %.0f%% of the runs that use it (%.3f ms per step)" % (
+                g["device"], 100 * (1 - g["utilisation"]), p.per_step_ms(idle_ns)),
+            p.share(idle_ns), p.per_step_ms(saving_ns),
+            {"device": g["device"], "utilisation": round(g["utilisation"], 4),
+             "busy_ms_per_step": p.per_step_ms(g["busy_ms"] * 1e6), "idle_ms_per_step": p.per_step_ms(idle_ns),
+             "gpu_spans_per_step": g["spans"] / p.n_steps, "ops_per_step": ops,
+             "device_to_host_copies_per_step": copies_to_host / p.n_steps,
+             "longest_idle_gaps": g["idle_gaps"]},
+            fix))
+    return findings
+
+
+# -- 12. the hottest kernels ---------------------------------------------------------------------------------
 
 def _hotspot(p):
     # An op's own time: its duration less the ops and loop steps nested in it (its thread-pool parts, copies and
@@ -908,7 +950,7 @@ def advise(programs=None, events=None, top=10, print_report=True):
     kids = p.children()
     findings = (_fusable_chains(p) + _duplicate_reductions(p) + _gradient_sums(p) + _copies(p) +
                 _per_run_setup(p) + _dispatch_bound(p, kids) + _thread_utilisation(p) + _preempted(p, kids) +
-                _python_time(p) + _exposed_communication(p))
+                _python_time(p) + _exposed_communication(p) + _gpu_idle(p))
     step_ms = p.per_step_ms(p.wall_ns)
     findings = [f for f in findings if f.share >= MIN_SHARE or f.estimated_saving_ms >= MIN_SHARE * step_ms]
     findings.sort(key=lambda f: (not (f.kind == "dispatch_bound" and f.share >= HEADLINE_DISPATCH_SHARE),

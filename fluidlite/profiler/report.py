@@ -11,6 +11,7 @@ import math
 
 from .. import core
 from ._session import _SORT_KEYS, _PLACE_NAME, _check_sorted_key, _state, events as _session_events
+from .gpu import IDLE_GAP_MIN_NS, gpu_summary, gpu_time_by_name, is_gpu_event
 
 _LOOP_STEP_EVENTS = ("while::step", "while_grad::step", "recurrent::step", "recurrent_grad::step")
 # Events whose own (self) time is time between their children: the executor's op loop and the loops' steps run
@@ -161,13 +162,13 @@ def _finish_row(r, grand, wall_ns):
 def _summary(view, sorted_key, merge_threads):
     evs, selfs = view.events, view.self_ns
     by_end = sorted(range(len(evs)), key=lambda i: evs[i]["end_ns"])
-    threads = [None] if merge_threads else sorted({e["thread"] for e in evs})
+    threads = [None] if merge_threads else sorted({e["thread"] for e in evs if not is_gpu_event(e)})
     rows = []
     for thread in threads:
         table, order = {}, []
         for i in by_end:
             e = evs[i]
-            if thread is not None and e["thread"] != thread:
+            if thread is not None and e["thread"] != thread or is_gpu_event(e):  # GPU time: its own column
                 continue
             r = table.get(e["name"])
             if r is None:
@@ -430,13 +431,22 @@ def _banner(title):
     return "------------------------->     %s     <-------------------------" % title
 
 
+IDLE_GAP_US = IDLE_GAP_MIN_NS // 1000
 NO_GPU_NOTE = ("Note! This build has no CUDA (fluid.core.is_compiled_with_cuda() is False): no GPU time was "
                "recorded; all times are CPU times.")
 PREEMPTED_NOTE = "* %d samples preempted (wall >> thread CPU time): rerun on a quiet machine"
 
 
-def _profiling_report(rows, merged, state, sorted_key):
+def _profiling_report(rows, merged, state, sorted_key, gpu_ns=None):
+    """Fluid's table. With the GPU columns (state 'All' in a CUDA build), as Fluid's: Total = CPU time + GPU time,
+    each with its share of the row's Total; a row's GPU time is the GPU spans of its name (an op type's kernels, a
+    copy direction's copies; `gpu_ns`), shared among the rows of that name by calls when threads are reported
+    apart."""
     gpu_layout = state == "All" and core.is_compiled_with_cuda()
+    gpu_ns = gpu_ns or {}
+    calls_by_name = {}
+    for r in rows:
+        calls_by_name[r["event"]] = calls_by_name.get(r["event"], 0) + r["calls"]
     place = _PLACE_NAME[state] if core.is_compiled_with_cuda() else "CPU"
     lines = ["", _banner("Profiling Report"), ""]
     if merged:
@@ -455,9 +465,14 @@ def _profiling_report(rows, merged, state, sorted_key):
     header += "".join(c.ljust(12) for c in ("Min.", "Max.", "Ave.", "Ratio.", "Self.", "Median", "P95")) + "% wall"
     lines.append(header)
     for n, r in zip(names, rows):
-        line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(r["total_ms"]).ljust(12)
         if gpu_layout:
-            line += ("%f (%f)" % (r["total_ms"], 1.0)).ljust(24) + ("%f (%f)" % (0.0, 0.0)).ljust(24)
+            gpu_ms = gpu_ns.get(r["event"], 0) / 1e6 * r["calls"] / max(1, calls_by_name[r["event"]])
+            total = r["total_ms"] + gpu_ms
+            line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(total).ljust(12)
+            line += ("%f (%f)" % (r["total_ms"], r["total_ms"] / total if total else 1.0)).ljust(24)
+            line += ("%f (%f)" % (gpu_ms, gpu_ms / total if total else 0.0)).ljust(24)
+        else:
+            line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(r["total_ms"]).ljust(12)
         line += "".join(_fmt(r[k]).ljust(12) for k in ("min_ms", "max_ms", "ave_ms", "ratio", "self_ms",
                                                         "median_ms", "p95_ms"))
         lines.append((line + "%.2f" % (100 * r["wall_ratio"])).rstrip())
@@ -466,6 +481,33 @@ def _profiling_report(rows, merged, state, sorted_key):
         lines.append(PREEMPTED_NOTE % n_preempted)
     lines.append("")
     return lines
+
+
+def _run_events(evs):
+    from ._session import step_events
+    return step_events(evs)
+
+
+def _gpu_lines(gpus):
+    lines = [_banner("GPU Summary"), ""]
+    for g in gpus:
+        lines.append("CUDAPlace(%d): %d spans (%d op kernels, %d copies), busy %s ms of %s ms in the runs that used "
+                     "it: %.1f %% utilised, idle %s ms" % (g["device"], g["spans"], g["kernels"], g["copies"],
+                                                          _fmt(g["busy_ms"]), _fmt(g["window_ms"]),
+                                                          100 * g["utilisation"], _fmt(g["idle_ms"])))
+        if g["idle_gaps"]:
+            lines.append("Idle between spans: %d gaps of %d us or more, %s ms in all; the longest:"
+                         % (g["idle_gap_count"], IDLE_GAP_US, _fmt(g["idle_gap_ms"])))
+            for gap in g["idle_gaps"]:
+                lines.append("  %s ms between %s and %s (at %s ms)" % (_fmt(round(gap["gap_ms"], 4)), gap["after"],
+                                                                     gap["before"], _fmt(round(gap["at_ms"], 3))))
+    return lines + [""]
+
+
+def gpu_summary_of(event_list=None):
+    """Per device: spans, busy and idle ms, utilisation and the longest idle gaps (gpu.py: gpu_summary)."""
+    evs = _checked_events(event_list)
+    return gpu_summary(evs, _run_events(evs))
 
 
 def _time_lines(view):
@@ -546,12 +588,16 @@ def report(sorted_key=None, event_list=None, wall_ns=None):
     state = _state.state or "CPU"
     view = ProfileView(event_list, wall_ns)
     per_thread = _summary(view, sorted_key, False)
+    gpu_ns = gpu_time_by_name(view.events)
     lines = []
     if len({r["thread"] for r in per_thread}) > 1:  # as Fluid's DisableProfiler: merged report first
-        lines += _profiling_report(_summary(view, sorted_key, True), True, state, sorted_key)
-    lines += _profiling_report(per_thread, False, state, sorted_key)
+        lines += _profiling_report(_summary(view, sorted_key, True), True, state, sorted_key, gpu_ns)
+    lines += _profiling_report(per_thread, False, state, sorted_key, gpu_ns)
     time_lines, fw = _time_lines(view)
     lines += time_lines
+    gpus = gpu_summary(view.events, _run_events(view.events))
+    if gpus:
+        lines += _gpu_lines(gpus)
     mem = _memcpy(view.events)
     lines += [_banner("Memcpy Summary"), ""]
     lines.append("Direction".ljust(12) + "Count".ljust(12) + "Bytes".ljust(16) + "Time(ms)".ljust(12) + "GB/s")

@@ -2,6 +2,7 @@
 import json
 import os
 
+from .gpu import device_of, is_gpu_event
 from .report import _checked_events, event_args, pool_wait_ns, preempted
 
 
@@ -13,8 +14,11 @@ def _thread_names(evs):
         tids.setdefault(e["thread"], e["tid"])
         only_parts[e["thread"]] = only_parts.get(e["thread"], True) and e["name"] == "ThreadPool::part"
     names, workers = {}, 0
+    gpu_threads = {e["thread"]: device_of(e) for e in evs if is_gpu_event(e)}
     for t in sorted(tids):
-        if only_parts[t]:
+        if t in gpu_threads:  # a device's stream: its own track under the process
+            names[t] = (tids[t], "GPU stream (CUDAPlace(%d))" % gpu_threads[t])
+        elif only_parts[t]:
             workers += 1
             names[t] = (tids[t], "pool worker %d" % workers)
         else:
@@ -25,12 +29,14 @@ def _thread_names(evs):
 def export_chrome_trace(path, event_list=None):
     """Write the recorded events (or `event_list`) as Chrome trace JSON: ``traceEvents`` with ``ph: "X"`` complete
     events (``ts``/``dur`` in microseconds; args as recorded, plus bytes and GB/s on memcpys and
-    ``preempted``/``cpu_us`` on preempted samples), a ``memory`` counter track (``ph: "C"``, bytes in use in the
-    CPU allocator as each op closed, written where it changes) and process/thread name metadata. Written to a
-    temporary file and renamed."""
+    ``preempted``/``cpu_us`` on preempted samples; GPU spans on a "GPU stream (CUDAPlace(d))" track per device), a
+    ``memory`` counter track (``ph: "C"``, bytes in use in the CPU allocator as each op closed, written where it
+    changes) and process/thread name metadata. Written to a temporary file and renamed."""
     evs = _checked_events(event_list)
     pid = os.getpid()
-    trace = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "fluidlite (CPU)"}}]
+    gpu = any(is_gpu_event(e) for e in evs)
+    trace = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+              "args": {"name": "fluidlite (CPU and GPU)" if gpu else "fluidlite (CPU)"}}]
     for tid, name in _thread_names(evs).values():
         trace.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
     t0 = min((e["start_ns"] for e in evs), default=0)

@@ -92,7 +92,7 @@ class TorchCTR:
         loss.backward()
         self.opt_sparse.step()
         self.opt_dense.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 def reference_torch(params, feed):

@@ -155,7 +155,7 @@ class TorchLSTMClassifier:
         loss = self.loss_fn(self.forward(), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 def reference_torch(params, feed):

@@ -87,7 +87,7 @@ class TorchPrimitiveLSTM:
         loss = out.mean()
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy().reshape(1)
+        return loss.detach().cpu().numpy().reshape(1)
 
 
 def reference_torch(params, feed):

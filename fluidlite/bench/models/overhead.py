@@ -61,7 +61,7 @@ class TorchChain:
             h = self.x
             for _ in range(self.num_ops):
                 h = h * SCALE + BIAS
-        return h.numpy()
+        return h.cpu().numpy()
 
 
 def reference_numpy(params, feed):

@@ -348,7 +348,7 @@ class TorchSeq2Seq:
         loss = self.forward()
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy().reshape(1)
+        return loss.detach().cpu().numpy().reshape(1)
 
 
 def reference_torch(params, feed):

@@ -108,7 +108,7 @@ class TorchTextCNN:
         loss = self.loss_fn(self.forward(), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 def reference_torch(params, feed):

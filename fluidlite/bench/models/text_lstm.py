@@ -142,7 +142,7 @@ class TorchPackedLSTM:
         loss = self.loss_fn(self.forward(), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 TORCH_INPUT = "packed"  # the torch reference's input: "packed" (PackedSequence) or "padded" ([max length, N])

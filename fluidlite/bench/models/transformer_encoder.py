@@ -146,7 +146,7 @@ class TorchTransformerEncoder:
         loss = self.torch.nn.functional.cross_entropy(self.forward(), self.y)
         loss.backward()
         self.opt.step()
-        return loss.detach().numpy()
+        return loss.detach().cpu().numpy()
 
 
 def reference_torch(params, feed):
