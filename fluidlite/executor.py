@@ -81,6 +81,12 @@ class Executor:
 
     def __init__(self, place=None):
         self.place = place if place is not None else core.cpu_place()
+        if not isinstance(self.place, core.Place):
+            raise TypeError("Executor: place must be fluid.CPUPlace() or fluid.CUDAPlace(i), got %s"
+                            % type(self.place).__name__)
+        if self.place.is_cuda_pinned_place():  # as Fluid: pinned memory holds data, kernels run on a device
+            raise ValueError("Executor: CUDAPinnedPlace is host memory for staging data, not a place to run "
+                             "programs: use fluid.CPUPlace() or fluid.CUDAPlace(i)")
         self._place_key = str(self.place)
         self._closed = False
 

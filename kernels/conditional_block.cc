@@ -21,6 +21,7 @@
 #include "executor.h"
 #include "logging.h"
 #include "op_context.h"
+#include "place_math.h"
 #include "profiler.h"
 #include "sparse_rows.h"
 #include "step_block_runner.h"
@@ -166,7 +167,7 @@ void RunConditionalBlock(const ExecutionContext& ctx) {
 void ZerosLike(const Tensor& like, const Place& place, Tensor* out) {
   if (!out->holder() || out->holder().use_count() != 1) out->Clear();
   out->Resize(like.dims());
-  std::memset(out->mutable_data(place, like.dtype()), 0, like.nbytes());
+  ZeroBytes(place, out->mutable_data(place, like.dtype()), like.nbytes());
   out->set_lod(like.lod());
 }
 

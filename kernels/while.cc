@@ -172,7 +172,10 @@ bool ConditionHolds(const ExecutionContext& ctx, const Variable* cond) {
   FL_ENFORCE(c && c->IsInitialized() && c->dtype() == DType::BOOL && c->numel() == 1, "while: Condition '",
              ctx.InputName("Condition"), "' must be a bool tensor with one element, got ",
              c && c->IsInitialized() ? DTypeName(c->dtype()) : "nothing", " ", c ? c->dims() : DDim{});
-  return c->data<bool>()[0];
+  if (c->place().is_host()) return c->data<bool>()[0];
+  Tensor host;  // a condition computed on a GPU: one byte to the host per iteration, as Fluid's while_op
+  TensorCopy(*c, Place::CPU(), &host);
+  return host.data<bool>()[0];
 }
 
 void RunWhile(const ExecutionContext& ctx) {

@@ -8,6 +8,7 @@
 # Python packages the machine lacks can travel as wheels in ./.whl (tools/device_wheels.sh fetches them on a
 # machine with an index; they are installed into /tmp/fluidlite-site, nothing is installed system-wide).
 # Exit status: 0 when the build, the tests and the bench all passed; else the first failing stage's.
+# DEVICE_CHECK_TESTS overrides the test paths (default "tests/gpu tests/ops"), e.g. for a dry run without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-./device_out}
@@ -52,7 +53,8 @@ PYEOF
 say "GPU tests: tests/gpu (GPU vs CPU for every op with a CUDA kernel, copies, allocator, profiler, DLPack) and tests/ops on CUDAPlace(0)"
 XDIST=""
 "$PY" -c "import xdist" 2>/dev/null && XDIST="-n 8"
-timeout 300 "$PY" -m pytest -q -p no:cacheprovider $XDIST -o addopts="" tests/gpu tests/ops \
+# shellcheck disable=SC2086
+timeout 300 "$PY" -m pytest -q -rs -p no:cacheprovider $XDIST ${DEVICE_CHECK_TESTS:-tests/gpu tests/ops} \
   -k "not test_coverage" > "$OUT/pytest.log" 2>&1
 rc=$?
 tail -30 "$OUT/pytest.log" | tee -a "$LOG"

@@ -185,3 +185,28 @@ def test_dlpack_with_torch_cuda():
 
 def test_cublas_is_found():
     assert "libcublas" in _core.cublas_library()
+
+
+@pytest.mark.parametrize("model", ["lstm", "lstm_primitive"])
+def test_every_host_device_copy_of_the_gpu_lstm_has_its_cause(model):
+    """The tuning notes' copy analysis on the GPU LSTM: each copy between the host and the device is recorded with
+    the op, the variables and why it was made (feed, fetch, a place transform, a step's memory...)."""
+    from fluidlite.bench import models
+    from fluidlite.profiler.report import event_args
+    mod = models.load(model)
+    built = mod.build(8, 0)
+    exe = fluid.Executor(gpu())
+    scope = fluid.Scope()
+    exe.run(built.startup, scope=scope)
+    feed = built.feed()
+    exe.run(built.main, feed=feed, fetch_list=built.fetch_list, scope=scope)
+    with _profiling():
+        exe.run(built.main, feed=feed, fetch_list=built.fetch_list, scope=scope)
+    copies = [e for e in profiler.events() if e["category"] == "Memcpy" and "GPU" in e["name"]]
+    assert copies
+    for e in copies:
+        a = event_args(e)
+        assert a.get("cause") not in (None, "other", "unattributed") and a.get("op"), (e["name"], a)
+    advice = profiler.advise(print_report=False)
+    causes = {f.evidence["cause"] for f in advice if f.kind == "copies"}
+    assert causes <= {event_args(e)["cause"] for e in copies}
