@@ -5,12 +5,14 @@
 #include <cmath>
 #include <type_traits>
 
+#include "host_device.h"
+
 namespace fl {
 namespace binary_fn {
 
 // a / b; for integers b != 0 is checked beforehand and b == -1 is a wrapping negation (INT_MIN / -1 traps).
 template <typename T>
-inline T Divide(T a, T b) {
+FL_HD inline T Divide(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == -1) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
   }
@@ -20,50 +22,50 @@ inline T Divide(T a, T b) {
 // Fwd(x, y) = out; Dx/Dy(x, y, g) = g * d(out)/dx, g * d(out)/dy for the ops with a grad kernel.
 struct AddOp {
   static constexpr const char* kFormula = "X + Y";
-  template <typename T> static T Fwd(T x, T y) { return x + y; }
-  template <typename T> static T Dx(T, T, T g) { return g; }
-  template <typename T> static T Dy(T, T, T g) { return g; }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return x + y; }
+  template <typename T> FL_HD static T Dx(T, T, T g) { return g; }
+  template <typename T> FL_HD static T Dy(T, T, T g) { return g; }
 };
 struct SubOp {
   static constexpr const char* kFormula = "X - Y";
-  template <typename T> static T Fwd(T x, T y) { return x - y; }
-  template <typename T> static T Dx(T, T, T g) { return g; }
-  template <typename T> static T Dy(T, T, T g) { return -g; }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return x - y; }
+  template <typename T> FL_HD static T Dx(T, T, T g) { return g; }
+  template <typename T> FL_HD static T Dy(T, T, T g) { return -g; }
 };
 struct MulOp {
   static constexpr const char* kFormula = "X * Y";
-  template <typename T> static T Fwd(T x, T y) { return x * y; }
-  template <typename T> static T Dx(T, T y, T g) { return g * y; }
-  template <typename T> static T Dy(T x, T, T g) { return g * x; }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return x * y; }
+  template <typename T> FL_HD static T Dx(T, T y, T g) { return g * y; }
+  template <typename T> FL_HD static T Dy(T x, T, T g) { return g * x; }
 };
 struct DivOp {
   static constexpr const char* kFormula = "X / Y (integers truncate toward zero)";
   static constexpr bool kDivides = true;
-  template <typename T> static T Fwd(T x, T y) { return Divide(x, y); }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return Divide(x, y); }
 };
 // Ties send the gradient to Y, as in Fluid: dX = dOut * (X > Y), dY = dOut * (X <= Y).
 struct MaxOp {
   static constexpr const char* kFormula = "max(X, Y)";
-  template <typename T> static T Fwd(T x, T y) { return x > y ? x : y; }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return x > y ? x : y; }
 };
 struct MinOp {
   static constexpr const char* kFormula = "min(X, Y)";
-  template <typename T> static T Fwd(T x, T y) { return x < y ? x : y; }
+  template <typename T> FL_HD static T Fwd(T x, T y) { return x < y ? x : y; }
 };
 
 // std::pow of the element type, as Fluid's kernel (powf for float32: LR schedules match it bit for bit).
 // Integers go through double pow and round to the nearest integer (exact while the result fits 2^53).
 struct PowOp {
   static constexpr const char* kFormula = "X ^ Y (integers: rounded to the nearest integer)";
-  template <typename T> static T Fwd(T x, T y) {
+  template <typename T> FL_HD static T Fwd(T x, T y) {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(std::llrint(std::pow(static_cast<double>(x), static_cast<double>(y))));
     } else {
       return std::pow(x, y);
     }
   }
-  template <typename T> static T Dx(T x, T y, T g) { return g * y * std::pow(x, y - T(1)); }
-  template <typename T> static T Dy(T x, T y, T g) { return g * std::log(x) * std::pow(x, y); }
+  template <typename T> FL_HD static T Dx(T x, T y, T g) { return g * y * std::pow(x, y - T(1)); }
+  template <typename T> FL_HD static T Dy(T x, T y, T g) { return g * std::log(x) * std::pow(x, y); }
 };
 
 // Fluid's floordiv truncates toward zero (std::trunc(a / b)), as C's integer division does; mod takes the sign
@@ -72,7 +74,7 @@ struct PowOp {
 struct FloorDivOp {
   static constexpr const char* kFormula = "trunc(X / Y) (Fluid's floordiv truncates toward zero)";
   static constexpr bool kDivides = true;
-  template <typename T> static T Fwd(T x, T y) {
+  template <typename T> FL_HD static T Fwd(T x, T y) {
     if constexpr (std::is_integral_v<T>) {
       return Divide(x, y);
     } else {
@@ -83,7 +85,7 @@ struct FloorDivOp {
 struct ModOp {
   static constexpr const char* kFormula = "X mod Y, with the sign of Y (Python's %)";
   static constexpr bool kDivides = true;
-  template <typename T> static T Fwd(T x, T y) {
+  template <typename T> FL_HD static T Fwd(T x, T y) {
     if constexpr (std::is_integral_v<T>) {
       if (y == -1) return 0;  // INT_MIN % -1 traps
       T r = x % y;
@@ -105,7 +107,7 @@ struct ScaleFn {
   ScaleFn(float s, float b, bool bias_after_scale) : scale(static_cast<T>(s)), bias(static_cast<T>(b)) {
     if (!bias_after_scale) bias = bias * scale;
   }
-  T operator()(T x) const { return scale * x + bias; }
+  FL_HD T operator()(T x) const { return scale * x + bias; }
 };
 
 }  // namespace fl
