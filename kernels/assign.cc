@@ -44,10 +44,12 @@ FL_REGISTER_OP(assign, op) {
         FL_ENFORCE(x != nullptr, "op assign has no initialized input tensor to choose a kernel dtype from");
         return x->dtype();
       });
-  op.CPUKernelAnyDType([](const ExecutionContext& ctx, auto) {
-      if (AssignsArray(ctx)) return AssignArray(ctx);
-      TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
-    }).Grad([](GradOpMaker& g) {
+  // TensorCopy goes through MemCopy, so the same kernel copies on the device (a device-to-device copy on its stream).
+  const auto copy = [](const ExecutionContext& ctx, auto) {
+    if (AssignsArray(ctx)) return AssignArray(ctx);
+    TensorCopy(ctx.Input("X"), ctx.place(), ctx.Output("Out"));  // a no-op when Out is X
+  };
+  op.CPUKernelAnyDType(copy).KernelAnyDType(PlaceKind::CUDA, copy).Grad([](GradOpMaker& g) {
     OpDesc& op = g.NewOp("assign", false);
     op.SetInput("X", g.OutputGrad("Out"));
     op.SetOutput("Out", g.InputGrad("X"));

@@ -239,9 +239,9 @@ FL_REGISTER_OP(adagrad, op) {
         T* mout = UpdateOutput<T>(ctx, "MomentOut", "Moment");
         const int64_t n = ctx.Input("Param").numel();
         for (int64_t i = 0; i < n; ++i) {
-          T mn = m[i] + g[i] * g[i];
+          T mn = AdagradMoment(m[i], g[i]);
           mout[i] = mn;
-          pout[i] = p[i] - lr * g[i] / (std::sqrt(mn) + eps);
+          pout[i] = AdagradParam(p[i], g[i], mn, lr, eps);
         }
       });
 }

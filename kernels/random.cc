@@ -24,15 +24,22 @@ void InferRandomOut(InferShapeContext& ctx, CheckParams check_params) {
   ctx.SetOutput("Out", DimsFromShapeAttr(ctx.Attr<std::vector<int64_t>>("shape"), ctx.Type()), dtype);
 }
 
-// Fills Out by fill(engine, data, numel) with the engine the `seed` attr selects (see random.h).
-template <typename T, typename Fill>
-void FillRandomOut(const ExecutionContext& ctx, Fill fill) {
-  Tensor* out = ctx.Output("Out");
-  T* p = out->mutable_data<T>(ctx.place());
-  WithRandomEngine(ctx.Attr<int32_t>("seed"), [&](std::mt19937& e) { fill(e, p, out->numel()); });
-}
-
 }  // namespace
+
+template <typename T>
+void UniformRandomValues(const ExecutionContext& ctx, T* p, int64_t n) {
+  const T lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
+  WithRandomEngine(ctx.Attr<int32_t>("seed"), [&](std::mt19937& e) { FillUniform<T>(e, p, n, lo, hi); });
+}
+template <typename T>
+void GaussianRandomValues(const ExecutionContext& ctx, T* p, int64_t n) {
+  const T mean = ctx.Attr<float>("mean"), std = ctx.Attr<float>("std");
+  WithRandomEngine(ctx.Attr<int32_t>("seed"), [&](std::mt19937& e) { FillGaussian<T>(e, p, n, mean, std); });
+}
+template void UniformRandomValues<float>(const ExecutionContext&, float*, int64_t);
+template void UniformRandomValues<double>(const ExecutionContext&, double*, int64_t);
+template void GaussianRandomValues<float>(const ExecutionContext&, float*, int64_t);
+template void GaussianRandomValues<double>(const ExecutionContext&, double*, int64_t);
 
 FL_REGISTER_OP(uniform_random, op) {
   op.Doc("Out = a tensor of `shape` with values uniform in [min, max).")
@@ -52,8 +59,8 @@ FL_REGISTER_OP(uniform_random, op) {
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T lo = ctx.Attr<float>("min"), hi = ctx.Attr<float>("max");
-        FillRandomOut<T>(ctx, [&](std::mt19937& e, T* p, int64_t n) { FillUniform<T>(e, p, n, lo, hi); });
+        Tensor* out = ctx.Output("Out");
+        UniformRandomValues<T>(ctx, out->mutable_data<T>(ctx.place()), out->numel());
       });
 }
 
@@ -74,8 +81,8 @@ FL_REGISTER_OP(gaussian_random, op) {
       })
       .CPUKernel<float, double>([](const ExecutionContext& ctx, auto tag) {
         using T = typename decltype(tag)::type;
-        const T mean = ctx.Attr<float>("mean"), std = ctx.Attr<float>("std");
-        FillRandomOut<T>(ctx, [&](std::mt19937& e, T* p, int64_t n) { FillGaussian<T>(e, p, n, mean, std); });
+        Tensor* out = ctx.Output("Out");
+        GaussianRandomValues<T>(ctx, out->mutable_data<T>(ctx.place()), out->numel());
       });
 }
 

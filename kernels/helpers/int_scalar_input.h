@@ -14,9 +14,12 @@ inline void CheckIntScalarInputDType(InferShapeContext& ctx, const char* slot) {
              " must be int32 or int64, got ", DTypeName(dt));
 }
 
-// Run time: the input's one value.
+// Run time: the input's one value (a CUDA kernel's input on the GPU is read through a host copy).
 inline int64_t ReadIntScalarInput(const ExecutionContext& ctx, const char* slot) {
-  const Tensor& t = ctx.Input(slot);
+  Tensor host;
+  const Tensor& in = ctx.Input(slot);
+  if (!in.place().is_cpu()) TensorCopy(in, Place::CPU(), &host);
+  const Tensor& t = in.place().is_cpu() ? in : host;
   FL_ENFORCE(t.numel() == 1 && (t.dtype() == DType::INT32 || t.dtype() == DType::INT64), ctx.Type(), ": ", slot, " '",
              ctx.InputName(slot), "' must be a 1-element int32 or int64 tensor, got ", DTypeName(t.dtype()), " ",
              t.dims());

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "host_device.h"
 #include "op_context.h"
 
 namespace fl {
@@ -70,12 +71,51 @@ T* InPlaceOutput(const ExecutionContext& ctx, const char* out, const char* in, i
   return o;
 }
 
+// The per-element update formulas, shared by the CPU loops below and the CUDA kernels (kernels/cuda/optimizers.cu).
+template <typename T>
+FL_HD inline T SgdElement(T p, T g, T lr) {
+  return p - lr * g;
+}
+template <typename T>
+FL_HD inline T MomentumVelocity(T v, T g, T mu) {
+  return mu * v + g;
+}
+// The parameter after a momentum step with the new velocity vn.
+template <typename T>
+FL_HD inline T MomentumParam(T p, T g, T vn, T mu, T lr, bool nesterov) {
+  return nesterov ? p - (g + mu * vn) * lr : p - lr * vn;
+}
+
+// Adam's learning rate with the bias correction folded in: lr sqrt(1 - beta2^t) / (1 - beta1^t).
+template <typename T>
+FL_HD inline T AdamStepSize(T lr, T b1p, T b2p) {
+  return lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
+}
+// One element of Adam, in place.
+template <typename T>
+FL_HD inline void AdamElement(T g, T b1, T b2, T eps, T lr_t, T& p, T& m1, T& m2) {
+  const T a = b1 * m1 + (T(1) - b1) * g;
+  const T b = b2 * m2 + (T(1) - b2) * g * g;
+  m1 = a;
+  m2 = b;
+  p -= lr_t * a / (std::sqrt(b) + eps);
+}
+// Adagrad: the new moment mn = m + g^2, and the parameter.
+template <typename T>
+FL_HD inline T AdagradMoment(T m, T g) {
+  return m + g * g;
+}
+template <typename T>
+FL_HD inline T AdagradParam(T p, T g, T mn, T lr, T eps) {
+  return p - lr * g / (std::sqrt(mn) + eps);
+}
+
 // The dense updates over elements [begin, end): sgd, momentum and adam run these, and so do their multi-tensor
 // forms (fused_sgd, fused_momentum, fused_adam: kernels/passes/fuse_optimizer_ops.cc), so that a fused update is
 // bit for bit the unfused one. `pout` may be `p` (and `vout` `v`): each element is read before it is written.
 template <typename T>
 inline void SgdRange(const T* p, const T* g, T lr, T* pout, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) pout[i] = p[i] - lr * g[i];
+  for (int64_t i = begin; i < end; ++i) pout[i] = SgdElement(p[i], g[i], lr);
 }
 
 template <typename T>
@@ -83,35 +123,23 @@ inline void MomentumRange(const T* p, const T* g, const T* v, T mu, T lr, bool n
                           int64_t begin, int64_t end) {
   if (nesterov) {
     for (int64_t i = begin; i < end; ++i) {
-      T vn = mu * v[i] + g[i];
+      T vn = MomentumVelocity(v[i], g[i], mu);
       vout[i] = vn;
-      pout[i] = p[i] - (g[i] + mu * vn) * lr;
+      pout[i] = MomentumParam(p[i], g[i], vn, mu, lr, true);
     }
   } else {
     for (int64_t i = begin; i < end; ++i) {
-      T vn = mu * v[i] + g[i];
+      T vn = MomentumVelocity(v[i], g[i], mu);
       vout[i] = vn;
-      pout[i] = p[i] - lr * vn;
+      pout[i] = MomentumParam(p[i], g[i], vn, mu, lr, false);
     }
   }
-}
-
-// Adam's learning rate with the bias correction folded in: lr sqrt(1 - beta2^t) / (1 - beta1^t).
-template <typename T>
-inline T AdamStepSize(T lr, T b1p, T b2p) {
-  return lr * std::sqrt(T(1) - b2p) / (T(1) - b1p);
 }
 
 // Adam in place over p, m1, m2 (seven streams per element and little arithmetic).
 template <typename T>
 inline void AdamRange(const T* g, T b1, T b2, T eps, T lr_t, T* p, T* m1, T* m2, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) {
-    const T a = b1 * m1[i] + (T(1) - b1) * g[i];
-    const T b = b2 * m2[i] + (T(1) - b2) * g[i] * g[i];
-    m1[i] = a;
-    m2[i] = b;
-    p[i] -= lr_t * a / (std::sqrt(b) + eps);
-  }
+  for (int64_t i = begin; i < end; ++i) AdamElement(g[i], b1, b2, eps, lr_t, p[i], m1[i], m2[i]);
 }
 
 // sqrt(sum x^2), accumulated in double.

@@ -13,6 +13,17 @@
 
 namespace fl {
 
+class ExecutionContext;
+
+// The values uniform_random / gaussian_random write, from their attributes (seed, min/max, mean/std), into host
+// memory p[0..n). Defined (for float and double) in kernels/random.cc: the CPU kernel writes Out with it and the CUDA
+// kernel (kernels/cuda/fill.cu) copies its result to the device, so both run the same compiled code and a GPU
+// startup program initializes parameters bit for bit as a CPU one.
+template <typename T>
+void UniformRandomValues(const ExecutionContext& ctx, T* p, int64_t n);
+template <typename T>
+void GaussianRandomValues(const ExecutionContext& ctx, T* p, int64_t n);
+
 inline std::mt19937& GlobalRandomEngine() {
   static std::mt19937 engine = [] {
     std::random_device rd;

@@ -6,13 +6,17 @@
 namespace fl {
 
 template <typename T>
-inline T VecSigmoid(T x) {
+FL_HD inline T VecSigmoid(T x) {
   return T(1) / (T(1) + VecExp(-x));
 }
 
 template <typename T>
-inline T VecTanh(T x) {
+FL_HD inline T VecTanh(T x) {
+#ifdef __CUDA_ARCH__
+  return tanh(x);  // the CUDA math function (float or double overload)
+#else
   return T(1) - T(2) / (VecExp(x + x) + T(1));
+#endif
 }
 
 }  // namespace fl

@@ -6,9 +6,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "host_device.h"
+
 namespace fl {
 
-inline float VecExp(float x) {
+FL_HD inline float VecExp(float x) {
+#ifdef __CUDA_ARCH__
+  return ::expf(x);
+#else
   constexpr float kHi = 88.0f, kLo = -87.3365478515625f;
   const float xc = x > kHi ? kHi : (x < kLo ? kLo : x);
   constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -28,9 +33,13 @@ inline float VecExp(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   const float v = p * scale;
   return x < kLo ? 0.0f : v;
+#endif
 }
 
-inline double VecExp(double x) {
+FL_HD inline double VecExp(double x) {
+#ifdef __CUDA_ARCH__
+  return ::exp(x);
+#else
   constexpr double kHi = 709.0, kLo = -708.0;
   const double xc = x > kHi ? kHi : (x < kLo ? kLo : x);
   constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52
@@ -57,6 +66,7 @@ inline double VecExp(double x) {
   std::memcpy(&scale, &bits, sizeof scale);
   const double v = p * scale;
   return x < kLo ? 0.0 : v;
+#endif
 }
 
 }  // namespace fl
