@@ -47,7 +47,7 @@ void Forward(const ExecutionContext& ctx, const std::vector<bool>& mask, bool me
   FL_ENFORCE(o->numel() == ri.out_numel, ctx.Type(), ": Out ", o->dims(), " does not hold the ", ri.out_numel,
              " results of reducing X ", x.dims());
   T* op = o->mutable_data<T>(ctx.place());
-  const T scale = T(1) / static_cast<T>(ri.reduce_count);
+  const T scale = mean ? T(1) / static_cast<T>(ri.reduce_count) : T(1);  // (mean is float-only)
   const StoreScaled<T> store{op, scale, mean};
   const LoadFrom<T> load{x.data<T>()};
   if constexpr (K == Kind::kSum) {
