@@ -2,6 +2,7 @@
 assign's, in kernels/assign.cc) are registered, read from op_proto(type)["kernels"] ("CPU:float32,float64;
 CUDA:float32,float64"): a .cu file that failed to register (or an op renamed on one side only) shows here on a CPU
 machine, in a CUDA build."""
+import numpy as np
 import pytest
 
 from fluidlite import core
@@ -59,3 +60,31 @@ def test_cuda_kernels_registered(op_type):
     missing = OPS[op_type] - _cuda_dtypes(op_type)
     assert not missing, "%s has no CUDA kernel for %s: %s" % (op_type, sorted(missing),
                                                              core.op_proto(op_type)["kernels"])
+
+
+def _startup_parameters(place):
+    import fluidlite as fluid
+
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[16], dtype="float32")
+        fluid.layers.fc(x, size=32, param_attr=fluid.ParamAttr(
+            name="w_uniform", initializer=fluid.initializer.Uniform(-0.5, 0.5, seed=7)))
+        fluid.layers.fc(x, size=8, param_attr=fluid.ParamAttr(
+            name="w_normal", initializer=fluid.initializer.Normal(0.0, 2.0, seed=11)))
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        fluid.Executor(place).run(startup)
+        return {n: np.array(scope.find_var(n).get_tensor()) for n in ("w_uniform", "w_normal")}
+
+
+def test_gpu_startup_parameters_are_the_cpu_ones():
+    """uniform_random / gaussian_random generate on the host with the CPU kernel's code and copy to the device: a
+    seeded GPU startup program initializes parameters bit for bit as a CPU one."""
+    if not core.is_compiled_with_cuda() or core.get_cuda_device_count() == 0:
+        pytest.skip("needs a CUDA build and a GPU")
+    import fluidlite as fluid
+
+    cpu, gpu = _startup_parameters(fluid.CPUPlace()), _startup_parameters(fluid.CUDAPlace(0))
+    for name in cpu:
+        np.testing.assert_array_equal(gpu[name], cpu[name], err_msg=name)
