@@ -104,14 +104,25 @@ struct ReduceIndex {
 };
 
 // A reduction of a tensor of `dims` (input strides `strides`) over the axes where mask is true. Size-1 axes are
-// dropped. The output's elements are in the order of the kept axes (what a reduce op's Out holds).
+// dropped and neighbouring axes of one kind that are contiguous in the input merge. The output's elements are in the
+// order of the kept axes (what a reduce op's Out holds).
 inline ReduceIndex MakeReduceIndex(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                                    const std::vector<bool>& mask) {
   std::vector<int64_t> kd, ks, rd, rs;
+  int last = -1;  // the kind (0 kept, 1 reduced) of the previous axis kept in the lists
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 1) continue;
-    (mask[i] ? rd : kd).push_back(dims[i]);
-    (mask[i] ? rs : ks).push_back(strides[i]);
+    std::vector<int64_t>& d = mask[i] ? rd : kd;
+    std::vector<int64_t>& s = mask[i] ? rs : ks;
+    // An axis right after one of its kind whose stride spans it merges into it (fewer divisions per index).
+    if (last == int(mask[i]) && !d.empty() && s.back() == strides[i] * dims[i]) {
+      d.back() *= dims[i];
+      s.back() = strides[i];
+    } else {
+      d.push_back(dims[i]);
+      s.push_back(strides[i]);
+    }
+    last = mask[i];
   }
   ReduceIndex ri;
   ri.kept = MakeStrided(kd, &ks);
