@@ -95,23 +95,34 @@ void ConcatGrad(const ExecutionContext& ctx) {
   SplitPartsDevice(ctx, MakeAxisParts(dout.dims(), axis, AxisSizes(xs, axis), sizeof(T)), dout.data<T>(), parts);
 }
 
-// split: the outputs' dims come from shape inference (the CPU's section rule); each output takes its columns.
+// split: an output's size along the axis is its dims' (shape inference applied the CPU's section rule); an absent
+// output (null) takes its size from `num` or `sections` (-1: what the others leave) and is skipped.
 template <typename T>
 void Split(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const std::vector<Tensor*> outs = ctx.MultiOutput("Out");
   const int axis = NormalizeAxis(ctx.Attr<int32_t>("axis"), x.rank(), "split", "X");
-  std::vector<int64_t> sizes;
-  std::vector<void*> parts;
-  int64_t sum = 0;
-  for (Tensor* o : outs) {
-    FL_ENFORCE(o != nullptr && o->rank() == x.rank(), "split: every Out must be shaped like X but along axis ", axis);
-    sizes.push_back(o->dims()[axis]);
-    sum += sizes.back();
-    parts.push_back(o->mutable_data<T>(ctx.place()));
+  const int64_t dim = x.dims()[axis];
+  const int num = ctx.Attr<int32_t>("num");
+  const auto& sections = ctx.Attr<std::vector<int32_t>>("sections");
+  std::vector<int64_t> sizes(outs.size(), -1);
+  std::vector<void*> parts(outs.size(), nullptr);
+  int64_t known = 0;
+  int unknown = -1;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i]) sizes[i] = outs[i]->dims()[axis];
+    else if (num > 0) sizes[i] = dim / num;
+    else if (i < sections.size() && sections[i] >= 0) sizes[i] = sections[i];
+    if (sizes[i] >= 0) known += sizes[i];
+    else unknown = static_cast<int>(i);
+    if (outs[i]) parts[i] = outs[i]->mutable_data<T>(ctx.place());
   }
-  FL_ENFORCE(sum == x.dims()[axis], "split: the parts' sizes along axis ", axis, " sum to ", sum, " but X '",
-             ctx.InputName("X"), "' ", x.dims(), " has ", x.dims()[axis]);
+  if (unknown >= 0) {
+    sizes[unknown] = dim - known;
+    known = dim;
+  }
+  FL_ENFORCE(known == dim, "split: the parts' sizes along axis ", axis, " sum to ", known, " but X '",
+             ctx.InputName("X"), "' ", x.dims(), " has ", dim);
   SplitPartsDevice(ctx, MakeAxisParts(x.dims(), axis, sizes, sizeof(T)), x.data<T>(), parts);
 }
 
