@@ -1,0 +1,26 @@
+"""The CUDA kernels of kernels/cuda/{mul,matmul,conv2d,pool2d,batch_norm,layer_norm,lstm_unit,sequence}.cu are
+registered for float32 and float64 (forward and grad ops), read from op_proto(type)["kernels"]
+("CPU:float32,float64; CUDA:float32,float64")."""
+import pytest
+
+from fluidlite import core
+
+OPS = [
+    "mul", "mul_grad",
+    "matmul", "matmul_grad",
+]
+
+
+def _cuda_dtypes(op_type):
+    for part in core.op_proto(op_type)["kernels"].split(";"):
+        place, _, dtypes = part.strip().partition(":")
+        if place == "CUDA":
+            return set(dtypes.split(","))
+    return set()
+
+
+@pytest.mark.parametrize("op_type", OPS)
+def test_cuda_kernels_registered(op_type):
+    if not core.is_compiled_with_cuda():
+        pytest.skip("fluidlite was built without CUDA: no CUDA kernels to check")
+    assert {"float32", "float64"} <= _cuda_dtypes(op_type), core.op_proto(op_type)["kernels"]
