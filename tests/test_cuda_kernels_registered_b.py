@@ -8,6 +8,7 @@ from fluidlite import core
 OPS = [
     "mul", "mul_grad",
     "matmul", "matmul_grad",
+    "conv2d", "conv2d_grad", "depthwise_conv2d", "depthwise_conv2d_grad",
 ]
 
 
