@@ -9,6 +9,7 @@ OPS = [
     "mul", "mul_grad",
     "matmul", "matmul_grad",
     "conv2d", "conv2d_grad", "depthwise_conv2d", "depthwise_conv2d_grad",
+    "pool2d", "pool2d_grad",
 ]
 
 
