@@ -10,6 +10,7 @@ OPS = [
     "matmul", "matmul_grad",
     "conv2d", "conv2d_grad", "depthwise_conv2d", "depthwise_conv2d_grad",
     "pool2d", "pool2d_grad",
+    "batch_norm", "batch_norm_grad", "fused_batch_norm_act", "fused_batch_norm_act_grad",
 ]
 
 
