@@ -6,7 +6,7 @@
 // recomputes the gates from X and C_prev instead of keeping them alive.
 #include <vector>
 
-#include "helpers/vec_act.h"
+#include "helpers/lstm_unit_cell.h"
 #include "op_context.h"
 
 namespace fl {
@@ -36,11 +36,7 @@ void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d,
   const T* xf = x + d;
   const T* xo = x + 2 * d;
   const T* xg = x + 3 * d;
-  for (int64_t j = 0; j < d; ++j) {
-    const T cv = VecSigmoid(xf[j] + fb) * cp[j] + VecSigmoid(xi[j]) * VecTanh(xg[j]);
-    c[j] = cv;
-    h[j] = VecSigmoid(xo[j]) * VecTanh(cv);
-  }
+  for (int64_t j = 0; j < d; ++j) lstm_unit::CellForward(xi[j], xf[j], xo[j], xg[j], cp[j], fb, c[j], h[j]);
 }
 
 // One row of the grad: recomputes the gates, then dX (4 * d) and dC_prev (d) from dH and dC.
@@ -55,16 +51,9 @@ void CellBackward(const T* __restrict x, const T* __restrict cp, const T* __rest
   T* dxf = dx + d;
   T* dxo = dx + 2 * d;
   T* dxg = dx + 3 * d;
-  for (int64_t j = 0; j < d; ++j) {
-    const T i = VecSigmoid(xi[j]), f = VecSigmoid(xf[j] + fb), o = VecSigmoid(xo[j]), g = VecTanh(xg[j]);
-    const T tc = VecTanh(f * cp[j] + i * g);
-    const T dcs = dc[j] + dh[j] * o * (T(1) - tc * tc);  // total gradient reaching C
-    dxi[j] = dcs * g * i * (T(1) - i);
-    dxf[j] = dcs * cp[j] * f * (T(1) - f);
-    dxo[j] = dh[j] * tc * o * (T(1) - o);
-    dxg[j] = dcs * i * (T(1) - g * g);
-    dcp[j] = dcs * f;
-  }
+  for (int64_t j = 0; j < d; ++j)
+    lstm_unit::CellBackward(xi[j], xf[j], xo[j], xg[j], cp[j], dh[j], dc[j], fb, dxi[j], dxf[j], dxo[j], dxg[j],
+                            dcp[j]);
 }
 
 const auto kLstmUnit = [](const ExecutionContext& ctx, auto tag) {

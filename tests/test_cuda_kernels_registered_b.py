@@ -11,6 +11,7 @@ OPS = [
     "conv2d", "conv2d_grad", "depthwise_conv2d", "depthwise_conv2d_grad",
     "pool2d", "pool2d_grad",
     "batch_norm", "batch_norm_grad", "fused_batch_norm_act", "fused_batch_norm_act_grad",
+    "lstm_unit", "lstm_unit_grad",
 ]
 
 
