@@ -36,7 +36,11 @@ void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d,
   const T* xf = x + d;
   const T* xo = x + 2 * d;
   const T* xg = x + 3 * d;
-  for (int64_t j = 0; j < d; ++j) lstm_unit::CellForward(xi[j], xf[j], xo[j], xg[j], cp[j], fb, c[j], h[j]);
+  for (int64_t j = 0; j < d; ++j) {
+    const T cv = lstm_unit::CellC(xi[j], xf[j], xg[j], cp[j], fb);
+    c[j] = cv;
+    h[j] = lstm_unit::CellH(xo[j], cv);
+  }
 }
 
 // One row of the grad: recomputes the gates, then dX (4 * d) and dC_prev (d) from dH and dC.
@@ -51,9 +55,14 @@ void CellBackward(const T* __restrict x, const T* __restrict cp, const T* __rest
   T* dxf = dx + d;
   T* dxo = dx + 2 * d;
   T* dxg = dx + 3 * d;
-  for (int64_t j = 0; j < d; ++j)
-    lstm_unit::CellBackward(xi[j], xf[j], xo[j], xg[j], cp[j], dh[j], dc[j], fb, dxi[j], dxf[j], dxo[j], dxg[j],
-                            dcp[j]);
+  for (int64_t j = 0; j < d; ++j) {
+    const lstm_unit::CellGrad<T> g = lstm_unit::CellBackward(xi[j], xf[j], xo[j], xg[j], cp[j], dh[j], dc[j], fb);
+    dxi[j] = g.dxi;
+    dxf[j] = g.dxf;
+    dxo[j] = g.dxo;
+    dxg[j] = g.dxg;
+    dcp[j] = g.dcp;
+  }
 }
 
 const auto kLstmUnit = [](const ExecutionContext& ctx, auto tag) {

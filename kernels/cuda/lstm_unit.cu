@@ -11,7 +11,9 @@ template <typename T>
 __global__ void LstmUnitForward(int64_t n, const T* x, const T* cp, T fb, int64_t d, T* c, T* h) {
   FL_CUDA_LOOP(i, n) {
     const T* xr = x + (i / d) * 4 * d + i % d;
-    lstm_unit::CellForward(xr[0], xr[d], xr[2 * d], xr[3 * d], cp[i], fb, c[i], h[i]);
+    const T cv = lstm_unit::CellC(xr[0], xr[d], xr[3 * d], cp[i], fb);
+    c[i] = cv;
+    h[i] = lstm_unit::CellH(xr[2 * d], cv);
   }
 }
 
@@ -21,17 +23,16 @@ __global__ void LstmUnitBackward(int64_t n, const T* x, const T* cp, const T* dh
   FL_CUDA_LOOP(i, n) {
     const int64_t off = (i / d) * 4 * d + i % d;
     const T* xr = x + off;
-    T gi, gf, go, gg, gc;
-    lstm_unit::CellBackward(xr[0], xr[d], xr[2 * d], xr[3 * d], cp[i], dh ? dh[i] : T(0), dc ? dc[i] : T(0), fb, gi, gf,
-                            go, gg, gc);
+    const lstm_unit::CellGrad<T> g =
+        lstm_unit::CellBackward(xr[0], xr[d], xr[2 * d], xr[3 * d], cp[i], dh ? dh[i] : T(0), dc ? dc[i] : T(0), fb);
     if (dx) {
       T* dr = dx + off;
-      dr[0] = gi;
-      dr[d] = gf;
-      dr[2 * d] = go;
-      dr[3 * d] = gg;
+      dr[0] = g.dxi;
+      dr[d] = g.dxf;
+      dr[2 * d] = g.dxo;
+      dr[3 * d] = g.dxg;
     }
-    if (dcp) dcp[i] = gc;
+    if (dcp) dcp[i] = g.dcp;
   }
 }
 

@@ -28,24 +28,30 @@ FL_HD inline T Tanh(T x) {
 #endif
 }
 
+// The new cell state, and the hidden state from it. Values, not out-parameters: GCC vectorises the CPU loops over
+// them (it does not through references into the output rows).
 template <typename T>
-FL_HD inline void CellForward(T xi, T xf, T xo, T xg, T cp, T fb, T& c, T& h) {
-  const T cv = Sigmoid(xf + fb) * cp + Sigmoid(xi) * Tanh(xg);
-  c = cv;
-  h = Sigmoid(xo) * Tanh(cv);
+FL_HD inline T CellC(T xi, T xf, T xg, T cp, T fb) {
+  return Sigmoid(xf + fb) * cp + Sigmoid(xi) * Tanh(xg);
 }
+template <typename T>
+FL_HD inline T CellH(T xo, T c) {
+  return Sigmoid(xo) * Tanh(c);
+}
+
+template <typename T>
+struct CellGrad {
+  T dxi, dxf, dxo, dxg, dcp;
+};
 
 // The gradient of one element: recomputes the gates, then dx (i, f, o, g) and dc_prev from dh and dc.
 template <typename T>
-FL_HD inline void CellBackward(T xi, T xf, T xo, T xg, T cp, T dh, T dc, T fb, T& dxi, T& dxf, T& dxo, T& dxg, T& dcp) {
+FL_HD inline CellGrad<T> CellBackward(T xi, T xf, T xo, T xg, T cp, T dh, T dc, T fb) {
   const T i = Sigmoid(xi), f = Sigmoid(xf + fb), o = Sigmoid(xo), g = Tanh(xg);
   const T tc = Tanh(f * cp + i * g);
   const T dcs = dc + dh * o * (T(1) - tc * tc);  // total gradient reaching C
-  dxi = dcs * g * i * (T(1) - i);
-  dxf = dcs * cp * f * (T(1) - f);
-  dxo = dh * tc * o * (T(1) - o);
-  dxg = dcs * i * (T(1) - g * g);
-  dcp = dcs * f;
+  return {dcs * g * i * (T(1) - i), dcs * cp * f * (T(1) - f), dh * tc * o * (T(1) - o), dcs * i * (T(1) - g * g),
+          dcs * f};
 }
 
 }  // namespace lstm_unit
