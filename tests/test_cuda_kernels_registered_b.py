@@ -12,6 +12,7 @@ OPS = [
     "pool2d", "pool2d_grad",
     "batch_norm", "batch_norm_grad", "fused_batch_norm_act", "fused_batch_norm_act_grad",
     "lstm_unit", "lstm_unit_grad",
+    "layer_norm", "layer_norm_grad",
 ]
 
 
