@@ -13,6 +13,7 @@ OPS = [
     "batch_norm", "batch_norm_grad", "fused_batch_norm_act", "fused_batch_norm_act_grad",
     "lstm_unit", "lstm_unit_grad",
     "layer_norm", "layer_norm_grad",
+    "sequence_pool", "sequence_pool_grad", "sequence_conv", "sequence_conv_grad",
 ]
 
 
