@@ -1,4 +1,4 @@
-"""The CUDA kernels of kernels/cuda/{mul,matmul,conv2d,pool2d,batch_norm,layer_norm,lstm_unit,sequence}.cu are
+"""The CUDA kernels of kernels/cuda/{mul,matmul,conv2d,pool2d,batch_norm,layer_norm,lstm_unit,sequence,lstm}.cu are
 registered for float32 and float64 (forward and grad ops), read from op_proto(type)["kernels"]
 ("CPU:float32,float64; CUDA:float32,float64")."""
 import pytest
