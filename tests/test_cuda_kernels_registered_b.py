@@ -1,4 +1,4 @@
-"""The CUDA kernels of kernels/cuda/{mul,matmul,conv2d,pool2d,batch_norm,layer_norm,lstm_unit,sequence,lstm}.cu are
+"""The CUDA kernels of kernels/cuda/{mul,matmul,conv2d,pool2d,batch_norm,layer_norm,lstm_unit,sequence,lstm,fc}.cu are
 registered for float32 and float64 (forward and grad ops), read from op_proto(type)["kernels"]
 ("CPU:float32,float64; CUDA:float32,float64")."""
 import pytest
@@ -15,6 +15,7 @@ OPS = [
     "layer_norm", "layer_norm_grad",
     "sequence_pool", "sequence_pool_grad", "sequence_conv", "sequence_conv_grad",
     "lstm", "lstm_grad",
+    "fc", "conv2d_fusion",
 ]
 
 

@@ -11,6 +11,7 @@
 // and one block per filter tap for the filter gradient (a deterministic block sum).
 #include <algorithm>
 
+#include "../helpers/bias_act.h"
 #include "../helpers/conv_shape.h"
 #include "nn_common.cuh"
 
@@ -267,13 +268,43 @@ void ConvGrad(const ExecutionContext& ctx) {
   GemmConvBackward<T>(ctx, s, in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
+// conv2d_fusion (inference): Output = act(conv + Bias[m] [+ ResidualData]), the epilogue one pass after the
+// convolution (kernels/conv2d.cc's ConvFusionKernel applies it per tile).
+template <typename T>
+void ConvFusion(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const ConvShape s = MakeShape(ctx, in.dims(), ctx.Input("Filter").dims());
+  const DDim out_dims{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
+  const T* bias = nullptr;
+  const T* residual = nullptr;
+  if (const Tensor* b = ctx.InputOrNull("Bias")) {
+    FL_ENFORCE(b->numel() == s.out_channels, "conv2d_fusion: Bias '", ctx.InputName("Bias"), "' ", b->dims(),
+               " must hold M = ", s.out_channels, " values (the output channels of Filter '", ctx.InputName("Filter"),
+               "')");
+    bias = b->data<T>();
+  }
+  if (const Tensor* r = ctx.InputOrNull("ResidualData")) {
+    FL_ENFORCE(r->dims() == out_dims, "conv2d_fusion: ResidualData '", ctx.InputName("ResidualData"), "' ", r->dims(),
+               " must have the Output's shape ", out_dims);
+    residual = r->data<T>();
+  }
+  ConvForward<T>(ctx);
+  const int act = int(EpilogueActByName(ctx.Attr<std::string>("activation")));
+  Tensor* out = ctx.Output("Output");
+  if (bias || residual || act != int(EpilogueAct::kIdentity))
+    cuda::Launch(ctx, out->numel(), cuda::nn::BiasActResidual<T>, out->mutable_data<T>(ctx.place()), bias,
+                 s.out_channels, s.geom.OutSize(), residual, act, T(6));
+}
+
 const auto kConv = [](const ExecutionContext& ctx, auto tag) { ConvForward<typename decltype(tag)::type>(ctx); };
+const auto kConvFusion = [](const ExecutionContext& ctx, auto tag) { ConvFusion<typename decltype(tag)::type>(ctx); };
 const auto kConvGrad = [](const ExecutionContext& ctx, auto tag) { ConvGrad<typename decltype(tag)::type>(ctx); };
 
 }  // namespace
 
 FL_REGISTER_CUDA_KERNELS(conv2d) { ops.Kernel<float, double>(kConv); }
 FL_REGISTER_CUDA_KERNELS(conv2d_grad) { ops.Kernel<float, double>(kConvGrad); }
+FL_REGISTER_CUDA_KERNELS(conv2d_fusion) { ops.Kernel<float, double>(kConvFusion); }
 FL_REGISTER_CUDA_KERNELS(depthwise_conv2d) { ops.Kernel<float, double>(kConv); }
 FL_REGISTER_CUDA_KERNELS(depthwise_conv2d_grad) { ops.Kernel<float, double>(kConvGrad); }
 

@@ -97,6 +97,33 @@ __device__ inline A BlockSum(A v, A* shared /* [32] */) {
   return v;
 }
 
+// A fused op's epilogue activation (kernels/helpers/bias_act.h's EpilogueAct, passed as its int value).
+template <typename T>
+__device__ inline T EpilogueOne(int act, T v, T threshold) {
+  switch (act) {
+    case 1: return v > T(0) ? v : T(0);  // relu
+    case 2: {                            // relu6
+      const T r = v > T(0) ? v : T(0);
+      return r < threshold ? r : threshold;
+    }
+    case 3: return T(1) / (T(1) + exp(-v));  // sigmoid
+    case 4: return tanh(v);
+    default: return v;
+  }
+}
+
+// y[i] = act(y[i] + bias[(i / inner) % channels] (when given) + residual[i] (when given)).
+template <typename T>
+__global__ void BiasActResidual(int64_t n, T* y, const T* bias, int64_t channels, int64_t inner, const T* residual,
+                                int act, T threshold) {
+  FL_CUDA_LOOP(i, n) {
+    T v = y[i];
+    if (bias) v = v + bias[(i / inner) % channels];
+    if (residual) v = v + residual[i];
+    y[i] = EpilogueOne(act, v, threshold);
+  }
+}
+
 // Blocks for a 2-D launch of `per` threads per item over `items`, capped to fill the device.
 inline unsigned GridFor(int64_t items, const ExecutionContext& ctx) {
   const int64_t cap = int64_t(MultiprocessorCount(ctx.place().device)) * 32;
