@@ -1,11 +1,11 @@
 // lstm and lstm_grad (fluid.layers.dynamic_lstm) on the GPU, as the CPU kernel (kernels/lstm.cc) without lstmp's
 // projection: the batch is reordered by length on the host (helpers/sequence_batch.h; the LoD is host data) and the
-// row maps go to the device once per call. Per step: one GEMM of the alive rows' previous hidden states with Weight,
-// then one kernel for the cell of every (row, unit) that adds x + b, applies the activations and peepholes and writes
-// the batch-ordered BatchGate / BatchCellPreAct and the input-ordered Hidden / Cell. The gradient walks the steps
-// backwards with one GEMM (dg W^T) and one cell kernel per step; Weight@GRAD is one GEMM over all rows, and the
-// bias / peephole gradients are column sums over all rows afterwards (partial sums over row parts added in order).
-// No host waits inside either walk.
+// row maps go to the device once per call (one pinned, asynchronous copy). Per step: one GEMM of the alive rows'
+// previous hidden states with Weight, then one kernel for the cell of every (row, unit) that adds x + b, applies the
+// activations and peepholes and writes the batch-ordered BatchGate / BatchCellPreAct and the input-ordered Hidden /
+// Cell. The gradient walks the steps backwards with one GEMM (dg W^T) and one cell kernel per step; Weight@GRAD is one
+// GEMM over all rows, and the bias / peephole gradients are column sums over all rows afterwards (partial sums over row
+// parts added in order). No host waits inside either walk.
 #include <algorithm>
 #include <vector>
 
@@ -71,13 +71,12 @@ struct DeviceInts {
   std::shared_ptr<Allocation> holder;
   std::vector<const int64_t*> parts;
 };
-DeviceInts ToDevice(const ExecutionContext& ctx, const std::vector<const std::vector<int64_t>*>& vs) {
+DeviceInts ToDeviceInts(const ExecutionContext& ctx, const std::vector<const std::vector<int64_t>*>& vs) {
   std::vector<int64_t> all;
   std::vector<size_t> at;
   for (const auto* v : vs) at.push_back(all.size()), all.insert(all.end(), v->begin(), v->end());
   DeviceInts d;
-  d.holder = cuda::Scratch(ctx.place(), std::max<size_t>(1, all.size()) * sizeof(int64_t));
-  if (!all.empty()) cuda::CopyToDevice(ctx.place(), d.holder->ptr(), all.data(), all.size() * sizeof(int64_t));
+  d.holder = cuda::nn::ToDevice(ctx, all.data(), all.size());
   for (size_t a : at) d.parts.push_back(static_cast<const int64_t*>(d.holder->ptr()) + a);
   return d;
 }
@@ -150,7 +149,7 @@ void Forward(const ExecutionContext& ctx) {
   const LoD steps = batch.StepLoD();
   for (const char* slot : {"BatchGate", "BatchCellPreAct"}) ctx.Output(slot)->set_lod(steps);
   if (batch.steps() == 0 || d == 0) return;
-  const DeviceInts idx = ToDevice(ctx, {&batch.rows, &batch.order});
+  const DeviceInts idx = ToDeviceInts(ctx, {&batch.rows, &batch.order});
   const int64_t* rows = idx.parts[0];
   const int64_t* order = idx.parts[1];
   std::vector<std::shared_ptr<Allocation>> keep;
@@ -304,7 +303,7 @@ void Backward(const ExecutionContext& ctx) {
     for (int64_t r = begin; r < end; ++r)
       prev_index[r] = reverse ? (r + 1 < end ? r + 1 : -1 - sq) : (r > begin ? r - 1 : -1 - sq);
   });
-  const DeviceInts idx = ToDevice(ctx, {&batch.rows, &batch.order, &prev_index});
+  const DeviceInts idx = ToDeviceInts(ctx, {&batch.rows, &batch.order, &prev_index});
   const int64_t* rows = idx.parts[0];
   const int64_t* order = idx.parts[1];
   const int64_t* prev_dev = idx.parts[2];

@@ -4,7 +4,9 @@
 // a deterministic block sum. Kept apart from kernels/cuda/helpers.cuh (the elementwise side's) so either can
 // change without the other.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "cuda/device.h"
@@ -122,6 +124,20 @@ __global__ void BiasActResidual(int64_t n, T* y, const T* bias, int64_t channels
     if (residual) v = v + residual[i];
     y[i] = EpilogueOne(act, v, threshold);
   }
+}
+
+// Host values (LoD offsets, row maps) copied into new device scratch, staged through pinned memory: the copy is
+// queued on the op's stream without the host waiting for the stream (a pageable source may make the driver wait).
+// The pinned block goes back to its allocator, which reuses it only after the copy has run.
+template <typename V>
+std::shared_ptr<Allocation> ToDevice(const ExecutionContext& ctx, const V* host, size_t n) {
+  const size_t bytes = std::max<size_t>(1, n) * sizeof(V);
+  std::shared_ptr<Allocation> dev = Scratch(ctx.place(), bytes);
+  if (n == 0) return dev;
+  std::shared_ptr<Allocation> staging = AllocateShared(Place::CUDAPinned(), bytes);
+  std::memcpy(staging->ptr(), host, n * sizeof(V));
+  MemCopy(ctx.place(), dev->ptr(), Place::CUDAPinned(), staging->ptr(), n * sizeof(V));
+  return dev;
 }
 
 // Blocks for a 2-D launch of `per` threads per item over `items`, capped to fill the device.

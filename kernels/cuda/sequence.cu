@@ -1,6 +1,7 @@
 // sequence_pool and sequence_conv (+grads) on the GPU, as their CPU kernels (kernels/sequence_pool.cc,
 // kernels/sequence_conv.cc; attributes from kernels/helpers/sequence_attrs.h). The last LoD level's offsets (host
-// vectors) go to device scratch with one copy per call; a kernel finds a row's sequence by binary search in them.
+// vectors) go to device scratch with one (pinned, asynchronous) copy per call; a kernel finds a row's sequence by
+// binary search in them.
 //
 // sequence_pool: one thread per output element walks its sequence's rows (MAX records the first maximum's row in
 // MaxIndex); the gradient is one thread per X@GRAD element. sequence_conv: the context matrix [T, contextLength * D]
@@ -21,9 +22,7 @@ static_assert(sizeof(size_t) == sizeof(uint64_t), "LoD offsets are copied as 64-
 // The offsets on the device (valid while the holder lives; stream order makes dropping it after the launches safe).
 const uint64_t* DeviceOffsets(const ExecutionContext& ctx, const std::vector<size_t>& offsets,
                               std::shared_ptr<Allocation>* holder) {
-  const size_t bytes = offsets.size() * sizeof(uint64_t);
-  *holder = cuda::Scratch(ctx.place(), bytes);
-  cuda::CopyToDevice(ctx.place(), (*holder)->ptr(), offsets.data(), bytes);
+  *holder = cuda::nn::ToDevice(ctx, offsets.data(), offsets.size());
   return static_cast<const uint64_t*>((*holder)->ptr());
 }
 
