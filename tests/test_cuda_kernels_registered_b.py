@@ -14,7 +14,7 @@ OPS = [
     "lstm_unit", "lstm_unit_grad",
     "layer_norm", "layer_norm_grad",
     "sequence_pool", "sequence_pool_grad", "sequence_conv", "sequence_conv_grad",
-    "lstm", "lstm_grad",
+    "lstm", "lstm_grad", "lstmp", "lstmp_grad",
     "fc", "conv2d_fusion",
 ]
 
