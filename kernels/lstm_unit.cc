@@ -6,7 +6,7 @@
 // recomputes the gates from X and C_prev instead of keeping them alive.
 #include <vector>
 
-#include "helpers/vec_act.h"
+#include "helpers/lstm_unit_cell.h"
 #include "op_context.h"
 
 namespace fl {
@@ -37,9 +37,9 @@ void CellForward(const T* __restrict x, const T* __restrict cp, T fb, int64_t d,
   const T* xo = x + 2 * d;
   const T* xg = x + 3 * d;
   for (int64_t j = 0; j < d; ++j) {
-    const T cv = VecSigmoid(xf[j] + fb) * cp[j] + VecSigmoid(xi[j]) * VecTanh(xg[j]);
+    const T cv = lstm_unit::CellC(xi[j], xf[j], xg[j], cp[j], fb);
     c[j] = cv;
-    h[j] = VecSigmoid(xo[j]) * VecTanh(cv);
+    h[j] = lstm_unit::CellH(xo[j], cv);
   }
 }
 
@@ -56,14 +56,12 @@ void CellBackward(const T* __restrict x, const T* __restrict cp, const T* __rest
   T* dxo = dx + 2 * d;
   T* dxg = dx + 3 * d;
   for (int64_t j = 0; j < d; ++j) {
-    const T i = VecSigmoid(xi[j]), f = VecSigmoid(xf[j] + fb), o = VecSigmoid(xo[j]), g = VecTanh(xg[j]);
-    const T tc = VecTanh(f * cp[j] + i * g);
-    const T dcs = dc[j] + dh[j] * o * (T(1) - tc * tc);  // total gradient reaching C
-    dxi[j] = dcs * g * i * (T(1) - i);
-    dxf[j] = dcs * cp[j] * f * (T(1) - f);
-    dxo[j] = dh[j] * tc * o * (T(1) - o);
-    dxg[j] = dcs * i * (T(1) - g * g);
-    dcp[j] = dcs * f;
+    const lstm_unit::CellGrad<T> g = lstm_unit::CellBackward(xi[j], xf[j], xo[j], xg[j], cp[j], dh[j], dc[j], fb);
+    dxi[j] = g.dxi;
+    dxf[j] = g.dxf;
+    dxo[j] = g.dxo;
+    dxg[j] = g.dxg;
+    dcp[j] = g.dcp;
   }
 }
 

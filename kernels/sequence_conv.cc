@@ -18,6 +18,7 @@
 
 #include "helpers/blas.h"
 #include "helpers/lod.h"
+#include "helpers/sequence_attrs.h"
 #include "profiler.h"
 #include "thread_pool.h"
 
@@ -25,27 +26,7 @@ namespace fl {
 
 namespace {
 
-// The context window of one op, resolved from its attributes.
-struct Context {
-  int64_t start, length, up_pad, down_pad;
-  bool trainable;
-
-  template <typename Ctx>
-  explicit Context(const Ctx& ctx)
-      : start(ctx.template Attr<int32_t>("contextStart")),
-        length(ctx.template Attr<int32_t>("contextLength")),
-        up_pad(std::max<int64_t>(0, -start)),
-        down_pad(std::max<int64_t>(0, start + length - 1)),
-        trainable(ctx.template Attr<bool>("paddingTrainable")) {}
-
-  // Row t of a sequence of length len reads slots [lo, hi) from the sequence (rows t + start + lo ...), slots
-  // [0, lo) from the upper padding (rows t + start + up_pad ...) and [hi, length) from the lower padding (rows
-  // up_pad + t + start + hi - len ...). lo <= hi always; a row with no slot inside the sequence has lo == hi.
-  void Slots(int64_t t, int64_t len, int64_t* lo, int64_t* hi) const {
-    *lo = std::min(length, std::max<int64_t>(0, -start - t));
-    *hi = std::max(*lo, std::min(length, len - start - t));
-  }
-};
+using seq::Context;
 
 void CheckSequenceConv(const OpCheckContext& ctx) {
   FL_ENFORCE(!ctx.Attr<bool>("paddingTrainable") || ctx.Attr<int32_t>("contextStart") != 0 ||

@@ -15,24 +15,15 @@
 
 #include "grad_op_maker.h"
 #include "helpers/lod.h"
+#include "helpers/sequence_attrs.h"
 #include "thread_pool.h"
 
 namespace fl {
 
 namespace {
 
-enum class PoolType { kAverage, kSum, kSqrt, kMax, kLast, kFirst };
-
-template <typename Ctx>
-PoolType GetPoolType(const Ctx& ctx) {  // the registration's OneOf has checked the name
-  const std::string& t = ctx.template Attr<std::string>("pooltype");
-  if (t == "AVERAGE") return PoolType::kAverage;
-  if (t == "SUM") return PoolType::kSum;
-  if (t == "SQRT") return PoolType::kSqrt;
-  if (t == "MAX") return PoolType::kMax;
-  if (t == "LAST") return PoolType::kLast;
-  return PoolType::kFirst;
-}
+using seq::GetPoolType;
+using seq::PoolType;
 
 // Out is [number of sequences] + X.dims[1:]; the count is known only from the LoD, so InferShape gives -1 and the
 // kernel sizes Out (and MaxIndex) at run time.
