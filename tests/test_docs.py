@@ -53,12 +53,13 @@ def test_render_shows_slots_attrs_and_grad():
     grad = dict(proto, type="toy_grad", doc="", has_grad=False, grad="none", grad_op="", forward_op="toy", attrs=[])
     composed = dict(proto, type="toy2", grad="composed", grad_op="")
     text = gen.render([proto, grad, composed])
-    assert "| [`toy`](#toy) | Out = X \\| Y. | float32, float64 | [`toy_grad`](#toy_grad) |" in text
+    assert "| [`toy`](#toy) | Out = X \\| Y. | float32, float64 | float32 | [`toy_grad`](#toy_grad) |" in text
     assert "| `X` | duplicable | first |" in text
     assert "| `Out` | dispensable | result |" in text
     assert "| `alpha` | FLOAT | `0.1` | a |" in text
     assert "| `axis` | INT | required | b |" in text
-    assert "CUDA" not in text.split("## toy")[1]
+    assert "Kernels (CPU): float32, float64. Kernels (CUDA): float32. Gradient: [`toy_grad`](#toy_grad)." in \
+        text.split("## toy")[1]
     assert "## toy_grad" in text
     assert "Generated from [`toy`](#toy): slots, attributes and shape inference are derived" in text
-    assert "| [`toy2`](#toy2) | Out = X \\| Y. | float32, float64 | composed of other ops |" in text
+    assert "| [`toy2`](#toy2) | Out = X \\| Y. | float32, float64 | float32 | composed of other ops |" in text
