@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from fluidlite import core
+import numpy as np
+
+from fluidlite import bench, core
 from fluidlite.bench import _measure, models, reference, run_model
 
 FAST = ["--iterations", "3", "--warmup", "1", "--repeat", "2"]
@@ -368,3 +370,31 @@ def test_background_load_runs_busy_processes_for_the_run_only(tmp_path):
     r = run_cli("--background-load", "-1")
     assert r.returncode == 2 and "argument --background-load/--background_load: expected an integer >= 0, got -1" \
         in r.stderr
+
+
+def test_gpu_comparison_takes_torch_only():
+    if bench.gpu_unavailable_reason() is not None:
+        r = run_cli("--device", "gpu", "--compare", "numpy", *FAST)
+        assert r.returncode == 2 and "CUDA" in r.stderr, r.stderr  # the device is checked first
+        return
+    r = run_cli("--device", "gpu", "--compare", "numpy", *FAST)
+    assert r.returncode == 2 and "--device gpu compares with torch on CUDA only" in r.stderr, r.stderr
+
+
+def test_torch_references_move_in_place_and_keep_training():
+    """--device gpu moves each torch reference to CUDA with reference.torch_to_device; on the CPU ("cpu") the same
+    walk must leave every model's reference stepping (modules, tensors, dicts of parameters, PackedSequence)."""
+    torch = pytest.importorskip("torch")
+    import fluidlite as fluid
+    from fluidlite.bench import _Fluidlite
+    for name in ("mlp", "text_lstm", "transformer_encoder"):
+        mod = models.load(name)
+        fl = _Fluidlite(mod, 4, 0, fluid.CPUPlace())
+        impl = reference.factory(mod, "torch")(fl.params(), reference.plain_feed(fl.feed_dict))
+        first = np.asarray(impl.step())
+        params = [p for m in vars(impl).values() if isinstance(m, torch.nn.Module) for p in m.parameters()]
+        assert reference.torch_to_device(impl, "cpu") is impl
+        assert all(p is q for p, q in zip(params, [p for m in vars(impl).values() if isinstance(m, torch.nn.Module)
+                                                  for p in m.parameters()]))  # moved in place: optimizers keep them
+        second = np.asarray(impl.step())
+        assert np.all(np.isfinite(second)) and not np.array_equal(first, second), name  # it still trains

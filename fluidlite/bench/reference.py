@@ -105,6 +105,8 @@ def torch_to_device(impl, device):
                 v.data = v.data.to(device)
                 return v
             return v.to(device)
+        if type(v).__module__.startswith("torch") and callable(getattr(v, "to", None)):
+            return v.to(device)  # torch's containers that move themselves (a PackedSequence)
         if isinstance(v, (list, tuple)):
             return type(v)(moved(x) for x in v)
         if isinstance(v, dict):
