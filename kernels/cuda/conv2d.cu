@@ -6,9 +6,10 @@
 //   forward      Out[b, g]  = W_g [Mg, Kg] @ col_g[:, b]        one strided-batched GEMM per group over the images
 //   data grad    dcol_g[:, b] = W_g^T @ dOut[b, g]              likewise, then col2im gathers dcol into Input@GRAD
 //   filter grad  dW_g += dOut_g [Mg, n*P] @ col_g^T             one GEMM per group (dOut moved to [M, n, P] first)
-// with no per-image launches or host waits. Convolutions with one input channel per group (depthwise, with a
-// channel multiplier) run direct kernels instead: one thread per output (forward) or input (data grad) element,
-// and one block per filter tap for the filter gradient (a deterministic block sum).
+// with no per-image launches or host waits. A pointwise convolution (1x1, stride 1, no padding) multiplies the
+// images themselves (no column matrix). Convolutions with one input channel per group (depthwise, with a channel
+// multiplier) run direct kernels instead: one thread per output (forward) or input (data grad) element, and one
+// block per filter tap for the filter gradient (a deterministic block sum).
 #include <algorithm>
 
 #include "../helpers/bias_act.h"
@@ -96,6 +97,12 @@ void GemmConvForward(const ExecutionContext& ctx, const ConvShape& s, const T* x
   const Geo g = ToGeo(s.geom);
   const int64_t P = s.geom.OutSize(), K = s.geom.PatchSize(), kg = s.PatchPerGroup(), mg = s.OutPerGroup();
   const int64_t M = s.out_channels, nb = ChunkImages(s, sizeof(T));
+  if (s.geom.IsPointwise()) {  // the image is its own column matrix: Out[b, g] = W_g @ Input[b, g]
+    for (int64_t gi = 0; gi < s.groups; ++gi)
+      cuda::GemmStridedBatched<T>(device, false, false, mg, P, kg, T(1), w + gi * mg * kg, kg, 0, x + gi * kg * P, P,
+                                  K * P, T(0), out + gi * mg * P, P, M * P, s.batch);
+    return;
+  }
   auto col_buf = cuda::Scratch(ctx.place(), size_t(K * nb * P) * sizeof(T));
   T* col = static_cast<T*>(col_buf->ptr());
   for (int64_t b0 = 0; b0 < s.batch; b0 += nb) {
@@ -114,6 +121,17 @@ void GemmConvBackward(const ExecutionContext& ctx, const ConvShape& s, const T* 
   const Geo g = ToGeo(s.geom);
   const int64_t P = s.geom.OutSize(), K = s.geom.PatchSize(), kg = s.PatchPerGroup(), mg = s.OutPerGroup();
   const int64_t M = s.out_channels, nb = ChunkImages(s, sizeof(T)), image = s.geom.ImageSize();
+  if (s.geom.IsPointwise()) {  // no column matrix: the images themselves (K = C, P = H * W)
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      if (dw)  // dW_g = sum_b dOut[b, g] @ Input[b, g]^T (per-image products summed in order)
+        cuda::nn::GemmBatched<T>(ctx, false, true, s.batch, mg, kg, P, T(1), {dout + gi * mg * P, M * P},
+                                 {x + gi * kg * P, K * P}, T(0), {dw + gi * mg * kg, 0});
+      if (dx)  // Input@GRAD[b, g] = W_g^T @ dOut[b, g]
+        cuda::GemmStridedBatched<T>(device, true, false, kg, P, mg, T(1), w + gi * mg * kg, kg, 0, dout + gi * mg * P,
+                                    P, M * P, T(0), dx + gi * kg * P, P, K * P, s.batch);
+    }
+    return;
+  }
   auto col_buf = cuda::Scratch(ctx.place(), size_t(K * nb * P) * sizeof(T));
   T* col = static_cast<T*>(col_buf->ptr());
   std::shared_ptr<Allocation> wide_buf;
