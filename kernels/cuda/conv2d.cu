@@ -221,7 +221,6 @@ __global__ void DepthwiseDataGrad(int64_t total, const T* dout, const T* w, Geo 
 // Depthwise filter gradient: block (m, tap) sums dout[b, m, ho, wo] * x[b, m / mult, hi, wi] over b, ho, wo.
 template <typename T>
 __global__ void DepthwiseFilterGrad(const T* x, const T* dout, Geo g, int64_t batch, int M, int mult, T* dw) {
-  __shared__ T shared[32];
   const int taps = g.kh * g.kw;
   const int m = int(blockIdx.x) / taps, t = int(blockIdx.x) % taps, ki = t / g.kw, kj = t % g.kw;
   const int64_t P = int64_t(g.Ho) * g.Wo, total = batch * P;
@@ -233,7 +232,7 @@ __global__ void DepthwiseFilterGrad(const T* x, const T* dout, Geo g, int64_t ba
     if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
     s += dout[(b * M + m) * P + p] * x[((b * g.C + m / mult) * g.H + h) * int64_t(g.W) + w];
   }
-  s = cuda::nn::BlockSum(s, shared);
+  s = cuda::BlockSum(s);
   if (threadIdx.x == 0) dw[int64_t(m) * taps + t] = s;
 }
 
