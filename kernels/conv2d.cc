@@ -933,72 +933,6 @@ void RegisterConv(OpBuilder& op, const std::string& type) {
 // its data gradient is their Forward of dOut, and its filter gradient their filter gradient with the roles of
 // input (dOut) and output gradient (X) swapped.
 
-// The spatial geometry of a transposed convolution after padding_algorithm: pads [top, bottom, left, right],
-// dilations, and the output size (-1 when unknown).
-struct TransposeGeometry {
-  int64_t pad[4];
-  int64_t dilation[2];
-  int64_t out[2];
-  bool consistent;  // symmetric padding and no output_size enlargement
-};
-
-template <typename Ctx>
-TransposeGeometry MakeTransposeGeometry(const Ctx& ctx, const DDim& in, const DDim& filter,
-                                        const std::function<std::string(const char*)>& describe) {
-  const std::string& op = ctx.Type();
-  const auto& strides = ctx.template Attr<std::vector<int32_t>>("strides");
-  const auto& paddings = ctx.template Attr<std::vector<int32_t>>("paddings");
-  const auto& dilations = ctx.template Attr<std::vector<int32_t>>("dilations");
-  const auto& output_size = ctx.template Attr<std::vector<int32_t>>("output_size");
-  const std::string& algo = ctx.template Attr<std::string>("padding_algorithm");
-  TransposeGeometry t;
-  t.consistent = true;
-  for (int i = 0; i < 2; ++i) {
-    t.dilation[i] = dilations[i];
-    if (paddings.size() == 4) {
-      t.pad[2 * i] = paddings[2 * i];
-      t.pad[2 * i + 1] = paddings[2 * i + 1];
-    } else {
-      t.pad[2 * i] = t.pad[2 * i + 1] = paddings[i];
-    }
-    const int64_t size = in[2 + i], k = filter[2 + i];
-    if (algo == "VALID") {
-      t.pad[2 * i] = t.pad[2 * i + 1] = 0;
-    } else if (algo == "SAME") {
-      // Fluid's rule, on the input's spatial size: the pads a stride-s convolution needs for ceil(size / s).
-      t.dilation[i] = 1;
-      if (size >= 0 && k >= 0) {
-        const int64_t o = (size + strides[i] - 1) / strides[i];
-        const int64_t sum = std::max<int64_t>((o - 1) * strides[i] + k - size, 0);
-        t.pad[2 * i] = sum / 2;
-        t.pad[2 * i + 1] = sum - sum / 2;
-      }
-    }
-    if (t.pad[2 * i] != t.pad[2 * i + 1]) t.consistent = false;
-    t.out[i] = -1;
-    if (size < 0 || k < 0) {
-      if (!output_size.empty()) t.out[i] = output_size[i];
-      continue;
-    }
-    FL_ENFORCE(k >= 1, op, ": ", describe("Filter"), " has an empty kernel");
-    FL_ENFORCE(size >= 1, op, ": ", describe("Input"), " has an empty ", i == 0 ? "height" : "width");
-    const int64_t infer = (size - 1) * strides[i] - t.pad[2 * i] - t.pad[2 * i + 1] + t.dilation[i] * (k - 1) + 1;
-    FL_ENFORCE(infer >= 1, op, ": the output ", i == 0 ? "height" : "width", " (", size, " - 1) * stride ", strides[i],
-               " - paddings ", t.pad[2 * i], " + ", t.pad[2 * i + 1], " + dilation ", t.dilation[i], " * (", k,
-               " - 1) + 1 = ", infer, " of ", describe("Input"), " and ", describe("Filter"), " is not positive");
-    t.out[i] = infer;
-    if (!output_size.empty()) {
-      const int64_t want = output_size[i];
-      FL_ENFORCE(want >= infer && want < infer + strides[i], op, ": output_size ", i == 0 ? "height " : "width ", want,
-                 " must be in [", infer, ", ", infer + strides[i], ") for ", describe("Input"), " and ",
-                 describe("Filter"), " (the size stride ", strides[i], " gives, up to stride - 1 more)");
-      if (want != infer) t.consistent = false;
-      t.out[i] = want;
-    }
-  }
-  return t;
-}
-
 void ConvTransposeInferShape(InferShapeContext& ctx) {
   const std::string& op = ctx.Type();
   const DDim in = ctx.InputDim("Input"), filter = ctx.InputDim("Filter");
@@ -1016,23 +950,6 @@ void ConvTransposeInferShape(InferShapeContext& ctx) {
   const TransposeGeometry t =
       MakeTransposeGeometry(ctx, in, filter, [&](const char* slot) { return ctx.Describe(slot); });
   ctx.SetOutput("Output", DDim{in[0], filter[1] < 0 ? -1 : filter[1] * g, t.out[0], t.out[1]}, ctx.InputDType("Input"));
-}
-
-// The conv2d whose data gradient the transposed convolution is: input [M, Ho, Wo], output [C, H, W].
-ConvShape MakeTransposeShape(const ExecutionContext& ctx, const DDim& in, const DDim& filter) {
-  const auto& strides = ctx.Attr<std::vector<int32_t>>("strides");
-  const TransposeGeometry t = MakeTransposeGeometry(ctx, in, filter, [&](const char* slot) {
-    return std::string(slot) + " '" + ctx.InputName(slot) + "' " + ctx.Input(slot).dims().ToString();
-  });
-  ConvShape s;
-  s.groups = ctx.Attr<int32_t>("groups");
-  s.geom = {filter[1] * s.groups, t.out[0],   t.out[1], filter[2], filter[3],
-            strides[0],           strides[1], t.pad[0], t.pad[2],  t.dilation[0],
-            t.dilation[1],        in[2],      in[3]};
-  s.batch = in[0];
-  s.out_channels = in[1];
-  s.consistent = t.consistent;
-  return s;
 }
 
 template <typename T>

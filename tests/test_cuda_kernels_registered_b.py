@@ -16,6 +16,7 @@ OPS = [
     "sequence_pool", "sequence_pool_grad", "sequence_conv", "sequence_conv_grad",
     "lstm", "lstm_grad", "lstmp", "lstmp_grad",
     "fc", "conv2d_fusion",
+    "conv2d_transpose", "conv2d_transpose_grad", "depthwise_conv2d_transpose", "depthwise_conv2d_transpose_grad",
 ]
 
 

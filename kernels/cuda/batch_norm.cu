@@ -37,7 +37,6 @@ int64_t PartsFor(const View& v, const ExecutionContext& ctx) {
 // d = x - k[c] (k: the channel's first element in the forward, SavedMean in the grad): s1 += u, s2 += u * d.
 template <bool kGrad, typename T>
 __global__ void ChannelPartSums(const T* x, const T* g, const T* mask, const T* k, View v, int64_t parts, double* out) {
-  __shared__ double shared[32];
   const int64_t c = blockIdx.x / parts, s = blockIdx.x % parts, count = v.count();
   const int64_t j0 = count * s / parts, j1 = count * (s + 1) / parts;
   const T kc = kGrad ? k[c] : x[c * v.inner];
@@ -50,8 +49,8 @@ __global__ void ChannelPartSums(const T* x, const T* g, const T* mask, const T* 
     a1 += u;
     a2 += u * d;
   }
-  a1 = cuda::nn::BlockSum(a1, shared);
-  a2 = cuda::nn::BlockSum(a2, shared);
+  a1 = cuda::BlockSum(a1);
+  a2 = cuda::BlockSum(a2);
   if (threadIdx.x == 0) {
     out[2 * blockIdx.x] = a1;
     out[2 * blockIdx.x + 1] = a2;

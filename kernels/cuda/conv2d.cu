@@ -1,14 +1,16 @@
-// conv2d, depthwise_conv2d and their grads on the GPU (NCHW; strides, paddings, dilations, groups as the CPU kernel
-// in kernels/conv2d.cc, shapes from kernels/helpers/conv_shape.h). No cuDNN.
+// conv2d, depthwise_conv2d, conv2d_fusion, conv2d_transpose, depthwise_conv2d_transpose and their grads on the GPU
+// (NCHW; strides, paddings, dilations, groups as the CPU kernel in kernels/conv2d.cc, shapes from
+// kernels/helpers/conv_shape.h). No cuDNN.
 //
 // General convolutions are im2col + cuBLAS over chunks of n images. The column matrix of a chunk is laid out
 // [groups, Kg, n, P] (Kg = C/groups * kh * kw in the filter's own (channel, ki, kj) order, P = Ho * Wo), so that
 //   forward      Out[b, g]  = W_g [Mg, Kg] @ col_g[:, b]        one strided-batched GEMM per group over the images
 //   data grad    dcol_g[:, b] = W_g^T @ dOut[b, g]              likewise, then col2im gathers dcol into Input@GRAD
 //   filter grad  dW_g += dOut_g [Mg, n*P] @ col_g^T             one GEMM per group (dOut moved to [M, n, P] first)
-// with no per-image launches or host waits. Convolutions with one input channel per group (depthwise, with a
-// channel multiplier) run direct kernels instead: one thread per output (forward) or input (data grad) element,
-// and one block per filter tap for the filter gradient (a deterministic block sum).
+// with no per-image launches or host waits. A pointwise convolution (1x1, stride 1, no padding) multiplies the
+// images themselves (no column matrix). Convolutions with one input channel per group (depthwise, with a channel
+// multiplier) run direct kernels instead: one thread per output (forward) or input (data grad) element, and one
+// block per filter tap for the filter gradient (a deterministic block sum).
 #include <algorithm>
 
 #include "../helpers/bias_act.h"
@@ -83,6 +85,13 @@ __global__ void ToWide(int64_t total, const T* dout, int64_t b0, int64_t n, int6
   }
 }
 
+// 1x1, stride 1, no padding, and the output as large as the input (not so for a transposed convolution's bottom
+// padding or output_size): the images are their own column matrices.
+bool Pointwise(const ConvShape& s) {
+  const ConvGeometry& g = s.geom;
+  return g.IsPointwise() && g.out_h == g.height && g.out_w == g.width;
+}
+
 // Images per chunk: the column matrix (and the wide dOut) within about 256 MiB.
 int64_t ChunkImages(const ConvShape& s, size_t elem) {
   const int64_t per_image = std::max<int64_t>(1, std::max(s.geom.PatchSize(), s.out_channels) * s.geom.OutSize());
@@ -96,6 +105,12 @@ void GemmConvForward(const ExecutionContext& ctx, const ConvShape& s, const T* x
   const Geo g = ToGeo(s.geom);
   const int64_t P = s.geom.OutSize(), K = s.geom.PatchSize(), kg = s.PatchPerGroup(), mg = s.OutPerGroup();
   const int64_t M = s.out_channels, nb = ChunkImages(s, sizeof(T));
+  if (Pointwise(s)) {  // the image is its own column matrix: Out[b, g] = W_g @ Input[b, g]
+    for (int64_t gi = 0; gi < s.groups; ++gi)
+      cuda::GemmStridedBatched<T>(device, false, false, mg, P, kg, T(1), w + gi * mg * kg, kg, 0, x + gi * kg * P, P,
+                                  K * P, T(0), out + gi * mg * P, P, M * P, s.batch);
+    return;
+  }
   auto col_buf = cuda::Scratch(ctx.place(), size_t(K * nb * P) * sizeof(T));
   T* col = static_cast<T*>(col_buf->ptr());
   for (int64_t b0 = 0; b0 < s.batch; b0 += nb) {
@@ -114,6 +129,17 @@ void GemmConvBackward(const ExecutionContext& ctx, const ConvShape& s, const T* 
   const Geo g = ToGeo(s.geom);
   const int64_t P = s.geom.OutSize(), K = s.geom.PatchSize(), kg = s.PatchPerGroup(), mg = s.OutPerGroup();
   const int64_t M = s.out_channels, nb = ChunkImages(s, sizeof(T)), image = s.geom.ImageSize();
+  if (Pointwise(s)) {  // no column matrix: the images themselves (K = C, P = H * W)
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      if (dw)  // dW_g = sum_b dOut[b, g] @ Input[b, g]^T (per-image products summed in order)
+        cuda::nn::GemmBatched<T>(ctx, false, true, s.batch, mg, kg, P, T(1), {dout + gi * mg * P, M * P},
+                                 {x + gi * kg * P, K * P}, T(0), {dw + gi * mg * kg, 0});
+      if (dx)  // Input@GRAD[b, g] = W_g^T @ dOut[b, g]
+        cuda::GemmStridedBatched<T>(device, true, false, kg, P, mg, T(1), w + gi * mg * kg, kg, 0, dout + gi * mg * P,
+                                    P, M * P, T(0), dx + gi * kg * P, P, K * P, s.batch);
+    }
+    return;
+  }
   auto col_buf = cuda::Scratch(ctx.place(), size_t(K * nb * P) * sizeof(T));
   T* col = static_cast<T*>(col_buf->ptr());
   std::shared_ptr<Allocation> wide_buf;
@@ -195,7 +221,6 @@ __global__ void DepthwiseDataGrad(int64_t total, const T* dout, const T* w, Geo 
 // Depthwise filter gradient: block (m, tap) sums dout[b, m, ho, wo] * x[b, m / mult, hi, wi] over b, ho, wo.
 template <typename T>
 __global__ void DepthwiseFilterGrad(const T* x, const T* dout, Geo g, int64_t batch, int M, int mult, T* dw) {
-  __shared__ T shared[32];
   const int taps = g.kh * g.kw;
   const int m = int(blockIdx.x) / taps, t = int(blockIdx.x) % taps, ki = t / g.kw, kj = t % g.kw;
   const int64_t P = int64_t(g.Ho) * g.Wo, total = batch * P;
@@ -207,7 +232,7 @@ __global__ void DepthwiseFilterGrad(const T* x, const T* dout, Geo g, int64_t ba
     if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
     s += dout[(b * M + m) * P + p] * x[((b * g.C + m / mult) * g.H + h) * int64_t(g.W) + w];
   }
-  s = cuda::nn::BlockSum(s, shared);
+  s = cuda::BlockSum(s);
   if (threadIdx.x == 0) dw[int64_t(m) * taps + t] = s;
 }
 
@@ -268,6 +293,67 @@ void ConvGrad(const ExecutionContext& ctx) {
   GemmConvBackward<T>(ctx, s, in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
 }
 
+// conv2d_transpose of Input [N, C, H, W] is the data gradient of the conv2d whose output Input is
+// (MakeTransposeShape): its forward is that conv's data gradient, its Input@GRAD that conv's forward of
+// Output@GRAD, its Filter@GRAD that conv's filter gradient with Output@GRAD as the input (as kernels/conv2d.cc).
+template <typename T>
+void ConvTransposeForward(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const ConvShape s = MakeTransposeShape(ctx, in.dims(), filter.dims());
+  Tensor* out = ctx.Output("Output");
+  out->Resize(DDim{s.batch, s.geom.channels, s.geom.height, s.geom.width});
+  T* o = out->mutable_data<T>(ctx.place());
+  if (s.batch == 0 || out->numel() == 0) return;
+  if (s.PatchPerGroup() == 0 || in.numel() == 0) return cuda::nn::Zero(ctx, o, out->numel());
+  if (s.Depthwise()) {
+    cuda::Launch(ctx, out->numel(), DepthwiseDataGrad<T>, in.data<T>(), filter.data<T>(), ToGeo(s.geom),
+                 int(s.out_channels), int(s.out_channels / s.geom.channels), o);
+    return;
+  }
+  GemmConvBackward<T>(ctx, s, nullptr, filter.data<T>(), in.data<T>(), o, nullptr);
+}
+
+template <typename T>
+void ConvTransposeGrad(const ExecutionContext& ctx) {
+  const Tensor& in = ctx.Input("Input");
+  const Tensor& filter = ctx.Input("Filter");
+  const Tensor& dout = ctx.Input("Output@GRAD");
+  const ConvShape s = MakeTransposeShape(ctx, in.dims(), filter.dims());
+  const DDim out_dims{s.batch, s.geom.channels, s.geom.height, s.geom.width};
+  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
+             " does not match the output dims ", out_dims);
+  T* dx = nullptr;
+  T* dw = nullptr;
+  if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
+    t->Resize(in.dims());
+    dx = t->mutable_data<T>(ctx.place());
+  }
+  if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
+    t->Resize(filter.dims());
+    dw = t->mutable_data<T>(ctx.place());
+  }
+  if (!dx && !dw) return;
+  if (s.batch == 0 || s.PatchPerGroup() == 0 || in.numel() == 0) {
+    if (dx) cuda::nn::Zero(ctx, dx, in.numel());
+    if (dw) cuda::nn::Zero(ctx, dw, filter.numel());
+    return;
+  }
+  if (s.Depthwise()) {
+    const Geo g = ToGeo(s.geom);
+    const int M = int(s.out_channels), mult = int(s.out_channels / s.geom.channels);
+    if (dx) cuda::Launch(ctx, in.numel(), DepthwiseForward<T>, dout.data<T>(), filter.data<T>(), g, M, mult, dx);
+    if (dw) {
+      DepthwiseFilterGrad<T><<<unsigned(filter.numel()), cuda::kThreads, 0, cuda::Stream(ctx)>>>(
+          dout.data<T>(), in.data<T>(), g, s.batch, M, mult, dw);
+      cuda::CheckLaunch(ctx.Type().c_str());
+    }
+    return;
+  }
+  if (dx) GemmConvForward<T>(ctx, s, dout.data<T>(), filter.data<T>(), dx);
+  if (dw) GemmConvBackward<T>(ctx, s, dout.data<T>(), filter.data<T>(), in.data<T>(), nullptr, dw);
+}
+
 // conv2d_fusion (inference): Output = act(conv + Bias[m] [+ ResidualData]), the epilogue one pass after the
 // convolution (kernels/conv2d.cc's ConvFusionKernel applies it per tile).
 template <typename T>
@@ -297,6 +383,12 @@ void ConvFusion(const ExecutionContext& ctx) {
 }
 
 const auto kConv = [](const ExecutionContext& ctx, auto tag) { ConvForward<typename decltype(tag)::type>(ctx); };
+const auto kConvTranspose = [](const ExecutionContext& ctx, auto tag) {
+  ConvTransposeForward<typename decltype(tag)::type>(ctx);
+};
+const auto kConvTransposeGrad = [](const ExecutionContext& ctx, auto tag) {
+  ConvTransposeGrad<typename decltype(tag)::type>(ctx);
+};
 const auto kConvFusion = [](const ExecutionContext& ctx, auto tag) { ConvFusion<typename decltype(tag)::type>(ctx); };
 const auto kConvGrad = [](const ExecutionContext& ctx, auto tag) { ConvGrad<typename decltype(tag)::type>(ctx); };
 
@@ -307,5 +399,10 @@ FL_REGISTER_CUDA_KERNELS(conv2d_grad) { ops.Kernel<float, double>(kConvGrad); }
 FL_REGISTER_CUDA_KERNELS(conv2d_fusion) { ops.Kernel<float, double>(kConvFusion); }
 FL_REGISTER_CUDA_KERNELS(depthwise_conv2d) { ops.Kernel<float, double>(kConv); }
 FL_REGISTER_CUDA_KERNELS(depthwise_conv2d_grad) { ops.Kernel<float, double>(kConvGrad); }
+
+FL_REGISTER_CUDA_KERNELS(conv2d_transpose) { ops.Kernel<float, double>(kConvTranspose); }
+FL_REGISTER_CUDA_KERNELS(conv2d_transpose_grad) { ops.Kernel<float, double>(kConvTransposeGrad); }
+FL_REGISTER_CUDA_KERNELS(depthwise_conv2d_transpose) { ops.Kernel<float, double>(kConvTranspose); }
+FL_REGISTER_CUDA_KERNELS(depthwise_conv2d_transpose_grad) { ops.Kernel<float, double>(kConvTransposeGrad); }
 
 }  // namespace fl

@@ -16,7 +16,6 @@ int ThreadsFor(int64_t n) {  // a multiple of 32, at most kThreads
 template <typename T>
 __global__ void LayerNormForward(const T* x, const T* scale, const T* bias, int64_t n, T eps, T* y, T* mean_out,
                                  T* var_out) {
-  __shared__ double shared[32];
   __shared__ T stats[2];
   const int64_t r = blockIdx.x;
   const T* xr = x + r * n;
@@ -27,8 +26,8 @@ __global__ void LayerNormForward(const T* x, const T* scale, const T* bias, int6
     s1 += d;
     s2 += d * d;
   }
-  s1 = cuda::nn::BlockSum(s1, shared);
-  s2 = cuda::nn::BlockSum(s2, shared);
+  s1 = cuda::BlockSum(s1);
+  s2 = cuda::BlockSum(s2);
   if (threadIdx.x == 0) {
     const double dm = s1 / n;
     const T m = static_cast<T>(k + dm), v = static_cast<T>(fmax(s2 / n - dm * dm, 0.0));
@@ -53,7 +52,6 @@ __global__ void InvStd(int64_t rows, const T* var, T eps, T* inv) {
 template <typename T>
 __global__ void LayerNormDataGrad(const T* x, const T* dy, const T* scale, const T* mean, const T* inv, int64_t n,
                                   T* dx) {
-  __shared__ double shared[32];
   __shared__ T coef[2];
   const int64_t r = blockIdx.x;
   const T* xr = x + r * n;
@@ -65,8 +63,8 @@ __global__ void LayerNormDataGrad(const T* x, const T* dy, const T* scale, const
     s1 += double(g);
     s2 += double(g) * double(xr[j] - m);
   }
-  s1 = cuda::nn::BlockSum(s1, shared);
-  s2 = cuda::nn::BlockSum(s2, shared);
+  s1 = cuda::BlockSum(s1);
+  s2 = cuda::BlockSum(s2);
   if (threadIdx.x == 0) {
     const double ivd = iv, a = -ivd * ivd * ivd * s2 / n, b = -ivd * s1 / n - a * m;
     coef[0] = static_cast<T>(a);

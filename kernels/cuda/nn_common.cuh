@@ -1,8 +1,8 @@
 // Device helpers of the GEMM-based and normalisation kernels (mul, matmul, conv2d, pool2d, batch_norm,
 // layer_norm, lstm_unit, sequence ops): zero fills, row-major packed GEMMs with the CPU helpers' edge cases
 // (kernels/helpers/blas.h: an empty contraction gives beta * C; a batch whose C stride is 0 sums its products) and
-// a deterministic block sum. Kept apart from kernels/cuda/helpers.cuh (the elementwise side's) so either can
-// change without the other.
+// the fused ops' bias + activation epilogue, and pinned host-to-device staging. Block reductions come from
+// kernels/cuda/helpers.cuh.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cuda/device.h"
+#include "helpers.cuh"
 
 namespace fl {
 namespace cuda {
@@ -81,22 +82,6 @@ void GemmBatched(const ExecutionContext& ctx, bool ta, bool tb, int64_t batch, i
   }
   GemmStridedBatched<T>(device, ta, tb, m, n, k, alpha, a.data, ta ? m : k, a.stride, b.data, tb ? k : n, b.stride,
                         beta, c.data, n, c.stride, batch);
-}
-
-// Block-wide sum of one value per thread (blockDim.x a multiple of 32, at most 1024); the result is valid in
-// thread 0. Deterministic: a fixed tree over the threads.
-template <typename A>
-__device__ inline A BlockSum(A v, A* shared /* [32] */) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();  // `shared` may still be read from a previous call
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) >> 5;
-  v = threadIdx.x < warps ? shared[threadIdx.x] : A(0);
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
 }
 
 // A fused op's epilogue activation (kernels/helpers/bias_act.h's EpilogueAct, passed as its int value).
