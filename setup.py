@@ -137,7 +137,11 @@ class BuildExtWithCuda(build_ext):
 
     def build_extension(self, ext):
         if NVCC and cu_sources:
-            ext.extra_objects = list(ext.extra_objects or []) + self._compile_cuda() + cuda_objects
+            cuda_objs = self._compile_cuda()
+            ext.extra_objects = list(ext.extra_objects or []) + cuda_objs + cuda_objects
+            # setuptools relinks only when a source or a dependency is newer than the module: the CUDA objects
+            # count, so a build where only a .cu file changed relinks too.
+            ext.depends = list(ext.depends or []) + cuda_objs
         super().build_extension(ext)
         if not self.inplace:
             self._copy_into_checkout(ext)
