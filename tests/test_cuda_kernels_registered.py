@@ -26,7 +26,7 @@ OPS = {
     **{op + "_grad": FLOATS for op in UNARY_WITH_GRAD + UNARY_WITH_GRAD_GRAD},
     **{op + "_grad_grad": FLOATS for op in UNARY_WITH_GRAD_GRAD},
     **{op: FLOATS | INTS for op in ["reduce_sum", "reduce_max", "reduce_prod", "reduce_sum_grad", "reduce_max_grad"]},
-    **{op: FLOATS for op in ["reduce_mean", "reduce_mean_grad", "mean"]},
+    **{op: FLOATS for op in ["reduce_mean", "reduce_mean_grad", "reduce_prod_grad", "mean"]},
     **{op: FLOATS for op in ["softmax", "softmax_grad", "softmax_with_cross_entropy",
                              "softmax_with_cross_entropy_grad"]},
     "fill_constant": FLOATS | INTS | {"bool"},

@@ -1,8 +1,7 @@
 // CUDA kernels of reduce_sum / reduce_mean / reduce_max / reduce_prod, mean (kernels/reduce.cc defines them) and the
-// sum, mean and max gradients (mean's gradient is reduce_mean_grad with reduce_all). The axes come from the CPU's
+// sum, mean, max and prod gradients (mean's gradient is reduce_mean_grad with reduce_all). The axes come from the CPU's
 // ReduceMask; a forward is one LaunchReduce (helpers.cuh) over the kept and reduced axes, a gradient one thread per
 // input element, which finds its output element through a Strided map with stride 0 along the reduced axes.
-// reduce_prod_grad stays on the CPU (the executor falls back: it has no CUDA kernel).
 #include <limits>
 
 #include "../helpers/reduce.h"
@@ -103,6 +102,59 @@ void Grad(const ExecutionContext& ctx) {
   Launch(ctx, dims.numel(), GradKernel<kMax, T>, OutputOf(dims, mask), xp, yp, dp, scale, g);
 }
 
+// reduce_prod_grad, exact with zeros as on the CPU: per output, the count of zeros and the product of the non-zero
+// elements (two reductions into scratch), then g[i] = d * nonzero / x[i] (no zero), d * nonzero at the one zero, else
+// 0.
+template <typename T>
+struct LoadIsZero {
+  const T* x;
+  __device__ T operator()(int64_t i) const { return x[i] == T(0) ? T(1) : T(0); }
+};
+template <typename T>
+struct LoadNonZero {
+  const T* x;
+  __device__ T operator()(int64_t i) const { return x[i] == T(0) ? T(1) : x[i]; }
+};
+template <typename T>
+struct StoreAt {
+  T* out;
+  __device__ void operator()(int64_t o, T v) const { out[o] = v; }
+};
+
+template <typename T>
+__global__ void ProdGradKernel(int64_t n, Strided map, const T* x, const T* d, const T* zeros, const T* nonzero, T* g) {
+  FL_CUDA_LOOP(i, n) {
+    const int64_t o = map.Offset(i);
+    if (zeros[o] == T(0)) g[i] = d[o] * nonzero[o] / x[i];
+    else if (zeros[o] == T(1) && x[i] == T(0)) g[i] = d[o] * nonzero[o];
+    else g[i] = T(0);
+  }
+}
+
+template <typename T>
+void ProdGrad(const ExecutionContext& ctx) {
+  Tensor* dx = ctx.OutputOrNull("X@GRAD");
+  if (!dx) return;
+  const Tensor& x = ctx.Input("X");
+  const Tensor& dy = ctx.Input("Out@GRAD");
+  const std::vector<bool> mask = KernelMask(ctx);
+  const ReduceIndex ri = MakeReduceIndex(x.dims(), mask);
+  FL_ENFORCE(dy.numel() == ri.out_numel, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dy.dims(),
+             " does not match the reduction of X ", x.dims());
+  const DDim dims = x.dims();
+  const T* xp = x.data<T>();
+  const T* dp = dy.data<T>();
+  dx->Resize(dims);
+  T* g = dx->mutable_data<T>(ctx.place());
+  if (ri.out_numel <= 0) return;
+  auto scratch = Scratch(ctx.place(), 2 * ri.out_numel * sizeof(T));
+  T* zeros = static_cast<T*>(scratch->ptr());  // zeros per output, as T (only 0, 1 or more matters)
+  T* nonzero = zeros + ri.out_numel;
+  LaunchReduce(ctx, ri, T(0), LoadIsZero<T>{xp}, SumOp{}, StoreAt<T>{zeros});
+  LaunchReduce(ctx, ri, T(1), LoadNonZero<T>{xp}, ProdOp{}, StoreAt<T>{nonzero});
+  Launch(ctx, dims.numel(), ProdGradKernel<T>, OutputOf(dims, mask), xp, dp, zeros, nonzero, g);
+}
+
 template <Kind K, bool kMean>
 void RegisterForward(CudaKernelBuilder& ops) {
   auto f = [](const ExecutionContext& ctx, auto tag) {
@@ -134,6 +186,10 @@ FL_REGISTER_CUDA_KERNELS(reduce_max_grad) {
   ops.Kernel<float, double, int32_t, int64_t>([](const fl::ExecutionContext& ctx, auto tag) {
     fl::cuda::Grad<true, false, typename decltype(tag)::type>(ctx);
   });
+}
+FL_REGISTER_CUDA_KERNELS(reduce_prod_grad) {
+  ops.Kernel<float, double>(
+      [](const fl::ExecutionContext& ctx, auto tag) { fl::cuda::ProdGrad<typename decltype(tag)::type>(ctx); });
 }
 FL_REGISTER_CUDA_KERNELS(mean) {
   ops.Kernel<float, double>([](const fl::ExecutionContext& ctx, auto tag) {
