@@ -17,6 +17,7 @@
 #include "grad_op_maker.h"
 #include "helpers/lod.h"
 #include "helpers/row_runs.h"
+#include "helpers/tensor_array.h"
 #include "op_context.h"
 
 namespace fl {
@@ -93,6 +94,7 @@ void InferSplit(InferShapeContext& ctx) {
 }
 
 void RunSplit(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);  // rows move with memcpy (helpers/row_runs.h)
   const Tensor& x = ctx.Input("X");
   FL_ENFORCE(x.rank() >= 1, "split_lod_tensor: X '", ctx.InputName("X"), "' must have rank >= 1, got ", x.dims());
   const LoD& lod = CheckedLoD(ctx, "X", 0, 0);
@@ -146,6 +148,7 @@ void InferMerge(InferShapeContext& ctx) {
 }
 
 void RunMerge(const ExecutionContext& ctx) {
+  CheckCPUPlace(ctx);
   const size_t level = static_cast<size_t>(ctx.Attr<int32_t>("level"));
   Tensor cpu_mask;
   const bool* mask = MaskData(ctx, &cpu_mask);

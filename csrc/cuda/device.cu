@@ -118,6 +118,7 @@ void CheckDeviceErrors(int device) {
   if (e.code == 0) return;
   FL_CUDA_CHECK(cudaMemset(st.slot, 0, sizeof(DeviceError)));
   const std::string& w = e.code >= 1 && e.code <= static_cast<int>(what.size()) ? what[e.code - 1] : "a kernel";
+  if (e.limit <= 0) FL_THROW(w, ": element ", e.index, " is ", e.value);  // no range to name (a zero divisor)
   FL_THROW(w, " is out of range: element ", e.index, " is ", e.value, ", expected [0, ", e.limit, ")");
 }
 

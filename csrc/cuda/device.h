@@ -73,8 +73,9 @@ void Launch(const ExecutionContext& ctx, int64_t n, Kernel kernel, Args... args)
 //   DeviceErrorSink err = ErrorSink(ctx, "Ids", "an id of Ids");        // host side, before the launch
 //   ... in the kernel: if (id < 0 || id >= rows) RaiseDeviceError(err, i, id, rows);
 //
-// raises "op lookup_table: an id of Ids is out of range: element 5 is 1000, expected [0, 100)". Free until a
-// kernel uses it; then one 32-byte copy per wait.
+// raises "op lookup_table: an id of Ids (input Ids 'ids') is out of range: element 5 is 1000, expected [0, 100)"; a
+// limit <= 0 names no range ("op elementwise_div: a divisor in Y (integer division by zero) (input Y 'y'): element 3
+// is 0"). Free until a kernel uses it; then one 32-byte copy per wait.
 struct DeviceError {
   int code;  // 0: none; else 1 + the index of the sink's description
   int pad;

@@ -152,7 +152,8 @@ def test_lookup_table_id_out_of_range_raises_naming_the_op():
     exe = fluid.Executor(gpu())
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
-    with pytest.raises(core.EnforceNotMet, match=r"op lookup_table.*out of range.*is 12, expected \[0, 10\)"):
+    with pytest.raises(core.EnforceNotMet, match=r"op lookup_table: an id of Ids \(input Ids 'ids'\) is out of range: "
+                                                 r"element 1 is 12, expected \[0, 10\)"):
         exe.run(main, feed={"ids": np.array([[1], [12]], "int64")}, fetch_list=[emb], scope=scope)
     out, = exe.run(main, feed={"ids": np.array([[1], [2]], "int64")}, fetch_list=[emb], scope=scope)  # recovers
     assert out.shape == (2, 4)
