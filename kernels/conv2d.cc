@@ -864,23 +864,10 @@ void ConvFusionKernel(const ExecutionContext& ctx) {
 
 template <typename T>
 void ConvGradKernel(const ExecutionContext& ctx) {
-  const Tensor& in = ctx.Input("Input");
-  const Tensor& filter = ctx.Input("Filter");
-  const Tensor& dout = ctx.Input("Output@GRAD");
-  const ConvShape s = MakeShape(ctx, in.dims(), filter.dims());
-  const DDim out_dims{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
-  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
-             " does not match the output dims ", out_dims);
-  T* dx = nullptr;
-  T* dw = nullptr;
-  if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
-    t->Resize(in.dims());
-    dx = t->mutable_data<T>(ctx.place());
-  }
-  if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
-    t->Resize(filter.dims());
-    dw = t->mutable_data<T>(ctx.place());
-  }
+  const ConvGradArgs<T> a(ctx);
+  const Tensor &in = a.in, &filter = a.filter, &dout = a.dout;
+  const ConvShape& s = a.s;
+  T *dx = a.dx, *dw = a.dw;
   if (!dx && !dw) return;
   if (s.Depthwise()) DepthwiseConv<T>(s).Backward(in.data<T>(), filter.data<T>(), dout.data<T>(), dx, dw);
   else

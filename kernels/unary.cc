@@ -15,16 +15,6 @@ using namespace unary_fn;  // NOLINT: the table of functors
 
 // ------------------------------------------------------------------ registration
 
-template <typename A, typename = void>
-struct HasGradGrad : std::false_type {};
-template <typename A>
-struct HasGradGrad<A, std::void_t<decltype(&A::template GradGrad<float>)>> : std::true_type {};
-
-template <typename A>
-constexpr const char* GradSource() {
-  return A::kGradFrom == GradFrom::kX ? "X" : "Out";
-}
-
 // The gradient of <op>_grad(V, Out@GRAD) -> X@GRAD, which is linear in Out@GRAD: d(Out@GRAD) is <op>_grad
 // applied to the incoming X@GRAD@GRAD; dV (rows with a second derivative) is <op>_grad_grad.
 template <typename A>

@@ -9,6 +9,7 @@
 
 #include "../helpers/broadcast.h"
 #include "../helpers/elementwise_functors.h"
+#include "../helpers/elementwise_plan.h"
 #include "cuda/device.h"
 #include "helpers.cuh"
 
@@ -17,18 +18,6 @@ namespace cuda {
 namespace {
 
 using namespace binary_fn;  // NOLINT: the table of functors
-
-template <typename Op, typename = void>
-struct Divides : std::false_type {};
-template <typename Op>
-struct Divides<Op, std::void_t<decltype(Op::kDivides)>> : std::true_type {};
-
-BroadcastPlan PlanFor(const ExecutionContext& ctx, const Tensor& x, const Tensor& y) {
-  FL_ENFORCE(x.dtype() == y.dtype(), ctx.Type(), ": X '", ctx.InputName("X"), "' is ", DTypeName(x.dtype()), " but Y '",
-             ctx.InputName("Y"), "' is ", DTypeName(y.dtype()));
-  return MakeBroadcastPlan(x.dims(), y.dims(), ctx.Attr<int32_t>("axis"), ctx.Type(), ctx.InputName("X"),
-                           ctx.InputName("Y"));
-}
 
 template <typename Op, typename T>
 __global__ void SameShapeKernel(int64_t n, const T* x, const T* y, T* out) {
@@ -55,7 +44,7 @@ template <typename Op, typename T>
 void ForwardKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
-  BroadcastPlan plan = PlanFor(ctx, x, y);
+  BroadcastPlan plan = ElementwisePlan(ctx, x, y);
   if constexpr (Divides<Op>::value && std::is_integral_v<T>) {
     // The CPU says "Y 'y' has a zero at flat index i (integer division by zero)"; the sink names the element.
     Launch(ctx, y.numel(), CheckNonZeroKernel<T>, y.data<T>(),
@@ -122,7 +111,7 @@ void GradKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  BroadcastPlan plan = PlanFor(ctx, x, y);
+  BroadcastPlan plan = ElementwisePlan(ctx, x, y);
   FL_ENFORCE(dout.dims() == plan.out_dims, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' has dims ",
              dout.dims(), " but the forward output has ", plan.out_dims);
   const T* xp = x.data<T>();

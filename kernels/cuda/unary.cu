@@ -12,16 +12,6 @@ namespace {
 
 using namespace unary_fn;  // NOLINT: the table of functors
 
-template <typename A, typename = void>
-struct HasGradGrad : std::false_type {};
-template <typename A>
-struct HasGradGrad<A, std::void_t<decltype(&A::template GradGrad<float>)>> : std::true_type {};
-
-template <typename A>
-constexpr const char* GradSource() {
-  return A::kGradFrom == GradFrom::kX ? "X" : "Out";
-}
-
 template <typename A, typename T>
 __global__ void FwdKernel(int64_t n, A a, const T* x, T* out) {
   FL_CUDA_LOOP(i, n) { out[i] = a.template Fwd<T>(x[i]); }

@@ -9,6 +9,7 @@
 // Attrs(op) and read in the constructor from any context with Attr<T>(name); Check(ctx) adds build-time checks.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "host_device.h"
 #include "op_context.h"
@@ -26,6 +27,17 @@ struct Unary {
   static void Attrs(OpBuilder&) {}
   static void Check(const InferShapeContext&) {}
 };
+
+// Whether row A has a second derivative (its grad op has a grad_grad op), and the variable its gradient reads.
+template <typename A, typename = void>
+struct HasGradGrad : std::false_type {};
+template <typename A>
+struct HasGradGrad<A, std::void_t<decltype(&A::template GradGrad<float>)>> : std::true_type {};
+
+template <typename A>
+constexpr const char* GradSource() {
+  return A::kGradFrom == GradFrom::kX ? "X" : "Out";
+}
 
 // ------------------------------------------------------------------ the table
 
