@@ -136,28 +136,13 @@ const auto kSequencePoolGrad = [](const ExecutionContext& ctx, auto tag) {
   using T = typename decltype(tag)::type;
   Tensor* dx = ctx.OutputOrNull("X@GRAD");
   if (!dx) return;
-  const Tensor& x = ctx.Input("X");
-  const std::vector<size_t>& offsets = SequenceOffsets(ctx, "X");
-  const Tensor& dout = ctx.Input("Out@GRAD");
-  const PoolType type = seq::GetPoolType(ctx);
-  const int64_t sequences = SequenceCount(offsets), w = x.dims().Product(1, x.rank());
-  DDim want = x.dims();
-  want[0] = sequences;
-  FL_ENFORCE(dout.dims() == want, "sequence_pool_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
-             " must be ", want, ": one row per sequence of X '", ctx.InputName("X"), "' ", x.dims(), " LoD ",
-             x.LoDString());
-  const int32_t* index = nullptr;
-  if (type == PoolType::kMax) {
-    const Tensor* mi = ctx.InputOrNull("MaxIndex");
-    FL_ENFORCE(mi != nullptr,
-               "sequence_pool_grad: pooltype MAX needs MaxIndex, which sequence_pool writes only when "
-               "is_test is false");
-    FL_ENFORCE(mi->dtype() == DType::INT32 && mi->dims() == want, "sequence_pool_grad: MaxIndex '",
-               ctx.InputName("MaxIndex"), "' ", DTypeName(mi->dtype()), " ", mi->dims(), " must be int32 ", want);
-    index = mi->data<int32_t>();
-  }
-  dx->Resize(x.dims());
-  T* d = dx->mutable_data<T>(ctx.place());
+  const seq::PoolGradArgs<T> args(ctx, dx);
+  const Tensor &x = args.x, &dout = args.dout;
+  const std::vector<size_t>& offsets = args.offsets;
+  const seq::PoolType type = args.type;
+  const int64_t sequences = args.sequences, w = args.w;
+  const int32_t* index = args.index;
+  T* d = args.d;
   const int64_t rows = x.dims()[0];
   if (rows == 0 || w == 0) return;
   std::shared_ptr<Allocation> off_buf;

@@ -1,9 +1,14 @@
-// The attributes of sequence_pool (its pooltype) and sequence_conv (its context window), read by their CPU kernels
-// (kernels/sequence_pool.cc, kernels/sequence_conv.cc) and their CUDA kernels (kernels/cuda/sequence.cu).
+// The attributes of sequence_pool (its pooltype) and sequence_conv (its context window), and sequence_pool_grad's
+// checked inputs, read by their CPU kernels (kernels/sequence_pool.cc, kernels/sequence_conv.cc) and their CUDA
+// kernels (kernels/cuda/sequence.cu).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "lod.h"
+#include "op_context.h"
 
 namespace fl {
 namespace seq {
@@ -20,6 +25,43 @@ PoolType GetPoolType(const Ctx& ctx) {  // the registration's OneOf has checked 
   if (t == "LAST") return PoolType::kLast;
   return PoolType::kFirst;
 }
+
+// sequence_pool_grad's inputs checked (Out@GRAD one row per sequence; MaxIndex for MAX) and X@GRAD allocated on the
+// kernel's place.
+template <typename T>
+struct PoolGradArgs {
+  PoolGradArgs(const ExecutionContext& ctx, Tensor* dx)
+      : x(ctx.Input("X")),  // its dims and LoD only
+        offsets(SequenceOffsets(ctx, "X")),
+        dout(ctx.Input("Out@GRAD")),
+        type(GetPoolType(ctx)),
+        sequences(SequenceCount(offsets)),
+        w(x.dims().Product(1, x.rank())) {
+    DDim want = x.dims();
+    want[0] = sequences;
+    FL_ENFORCE(dout.dims() == want, "sequence_pool_grad: Out@GRAD '", ctx.InputName("Out@GRAD"), "' ", dout.dims(),
+               " must be ", want, ": one row per sequence of X '", ctx.InputName("X"), "' ", x.dims(), " LoD ",
+               x.LoDString());
+    if (type == PoolType::kMax) {
+      const Tensor* mi = ctx.InputOrNull("MaxIndex");
+      FL_ENFORCE(mi != nullptr,
+                 "sequence_pool_grad: pooltype MAX needs MaxIndex, which sequence_pool writes only when "
+                 "is_test is false");
+      FL_ENFORCE(mi->dtype() == DType::INT32 && mi->dims() == want, "sequence_pool_grad: MaxIndex '",
+                 ctx.InputName("MaxIndex"), "' ", DTypeName(mi->dtype()), " ", mi->dims(), " must be int32 ", want);
+      index = mi->data<int32_t>();
+    }
+    dx->Resize(x.dims());
+    d = dx->mutable_data<T>(ctx.place());
+  }
+  const Tensor& x;
+  const std::vector<size_t>& offsets;
+  const Tensor& dout;
+  const PoolType type;
+  const int64_t sequences, w;
+  const int32_t* index = nullptr;
+  T* d = nullptr;
+};
 
 // The context window of one op, resolved from its attributes.
 struct Context {
