@@ -956,23 +956,10 @@ void ConvTransposeForwardKernel(const ExecutionContext& ctx) {
 
 template <typename T>
 void ConvTransposeGradKernel(const ExecutionContext& ctx) {
-  const Tensor& in = ctx.Input("Input");
-  const Tensor& filter = ctx.Input("Filter");
-  const Tensor& dout = ctx.Input("Output@GRAD");
-  const ConvShape s = MakeTransposeShape(ctx, in.dims(), filter.dims());
-  const DDim out_dims{s.batch, s.geom.channels, s.geom.height, s.geom.width};
-  FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
-             " does not match the output dims ", out_dims);
-  T* dx = nullptr;
-  T* dw = nullptr;
-  if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
-    t->Resize(in.dims());
-    dx = t->mutable_data<T>(ctx.place());
-  }
-  if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
-    t->Resize(filter.dims());
-    dw = t->mutable_data<T>(ctx.place());
-  }
+  const ConvGradArgs<T> a(ctx, /*transposed=*/true);
+  const Tensor &in = a.in, &filter = a.filter, &dout = a.dout;
+  const ConvShape& s = a.s;
+  T *dx = a.dx, *dw = a.dw;
   if (!dx && !dw) return;
   if (s.batch == 0) {
     if (dw) std::fill(dw, dw + filter.numel(), T(0));

@@ -52,35 +52,6 @@ inline ConvShape MakeShape(const ExecutionContext& ctx, const DDim& in, const DD
   return s;
 }
 
-// conv2d_grad's (and depthwise_conv2d_grad's) inputs, checked against the forward's output dims, and its outputs
-// allocated on the kernel's place (null where not wanted): what the CPU and CUDA kernels both start with.
-template <typename T>
-struct ConvGradArgs {
-  explicit ConvGradArgs(const ExecutionContext& ctx)
-      : in(ctx.Input("Input")),
-        filter(ctx.Input("Filter")),
-        dout(ctx.Input("Output@GRAD")),
-        s(MakeShape(ctx, in.dims(), filter.dims())) {
-    const DDim out_dims{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
-    FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
-               " does not match the output dims ", out_dims);
-    if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
-      t->Resize(in.dims());
-      dx = t->mutable_data<T>(ctx.place());
-    }
-    if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
-      t->Resize(filter.dims());
-      dw = t->mutable_data<T>(ctx.place());
-    }
-  }
-  const Tensor& in;
-  const Tensor& filter;
-  const Tensor& dout;
-  const ConvShape s;
-  T* dx = nullptr;
-  T* dw = nullptr;
-};
-
 // The spatial geometry of a transposed convolution after padding_algorithm: pads [top, bottom, left, right],
 // dilations, and the output size (-1 when unknown).
 struct TransposeGeometry {
@@ -163,5 +134,36 @@ inline ConvShape MakeTransposeShape(const ExecutionContext& ctx, const DDim& in,
   s.consistent = t.consistent;
   return s;
 }
+
+// The grad ops' inputs of conv2d and depthwise_conv2d (and, `transposed`, of their _transpose ops), checked against
+// the forward's output dims, and their outputs allocated on the kernel's place (null where not wanted): what the CPU
+// and CUDA kernels all start with.
+template <typename T>
+struct ConvGradArgs {
+  explicit ConvGradArgs(const ExecutionContext& ctx, bool transposed = false)
+      : in(ctx.Input("Input")),
+        filter(ctx.Input("Filter")),
+        dout(ctx.Input("Output@GRAD")),
+        s(transposed ? MakeTransposeShape(ctx, in.dims(), filter.dims()) : MakeShape(ctx, in.dims(), filter.dims())) {
+    const DDim out_dims = transposed ? DDim{s.batch, s.geom.channels, s.geom.height, s.geom.width}
+                                     : DDim{s.batch, s.out_channels, s.geom.out_h, s.geom.out_w};
+    FL_ENFORCE(dout.dims() == out_dims, ctx.Type(), ": Output@GRAD '", ctx.InputName("Output@GRAD"), "' ", dout.dims(),
+               " does not match the output dims ", out_dims);
+    if (Tensor* t = ctx.OutputOrNull("Input@GRAD")) {
+      t->Resize(in.dims());
+      dx = t->mutable_data<T>(ctx.place());
+    }
+    if (Tensor* t = ctx.OutputOrNull("Filter@GRAD")) {
+      t->Resize(filter.dims());
+      dw = t->mutable_data<T>(ctx.place());
+    }
+  }
+  const Tensor& in;
+  const Tensor& filter;
+  const Tensor& dout;
+  const ConvShape s;
+  T* dx = nullptr;
+  T* dw = nullptr;
+};
 
 }  // namespace fl
