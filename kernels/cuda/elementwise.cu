@@ -111,9 +111,7 @@ void GradKernel(const ExecutionContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   const Tensor& dout = ctx.Input("Out@GRAD");
-  BroadcastPlan plan = ElementwisePlan(ctx, x, y);
-  FL_ENFORCE(dout.dims() == plan.out_dims, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' has dims ",
-             dout.dims(), " but the forward output has ", plan.out_dims);
+  BroadcastPlan plan = ElementwiseGradPlan(ctx, x, y, dout);
   const T* xp = x.data<T>();
   const T* yp = y.data<T>();
   const T* gp = dout.data<T>();

@@ -24,4 +24,13 @@ inline BroadcastPlan ElementwisePlan(const ExecutionContext& ctx, const Tensor& 
                            ctx.InputName("Y"));
 }
 
+// The grad ops' plan: the forward's, with Out@GRAD checked to have the forward output's dims.
+inline BroadcastPlan ElementwiseGradPlan(const ExecutionContext& ctx, const Tensor& x, const Tensor& y,
+                                         const Tensor& dout) {
+  BroadcastPlan plan = ElementwisePlan(ctx, x, y);
+  FL_ENFORCE(dout.dims() == plan.out_dims, ctx.Type(), ": Out@GRAD '", ctx.InputName("Out@GRAD"), "' has dims ",
+             dout.dims(), " but the forward output has ", plan.out_dims);
+  return plan;
+}
+
 }  // namespace fl
