@@ -10,6 +10,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 
 from .. import core
 
@@ -89,6 +90,9 @@ def _default_threads(local_size):
         return None
     from .launch import usable_cores
     return max(1, usable_cores() // max(1, local_size))
+
+
+ABORT_FLUSH_S = 0.2
 
 
 def _install_abort_on_exception():
@@ -230,7 +234,6 @@ def barrier():
 
 def _wait(request, what):
     """Polls an mpi4py request with the ring's deadline (a plain Wait would hang on a lost rank)."""
-    import time
     st = _state
     deadline = time.monotonic() + st.timeout_s
     pause = 1e-5
@@ -272,5 +275,8 @@ def abort(message, code=1):
     _launch_record("abort", message=message)
     st = _state
     if st is not None and st.mpi is not None and st.size > 1:
+        # MPI_Abort makes mpiexec kill every rank at once: give its proxy a moment to forward what this rank (and a
+        # rank failing alike at the same time) just wrote, so the job's output holds the reason.
+        time.sleep(ABORT_FLUSH_S)
         st.mpi.COMM_WORLD.Abort(code)
     os._exit(code)
