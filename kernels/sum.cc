@@ -10,6 +10,7 @@
 
 #include "grad_op_maker.h"
 #include "helpers/selected_rows.h"
+#include "helpers/sum_inputs.h"
 #include "helpers/tensor_array.h"
 #include "op_context.h"
 #include "sum_into.h"
@@ -189,40 +190,11 @@ FL_REGISTER_OP(sum, op) {
         for (int i = 0; i < n; ++i)
           if (ctx.InputRowsOrNull("X", i)) return SumWithSelectedRows<T>(ctx);
         Tensor* out = ctx.Output("Out");
-        const Variable* out_var = ctx.OutputVar("Out");
-        std::vector<const T*> ptrs;
-        ptrs.reserve(n);
-        const Tensor* first = nullptr;  // first non-empty input
-        const Tensor* empty = nullptr;  // some initialized but empty input
-        int first_i = -1;
-        bool out_is_input = false;
-        for (int i = 0; i < n; ++i) {
-          const Tensor* t = ctx.InputOrNull("X", i);
-          if (!t) continue;
-          if (t->numel() == 0) {
-            empty = t;
-            continue;
-          }
-          if (!first) {
-            first = t;
-            first_i = i;
-          } else {
-            FL_ENFORCE(t->numel() == first->numel(), "sum: inputs must have the same number of elements; X[", first_i,
-                       "] '", ctx.InputName("X", first_i), "' ", first->dims(), " vs X[", i, "] '",
-                       ctx.InputName("X", i), "' ", t->dims());
-            FL_ENFORCE(t->dtype() == first->dtype(), "sum: inputs must have the same dtype; X[", first_i, "] '",
-                       ctx.InputName("X", first_i), "' is ", DTypeName(first->dtype()), " but X[", i, "] '",
-                       ctx.InputName("X", i), "' is ", DTypeName(t->dtype()));
-          }
-          out_is_input |= ctx.InputVar("X", i) == out_var;
-          ptrs.push_back(t->data<T>());
-        }
-        if (!first) {  // every input is empty (the kernel dtype came from one of them): so is Out
-          FL_ENFORCE(empty != nullptr, "sum: no input of X is initialized");
-          out->Resize(empty->dims());
-          out->mutable_data<T>(ctx.place());
-          return;
-        }
+        SumInputs<T> in(ctx);
+        if (in.WriteEmptyOut(ctx, out)) return;
+        std::vector<const T*>& ptrs = in.ptrs;
+        const Tensor* first = in.first;
+        const bool out_is_input = in.out_is_input;
         // A fed (non-owned) buffer is replaced by mutable_data; keep it alive while it is read.
         std::shared_ptr<Allocation> keep = out_is_input ? out->holder() : nullptr;
         const DDim dims = first->dims();

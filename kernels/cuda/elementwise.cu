@@ -10,6 +10,7 @@
 #include "../helpers/broadcast.h"
 #include "../helpers/elementwise_functors.h"
 #include "../helpers/elementwise_plan.h"
+#include "../helpers/sum_inputs.h"
 #include "cuda/device.h"
 #include "helpers.cuh"
 
@@ -173,39 +174,11 @@ void SumKernelHost(const ExecutionContext& ctx) {
                " (use is_sparse=False or run the program on CPUPlace)");
   }
   Tensor* out = ctx.Output("Out");
-  const Variable* out_var = ctx.OutputVar("Out");
-  std::vector<const T*> ptrs;
-  const Tensor* first = nullptr;
-  const Tensor* empty = nullptr;
-  int first_i = -1;
-  bool out_is_input = false;
-  for (int i = 0; i < n; ++i) {
-    const Tensor* t = ctx.InputOrNull("X", i);
-    if (!t) continue;
-    if (t->numel() == 0) {
-      empty = t;
-      continue;
-    }
-    if (!first) {
-      first = t;
-      first_i = i;
-    } else {
-      FL_ENFORCE(t->numel() == first->numel(), "sum: inputs must have the same number of elements; X[", first_i, "] '",
-                 ctx.InputName("X", first_i), "' ", first->dims(), " vs X[", i, "] '", ctx.InputName("X", i), "' ",
-                 t->dims());
-      FL_ENFORCE(t->dtype() == first->dtype(), "sum: inputs must have the same dtype; X[", first_i, "] '",
-                 ctx.InputName("X", first_i), "' is ", DTypeName(first->dtype()), " but X[", i, "] '",
-                 ctx.InputName("X", i), "' is ", DTypeName(t->dtype()));
-    }
-    out_is_input |= ctx.InputVar("X", i) == out_var;
-    ptrs.push_back(t->data<T>());
-  }
-  if (!first) {
-    FL_ENFORCE(empty != nullptr, "sum: no input of X is initialized");
-    out->Resize(empty->dims());
-    out->mutable_data<T>(ctx.place());
-    return;
-  }
+  SumInputs<T> in(ctx);
+  if (in.WriteEmptyOut(ctx, out)) return;
+  std::vector<const T*>& ptrs = in.ptrs;
+  const Tensor* first = in.first;
+  const bool out_is_input = in.out_is_input;
   // The inputs' buffers stay alive while the kernels read them (stream order: a freed block is reused only by
   // work queued later on the same stream).
   std::shared_ptr<Allocation> keep = out_is_input ? out->holder() : nullptr;

@@ -52,15 +52,11 @@ const auto kLstmUnitGrad = [](const ExecutionContext& ctx, auto tag) {
   Tensor* dxt = ctx.OutputOrNull("X@GRAD");
   Tensor* dcpt = ctx.OutputOrNull("C_prev@GRAD");
   if (!dxt && !dcpt) return;
-  const Tensor& xt = ctx.Input("X");
-  const Tensor& cpt = ctx.Input("C_prev");
-  const int64_t n = cpt.dims()[0], d = cpt.dims()[1];
-  const T fb = static_cast<T>(ctx.Attr<float>("forget_bias"));
-  const Tensor* dht = ctx.InputOrNull("H@GRAD");
-  const Tensor* dct = ctx.InputOrNull("C@GRAD");
-  for (const Tensor* g : {dht, dct})
-    FL_ENFORCE(!g || g->numel() == n * d, "lstm_unit_grad: ", g == dht ? "H@GRAD" : "C@GRAD", " ", g->dims(),
-               " does not match C_prev '", ctx.InputName("C_prev"), "' ", cpt.dims());
+  const lstm_unit::GradInputs in(ctx);
+  const Tensor &xt = in.xt, &cpt = in.cpt;
+  const int64_t n = in.n, d = in.d;
+  const T fb = static_cast<T>(in.forget_bias);
+  const Tensor *dht = in.dht, *dct = in.dct;
   T* dx = nullptr;
   T* dcp = nullptr;
   if (dxt) {

@@ -5,6 +5,7 @@
 // On the CPU sigmoid and tanh are the vectorisable VecSigmoid / VecTanh; on the device CUDA's exp / tanh.
 #pragma once
 #include "host_device.h"
+#include "op_context.h"
 #include "vec_act.h"
 
 namespace fl {
@@ -53,6 +54,29 @@ FL_HD inline CellGrad<T> CellBackward(T xi, T xf, T xo, T xg, T cp, T dh, T dc, 
   return {dcs * g * i * (T(1) - i), dcs * cp * f * (T(1) - f), dh * tc * o * (T(1) - o), dcs * i * (T(1) - g * g),
           dcs * f};
 }
+
+// lstm_unit_grad's inputs as its CPU and CUDA kernels read them: H@GRAD and C@GRAD may be missing (that output feeds
+// nothing); given ones must have C_prev's element count.
+struct GradInputs {
+  explicit GradInputs(const ExecutionContext& ctx)
+      : xt(ctx.Input("X")),
+        cpt(ctx.Input("C_prev")),
+        n(cpt.dims()[0]),
+        d(cpt.dims()[1]),
+        forget_bias(ctx.Attr<float>("forget_bias")),
+        dht(ctx.InputOrNull("H@GRAD")),
+        dct(ctx.InputOrNull("C@GRAD")) {
+    for (const Tensor* g : {dht, dct})
+      FL_ENFORCE(!g || g->numel() == n * d, "lstm_unit_grad: ", g == dht ? "H@GRAD" : "C@GRAD", " ", g->dims(),
+                 " does not match C_prev '", ctx.InputName("C_prev"), "' ", cpt.dims());
+  }
+  const Tensor& xt;
+  const Tensor& cpt;
+  const int64_t n, d;
+  const float forget_bias;
+  const Tensor* dht;
+  const Tensor* dct;
+};
 
 }  // namespace lstm_unit
 }  // namespace fl
