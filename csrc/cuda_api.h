@@ -57,8 +57,8 @@ struct CudaApi {
 const CudaApi* Cuda();  // null in a CPU-only build
 void RegisterCudaApi(const CudaApi* api);
 
-// Set by the device allocator's first allocation: until then no tensor can live on a GPU, and the executor skips
-// looking for inputs to transfer between places.
+// Set by the device allocator's first allocation and by the first DLPack import of device memory: until then no
+// tensor can live on a GPU, and the executor skips looking for inputs to transfer between places.
 extern std::atomic<bool> g_device_memory_used;
 inline bool DeviceMemoryUsed() { return g_device_memory_used.load(std::memory_order_relaxed); }
 

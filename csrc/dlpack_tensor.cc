@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda_api.h"
 #include "enforce.h"
 
 namespace py = pybind11;
@@ -144,7 +145,11 @@ Tensor TensorFromDLPack(py::capsule capsule) {
     case kDLCPU: place = Place::CPU(); break;
     case kDLCUDAHost: place = Place::CUDAPinned(); break;
     case kDLCUDA:
-    case kDLCUDAManaged: place = Place::CUDA(dl->device.device_id); break;
+    case kDLCUDAManaged:
+      place = Place::CUDA(dl->device.device_id);
+      // Device memory not from fluidlite's allocator: from now on the executor looks for inputs to move.
+      g_device_memory_used.store(true, std::memory_order_relaxed);
+      break;
     default:
       release();
       FL_THROW("from_dlpack: DLPack device type ", dl->device.device_type,

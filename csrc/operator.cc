@@ -707,24 +707,22 @@ void PreparedOp::Run(const Place& place) {
     FL_VLOG(3) << "expected_kernel_key:data_type[" << DTypeCppName(dt) << "]:data_layout[ANY_LAYOUT]:place["
                << kp.ToString() << "]:library_type[PLAIN]";
   }
-  // Tensors can only be elsewhere once a GPU was used: a CPU program in a CPU process pays one load here.
-  const bool transfer = kernel_place_.is_gpu() || DeviceMemoryUsed();
-  const size_t swapped = transfer ? TransferInputs(kernel_place_) : 0;
-  try {
+  {
+    // Tensors can only be elsewhere once a GPU was used: a CPU program in a CPU process pays one load here. The
+    // kernel reads the copies; the op's own inputs are back when it returns or throws.
+    struct Restore {
+      PreparedOp* op;
+      size_t n;
+      ~Restore() {
+        if (n) op->RestoreInputs(n);
+      }
+    } restore{this, kernel_place_.is_gpu() || DeviceMemoryUsed() ? TransferInputs(kernel_place_) : 0};
     RecordEvent compute_event(detail ? detail_names_[1] : nullptr, "OperatorInner", detail);
-    if (kernel_place_.is_gpu() && ProfilerEnabled()) {  // the op's kernels on the GPU stream track
-      const CudaApi* cuda = Cuda();
-      const int64_t span = cuda->span_begin(kernel_place_.device);
-      (*kernel_)(kernel_place_ == place ? ctx : ExecutionContext(*this, kernel_place_));
-      cuda->span_end(kernel_place_.device, span, info_->type.c_str(), "GPUKernel", nullptr, -1);
-    } else {
-      (*kernel_)(kernel_place_ == place ? ctx : ExecutionContext(*this, kernel_place_));
-    }
-  } catch (...) {
-    if (swapped) RestoreInputs(swapped);
-    throw;
+    // Profiled on a GPU: the op's kernels are a span on the device's stream track.
+    const int64_t span = kernel_place_.is_gpu() && ProfilerEnabled() ? Cuda()->span_begin(kernel_place_.device) : -1;
+    (*kernel_)(kernel_place_ == place ? ctx : ExecutionContext(*this, kernel_place_));
+    if (span >= 0) Cuda()->span_end(kernel_place_.device, span, info_->type.c_str(), "GPUKernel", nullptr, -1);
   }
-  if (swapped) RestoreInputs(swapped);
   if (!grad_lod_.empty()) ShareForwardLoDWithGrads();
 }
 

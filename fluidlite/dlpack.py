@@ -55,12 +55,6 @@ def to_dlpack(tensor):
     return _to_dlpack(tensor, False)
 
 
-def as_lod_tensor(value, place):
-    """A fed DLPack array as the LoDTensor the executor takes (`place` is the executor's: the feed op copies the
-    tensor there when it lives elsewhere)."""
-    return from_dlpack(value)
-
-
 def _wait_for(tensor, stream):
     """Before a consumer reads a GPU tensor: fluidlite's stream has finished writing it (stream -1: the consumer
     takes care of ordering itself)."""

@@ -192,8 +192,8 @@ class Executor:
         values = [feed[n] for n in feed_names]
         for i, v in enumerate(values):
             if not isinstance(v, (np.ndarray, core.LoDTensor)):  # a LoDTensor is fed as is, LoD included
-                values[i] = dlpack.as_lod_tensor(v, self.place) if dlpack.is_dlpack_array(v) else \
-                    _as_array(v, feed_names[i], program)
+                # a DLPack array is shared as is: the feed op copies it to the executor's place if elsewhere
+                values[i] = dlpack.from_dlpack(v) if dlpack.is_dlpack_array(v) else _as_array(v, feed_names[i], program)
         return entry.prepared.run(values, return_numpy)
 
 

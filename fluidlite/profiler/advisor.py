@@ -14,6 +14,7 @@ import re
 
 from ._session import _state, step_event_indices
 from ._session import events as _session_events
+from .gpu import gpu_summary
 from .report import GAP_PARENTS, _communication, pool_wait_ns, preempted, self_times
 
 __all__ = ["advise", "Advice", "Finding", "format_findings", "KINDS"]
@@ -842,7 +843,6 @@ GPU_IDLE_SHARE = 0.3  # a device idle for this share of the runs that used it is
 
 
 def _gpu_idle(p):
-    from .gpu import gpu_summary
     findings = []
     runs = [p.evs[i] for i in p.runs]
     copies_to_host = sum(1 for e in p.evs if e["category"] == "Memcpy" and e["name"].startswith("memcpy:GPU->CPU"))

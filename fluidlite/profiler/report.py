@@ -10,7 +10,7 @@ import json
 import math
 
 from .. import core
-from ._session import _SORT_KEYS, _PLACE_NAME, _check_sorted_key, _state, events as _session_events
+from ._session import _SORT_KEYS, _PLACE_NAME, _check_sorted_key, _state, events as _session_events, step_events
 from .gpu import IDLE_GAP_MIN_NS, gpu_summary, gpu_time_by_name, is_gpu_event
 
 _LOOP_STEP_EVENTS = ("while::step", "while_grad::step", "recurrent::step", "recurrent_grad::step")
@@ -445,7 +445,7 @@ def _profiling_report(rows, merged, state, sorted_key, gpu_ns=None):
     gpu_layout = state == "All" and core.is_compiled_with_cuda()
     gpu_ns = gpu_ns or {}
     calls_by_name = {}
-    for r in rows:
+    for r in rows if gpu_layout else ():
         calls_by_name[r["event"]] = calls_by_name.get(r["event"], 0) + r["calls"]
     place = _PLACE_NAME[state] if core.is_compiled_with_cuda() else "CPU"
     lines = ["", _banner("Profiling Report"), ""]
@@ -465,14 +465,13 @@ def _profiling_report(rows, merged, state, sorted_key, gpu_ns=None):
     header += "".join(c.ljust(12) for c in ("Min.", "Max.", "Ave.", "Ratio.", "Self.", "Median", "P95")) + "% wall"
     lines.append(header)
     for n, r in zip(names, rows):
+        total, cells = r["total_ms"], ""
         if gpu_layout:
             gpu_ms = gpu_ns.get(r["event"], 0) / 1e6 * r["calls"] / max(1, calls_by_name[r["event"]])
-            total = r["total_ms"] + gpu_ms
-            line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(total).ljust(12)
-            line += ("%f (%f)" % (r["total_ms"], r["total_ms"] / total if total else 1.0)).ljust(24)
-            line += ("%f (%f)" % (gpu_ms, gpu_ms / total if total else 0.0)).ljust(24)
-        else:
-            line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(r["total_ms"]).ljust(12)
+            total += gpu_ms
+            cells = ("%f (%f)" % (r["total_ms"], r["total_ms"] / total if total else 1.0)).ljust(24) + \
+                ("%f (%f)" % (gpu_ms, gpu_ms / total if total else 0.0)).ljust(24)
+        line = n.ljust(w) + str(r["calls"]).ljust(12) + _fmt(total).ljust(12) + cells
         line += "".join(_fmt(r[k]).ljust(12) for k in ("min_ms", "max_ms", "ave_ms", "ratio", "self_ms",
                                                         "median_ms", "p95_ms"))
         lines.append((line + "%.2f" % (100 * r["wall_ratio"])).rstrip())
@@ -481,11 +480,6 @@ def _profiling_report(rows, merged, state, sorted_key, gpu_ns=None):
         lines.append(PREEMPTED_NOTE % n_preempted)
     lines.append("")
     return lines
-
-
-def _run_events(evs):
-    from ._session import step_events
-    return step_events(evs)
 
 
 def _gpu_lines(gpus):
@@ -507,7 +501,7 @@ def _gpu_lines(gpus):
 def gpu_summary_of(event_list=None):
     """Per device: spans, busy and idle ms, utilisation and the longest idle gaps (gpu.py: gpu_summary)."""
     evs = _checked_events(event_list)
-    return gpu_summary(evs, _run_events(evs))
+    return gpu_summary(evs, step_events(evs))
 
 
 def _time_lines(view):
@@ -595,7 +589,7 @@ def report(sorted_key=None, event_list=None, wall_ns=None):
     lines += _profiling_report(per_thread, False, state, sorted_key, gpu_ns)
     time_lines, fw = _time_lines(view)
     lines += time_lines
-    gpus = gpu_summary(view.events, _run_events(view.events))
+    gpus = gpu_summary(view.events, step_events(view.events))
     if gpus:
         lines += _gpu_lines(gpus)
     mem = _memcpy(view.events)
