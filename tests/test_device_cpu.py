@@ -15,8 +15,8 @@ def _nvcc_found():
     return bool(shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"))
 
 
-@pytest.mark.skipif(not _nvcc_found() or os.environ.get("FLUIDLITE_CUDA", "") == "0",
-                    reason="no nvcc on this machine: the build is CPU-only by design")
+@pytest.mark.skipif(not _nvcc_found() or os.environ.get("FLUIDLITE_CUDA", os.environ.get("FLUIDLITE_WITH_CUDA")) == "0",
+                    reason="no nvcc on this machine, or FLUIDLITE_CUDA=0: the build is CPU-only by design")
 def test_a_machine_with_nvcc_builds_the_cuda_runtime_in():
     assert core.is_compiled_with_cuda(), "nvcc is here but the module has no CUDA runtime: setup.py skipped the .cu"
 
